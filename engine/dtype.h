@@ -1,0 +1,88 @@
+/* Weight data types (numbered as in GGML/GGUF) and the exact scalar conversions
+ * every backend shares. Block formats: a row of `cols` values is cols/block_size
+ * blocks of type_size bytes each. */
+#ifndef HONE_DTYPE_H
+#define HONE_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef enum {
+    HONE_DTYPE_F32 = 0,
+    HONE_DTYPE_F16 = 1,
+    HONE_DTYPE_Q4_0 = 2,  /* block 32: f16 d; u8 qs[16]; w = (q - 8) * d            */
+    HONE_DTYPE_Q4_1 = 3,  /* block 32: f16 d, m; u8 qs[16]; w = q * d + m            */
+    HONE_DTYPE_Q8_0 = 8,  /* block 32: f16 d; i8 qs[32]; w = q * d                   */
+    HONE_DTYPE_BF16 = 30,
+    HONE_DTYPE_COUNT_MAX = 40 /* exclusive upper bound on the numbering, not a type */
+} hone_dtype;
+
+/* Nibble order in q4 blocks: element j (0..15) is qs[j] & 0xF, element j+16 is qs[j] >> 4. */
+#define HONE_QK 32
+
+typedef struct { uint16_t d; uint8_t qs[16]; } hone_block_q4_0;          /* 18 bytes */
+typedef struct { uint16_t d, m; uint8_t qs[16]; } hone_block_q4_1;       /* 20 bytes */
+typedef struct { uint16_t d; int8_t qs[32]; } hone_block_q8_0;           /* 34 bytes */
+
+/* 1 if the engine supports dtype t (f32, f16, bf16, q8_0, q4_0, q4_1). */
+int hone_dtype_supported(int t);
+/* "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", or "unknown". */
+const char *hone_dtype_name(int t);
+/* Parses a name as above; returns -1 if unknown. */
+int hone_dtype_from_name(const char *name);
+/* Values per block (1 for plain floats, 32 for the block formats); 0 if unsupported. */
+int64_t hone_dtype_block_size(int t);
+/* Bytes per block; 0 if unsupported. */
+int64_t hone_dtype_type_size(int t);
+/* Bytes for a row of n values (n must be a multiple of the block size). */
+static inline int64_t hone_dtype_row_bytes(int t, int64_t n)
+{
+    return n / hone_dtype_block_size(t) * hone_dtype_type_size(t);
+}
+
+/* IEEE half -> float, exact. */
+static inline float hone_fp16_to_f32(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1f;
+    uint32_t man = h & 0x3ff;
+    uint32_t bits;
+    if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else { /* subnormal: normalise */
+            int e = -1;
+            do { man <<= 1; e++; } while (!(man & 0x400));
+            man &= 0x3ff;
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | (man << 13);
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (man << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* float -> IEEE half, round to nearest even (used by tools and tests, not on hot paths). */
+uint16_t hone_f32_to_fp16(float f);
+
+/* bfloat16 -> float, exact. */
+static inline float hone_bf16_to_f32(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+/* float -> bfloat16, round to nearest even (NaN kept quiet). */
+uint16_t hone_f32_to_bf16(float f);
+
+/* Dequantises row `row` of an (rows x cols) weight of type t into out[cols], exactly. */
+void hone_dtype_dequant_row(int t, const void *w, int64_t row, int64_t cols, float *out);
+
+#endif

@@ -1,0 +1,49 @@
+/* The forward pass on the CPU: a context binds a model, a slot table, a thread pool, the
+ * paged KV cache and the activation buffers, and runs chunks of tokens of one sequence
+ * through the model, calling kernels only through the slot table. */
+#ifndef HONE_FORWARD_H
+#define HONE_FORWARD_H
+
+#include <stdint.h>
+
+#include "kv_cache.h"
+#include "model.h"
+#include "pool.h"
+#include "slots.h"
+
+typedef struct {
+    int n_threads;          /* <= 0: all online CPUs */
+    int64_t n_ctx;          /* positions per sequence; <= 0: min(training context, 4096) */
+    int64_t chunk;          /* prefill chunk size (tokens per forward call inside) */
+    int64_t kv_block_size;  /* tokens per KV block */
+    int64_t kv_blocks;      /* blocks in the pool; <= 0: enough for one full-length sequence */
+} hone_ctx_opts;
+
+#define HONE_CTX_OPTS_INIT {0, 0, 64, 16, 0}
+
+/* Called around every slot call when set (the profiler's hook): the slot, the time the call
+ * took in ns, and its rows/cols/n shape (meaning per slot: see forward.c). */
+typedef void (*hone_ctx_slot_hook)(void *user, hone_slot_id id, uint64_t ns, int64_t a, int64_t b,
+                                   int64_t c);
+
+typedef struct hone_ctx hone_ctx;
+
+int hone_ctx_new(hone_ctx **out, const hone_model *m, const hone_ctx_opts *opts);
+void hone_ctx_free(hone_ctx *c);
+
+const hone_model *hone_ctx_model(const hone_ctx *c);
+int64_t hone_ctx_n_ctx(const hone_ctx *c);
+int hone_ctx_n_threads(const hone_ctx *c);
+hone_kv_cache *hone_ctx_kv(hone_ctx *c);
+/* The table the forward pass calls through; replace entries to swap kernels between calls. */
+hone_slot_table *hone_ctx_slots(hone_ctx *c);
+void hone_ctx_set_hook(hone_ctx *c, hone_ctx_slot_hook hook, void *user);
+
+/* Feeds tokens[n] at positions seq->n_tokens .. +n-1, storing their K/V in seq's blocks.
+ * logits: [n_vocab] for the last token, or [n][n_vocab] when all_logits; NULL for none.
+ * Errors: a token id out of range, the context length exceeded, a full KV cache; on error
+ * seq keeps only the tokens it had. */
+int hone_ctx_forward(hone_ctx *c, hone_kv_seq *seq, const int32_t *tokens, int64_t n,
+                     float *logits, int all_logits);
+
+#endif

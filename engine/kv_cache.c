@@ -1,0 +1,113 @@
+/* Paged KV cache: a free list of block ids plus a reference count per block. */
+#include "kv_cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+struct hone_kv_cache {
+    int64_t n_layers, row;        /* row = n_kv_heads * head_dim floats per token */
+    int64_t block_size, n_blocks;
+    float *k, *v;                 /* [n_layers][n_blocks][block_size][row] */
+    int32_t *free_list;           /* [n_blocks] */
+    int64_t n_free;
+    int32_t *refs;                /* [n_blocks] */
+};
+
+int hone_kv_cache_new(hone_kv_cache **out, int64_t n_layers, int64_t n_kv_heads, int64_t head_dim,
+                      int64_t block_size, int64_t n_blocks)
+{
+    *out = NULL;
+    if (n_layers < 1 || n_kv_heads < 1 || head_dim < 1 || block_size < 1 || n_blocks < 1 ||
+        n_blocks > INT32_MAX)
+        return hone_error_set(HONE_EINVAL, "invalid KV cache geometry");
+    hone_kv_cache *kv = calloc(1, sizeof *kv);
+    if (!kv) return hone_error_set(HONE_ENOMEM, "out of memory");
+    kv->n_layers = n_layers;
+    kv->row = n_kv_heads * head_dim;
+    kv->block_size = block_size;
+    kv->n_blocks = n_blocks;
+    size_t floats = (size_t)(n_layers * n_blocks * block_size * kv->row);
+    kv->k = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+    kv->v = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+    kv->free_list = malloc((size_t)n_blocks * sizeof(int32_t));
+    kv->refs = calloc((size_t)n_blocks, sizeof(int32_t));
+    if (!kv->k || !kv->v || !kv->free_list || !kv->refs) {
+        hone_kv_cache_free(kv);
+        return hone_error_set(HONE_ENOMEM, "out of memory for a KV cache of %zu MiB",
+                              floats * 8 >> 20);
+    }
+    /* hand out low ids first */
+    for (int64_t i = 0; i < n_blocks; i++) kv->free_list[i] = (int32_t)(n_blocks - 1 - i);
+    kv->n_free = n_blocks;
+    *out = kv;
+    return 0;
+}
+
+void hone_kv_cache_free(hone_kv_cache *kv)
+{
+    if (!kv) return;
+    free(kv->k);
+    free(kv->v);
+    free(kv->free_list);
+    free(kv->refs);
+    free(kv);
+}
+
+int64_t hone_kv_cache_block_size(const hone_kv_cache *kv) { return kv->block_size; }
+int64_t hone_kv_cache_n_blocks(const hone_kv_cache *kv) { return kv->n_blocks; }
+int64_t hone_kv_cache_n_free(const hone_kv_cache *kv) { return kv->n_free; }
+
+float *hone_kv_cache_k(hone_kv_cache *kv, int64_t layer)
+{
+    return kv->k + layer * kv->n_blocks * kv->block_size * kv->row;
+}
+
+float *hone_kv_cache_v(hone_kv_cache *kv, int64_t layer)
+{
+    return kv->v + layer * kv->n_blocks * kv->block_size * kv->row;
+}
+
+int hone_kv_cache_reserve(hone_kv_cache *kv, hone_kv_seq *seq, int64_t n_tokens)
+{
+    int64_t need = (n_tokens + kv->block_size - 1) / kv->block_size;
+    if (need <= seq->n_blocks) return 0;
+    if (need - seq->n_blocks > kv->n_free)
+        return hone_error_set(HONE_ERANGE, "KV cache full: %lld tokens need %lld more blocks, %lld free",
+                              (long long)n_tokens, (long long)(need - seq->n_blocks),
+                              (long long)kv->n_free);
+    if (need > seq->cap) {
+        int64_t cap = seq->cap ? seq->cap : 8;
+        while (cap < need) cap *= 2;
+        int32_t *b = realloc(seq->blocks, (size_t)cap * sizeof *b);
+        if (!b) return hone_error_set(HONE_ENOMEM, "out of memory");
+        seq->blocks = b;
+        seq->cap = cap;
+    }
+    while (seq->n_blocks < need) {
+        int32_t id = kv->free_list[--kv->n_free];
+        kv->refs[id] = 1;
+        seq->blocks[seq->n_blocks++] = id;
+    }
+    return 0;
+}
+
+static void unref(hone_kv_cache *kv, int32_t id)
+{
+    if (--kv->refs[id] == 0) kv->free_list[kv->n_free++] = id;
+}
+
+void hone_kv_cache_truncate(hone_kv_cache *kv, hone_kv_seq *seq, int64_t n_tokens)
+{
+    int64_t keep = (n_tokens + kv->block_size - 1) / kv->block_size;
+    while (seq->n_blocks > keep) unref(kv, seq->blocks[--seq->n_blocks]);
+    if (seq->n_tokens > n_tokens) seq->n_tokens = n_tokens;
+}
+
+void hone_kv_cache_release(hone_kv_cache *kv, hone_kv_seq *seq)
+{
+    hone_kv_cache_truncate(kv, seq, 0);
+    free(seq->blocks);
+    memset(seq, 0, sizeof *seq);
+}

@@ -1,0 +1,519 @@
+/* The hone command: generate, info, tokenize and logits (the parity primitive).
+ * Run `hone help` for usage. Errors print the engine's message and exit 1. */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "chat.h"
+#include "error.h"
+#include "forward.h"
+#include "model.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+static const char usage[] =
+    "usage: hone <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  generate -m MODEL -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
+    "           [--repeat-penalty R] [--seed S] [--chat] [--system TEXT]\n"
+    "                          stream a completion (with --chat: one chat turn)\n"
+    "  info -m MODEL [--tensors] print architecture, dtypes, tokenizer (and every tensor)\n"
+    "  tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos]\n"
+    "                          print the token ids of a text\n"
+    "  logits -m MODEL (-p TEXT | --prompt-tokens IDS) --steps K --out FILE\n"
+    "         [--tokens IDS] [--all-positions]\n"
+    "                          dump the f32 logits of every step: greedy, or teacher-forced\n"
+    "                          on --tokens (IDS: comma-separated token ids)\n"
+    "\n"
+    "common options: -t THREADS (default: all CPUs), --ctx N (context length)\n";
+
+typedef struct {
+    const char *model, *prompt, *file, *out, *prompt_tokens, *tokens, *system;
+    int64_t n_predict, steps, n_ctx;
+    int n_threads, chat, no_bos, all_positions, tensors;
+    hone_sampler_params sp;
+} options;
+
+static int die(const char *what)
+{
+    fprintf(stderr, "hone: %s%s%s\n", what ? what : "", what ? ": " : "", hone_error_last());
+    return 1;
+}
+
+static int parse_i64(const char *s, int64_t *out, const char *flag)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end)
+        return hone_error_set(HONE_EINVAL, "%s expects an integer, got '%s'", flag, s);
+    *out = v;
+    return 0;
+}
+
+static int parse_f32(const char *s, float *out, const char *flag)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v))
+        return hone_error_set(HONE_EINVAL, "%s expects a number, got '%s'", flag, s);
+    *out = (float)v;
+    return 0;
+}
+
+static int parse_options(int argc, char **argv, options *o)
+{
+    hone_sampler_params sp = HONE_SAMPLER_PARAMS_INIT;
+    memset(o, 0, sizeof *o);
+    o->sp = sp;
+    o->sp.temperature = 0.0f; /* greedy unless asked */
+    o->n_predict = 128;
+    o->steps = -1;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int64_t iv;
+        int rc = 0, takes = 1;
+#define IS(s) (strcmp(a, s) == 0)
+        if (IS("--chat")) { o->chat = 1; takes = 0; }
+        else if (IS("--no-bos")) { o->no_bos = 1; takes = 0; }
+        else if (IS("--all-positions")) { o->all_positions = 1; takes = 0; }
+        else if (IS("--tensors")) { o->tensors = 1; takes = 0; }
+        else if (!v) return hone_error_set(HONE_EINVAL, "unknown option or missing value: %s", a);
+        else if (IS("-m") || IS("--model")) o->model = v;
+        else if (IS("-p") || IS("--prompt")) o->prompt = v;
+        else if (IS("-f") || IS("--file")) o->file = v;
+        else if (IS("--out")) o->out = v;
+        else if (IS("--prompt-tokens")) o->prompt_tokens = v;
+        else if (IS("--tokens")) o->tokens = v;
+        else if (IS("--system")) o->system = v;
+        else if (IS("-n") || IS("--n-predict")) rc = parse_i64(v, &o->n_predict, a);
+        else if (IS("--steps")) rc = parse_i64(v, &o->steps, a);
+        else if (IS("--ctx")) rc = parse_i64(v, &o->n_ctx, a);
+        else if (IS("-t") || IS("--threads")) { rc = parse_i64(v, &iv, a); o->n_threads = (int)iv; }
+        else if (IS("--temp")) rc = parse_f32(v, &o->sp.temperature, a);
+        else if (IS("--top-k")) { rc = parse_i64(v, &iv, a); o->sp.top_k = (int32_t)iv; }
+        else if (IS("--top-p")) rc = parse_f32(v, &o->sp.top_p, a);
+        else if (IS("--min-p")) rc = parse_f32(v, &o->sp.min_p, a);
+        else if (IS("--repeat-penalty")) rc = parse_f32(v, &o->sp.repeat_penalty, a);
+        else if (IS("--seed")) { rc = parse_i64(v, &iv, a); o->sp.seed = (uint64_t)iv; }
+        else return hone_error_set(HONE_EINVAL, "unknown option: %s", a);
+#undef IS
+        if (rc) return rc;
+        i += takes;
+    }
+    if (!o->model) return hone_error_set(HONE_EINVAL, "-m MODEL is required");
+    if (o->n_threads < 0 || o->n_threads > 1024) return hone_error_set(HONE_EINVAL, "-t out of range");
+    return 0;
+}
+
+/* Reads a whole file into a malloc'd buffer. */
+static int read_file(const char *path, char **out, size_t *out_len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return hone_error_set(HONE_EIO, "%s: %s", path, strerror(errno));
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) break;
+        char *nb = realloc(buf, cap *= 2);
+        if (!nb) { free(buf); buf = NULL; }
+        else buf = nb;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!buf) return hone_error_set(HONE_ENOMEM, "out of memory reading %s", path);
+    if (err) { free(buf); return hone_error_set(HONE_EIO, "%s: read error", path); }
+    *out = buf;
+    *out_len = n;
+    return 0;
+}
+
+/* Parses "1,2,3" into a malloc'd id array. */
+static int parse_ids(const char *s, int32_t **out, int64_t *out_n)
+{
+    int64_t cap = 16, n = 0;
+    int32_t *ids = malloc((size_t)cap * sizeof *ids);
+    if (!ids) return hone_error_set(HONE_ENOMEM, "out of memory");
+    while (*s) {
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (errno || end == s || v < 0 || v > INT32_MAX) {
+            free(ids);
+            return hone_error_set(HONE_EINVAL, "bad token id list near '%s'", s);
+        }
+        if (n == cap) {
+            int32_t *nb = realloc(ids, (size_t)(cap *= 2) * sizeof *ids);
+            if (!nb) { free(ids); return hone_error_set(HONE_ENOMEM, "out of memory"); }
+            ids = nb;
+        }
+        ids[n++] = (int32_t)v;
+        s = end;
+        if (*s == ',') s++;
+        else if (*s) { free(ids); return hone_error_set(HONE_EINVAL, "bad token id list near '%s'", s); }
+    }
+    *out = ids;
+    *out_n = n;
+    return 0;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmd_info(const options *o)
+{
+    hone_model *m = NULL;
+    hone_tokenizer *tok = NULL;
+    if (hone_model_load(&m, o->model)) return die(NULL);
+    const hone_hparams *hp = hone_model_hparams(m);
+    const hone_gguf *g = hone_model_gguf(m);
+    printf("model         %s\n", hone_model_name(m));
+    printf("file          %s (GGUF v%u, %.1f MiB)\n", o->model, hone_gguf_version(g),
+           (double)hone_gguf_file_size(g) / (1 << 20));
+    printf("architecture  %s\n", hp->arch);
+    printf("layers        %lld\n", (long long)hp->n_layers);
+    printf("dim           %lld\n", (long long)hp->dim);
+    printf("heads         %lld (KV heads %lld%s), head dim %lld\n", (long long)hp->n_heads,
+           (long long)hp->n_kv_heads, hp->n_kv_heads < hp->n_heads ? ", GQA" : "",
+           (long long)hp->head_dim);
+    printf("ffn           %lld\n", (long long)hp->ffn);
+    printf("vocab         %lld\n", (long long)hp->n_vocab);
+    printf("context       %lld\n", (long long)hp->n_ctx_train);
+    printf("rope          %s layout, base %g, %lld dims\n", hp->rope_neox ? "neox" : "normal",
+           (double)hp->rope_base, (long long)hp->n_rot);
+    printf("norm eps      %g\n", (double)hp->norm_eps);
+    printf("embeddings    %s\n", hp->tied ? "tied (output = token_embd)" : "untied");
+    printf("qkv bias      %s\n", hp->has_qkv_bias ? "yes" : "no");
+    int64_t counts[HONE_DTYPE_COUNT_MAX] = {0};
+    int64_t params = 0;
+    for (int64_t i = 0; i < hone_gguf_n_tensors(g); i++) {
+        const hone_gguf_tensor *t = hone_gguf_tensor_at(g, i);
+        counts[t->dtype]++;
+        params += t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    }
+    printf("tensors       %lld (", (long long)hone_gguf_n_tensors(g));
+    int first = 1;
+    for (int d = 0; d < HONE_DTYPE_COUNT_MAX; d++)
+        if (counts[d]) { printf("%s%lld %s", first ? "" : ", ", (long long)counts[d], hone_dtype_name(d)); first = 0; }
+    printf("), %.1f M parameters\n", (double)params / 1e6);
+    printf("weights/step  %.1f MiB read per decoded token\n",
+           (double)hone_model_weight_bytes(m) / (1 << 20));
+    if (hone_tokenizer_new(&tok, g) == 0) {
+        printf("tokenizer     %s, %lld tokens, pre '%s', bos %d, eos %d, add_bos %d\n",
+               hone_tokenizer_kind_of(tok) == HONE_TOKENIZER_GPT2 ? "byte-level BPE (gpt2)"
+                                                                  : "SentencePiece (llama)",
+               (long long)hone_tokenizer_n_vocab(tok), hone_tokenizer_pre(tok), hone_tokenizer_bos(tok),
+               hone_tokenizer_eos(tok), hone_tokenizer_add_bos(tok));
+        if (*hone_tokenizer_note(tok)) printf("              note: %s\n", hone_tokenizer_note(tok));
+    } else {
+        printf("tokenizer     unavailable: %s\n", hone_error_last());
+    }
+    int64_t ti = hone_gguf_find_key(g, "tokenizer.chat_template");
+    hone_gguf_str tmpl;
+    if (ti >= 0 && hone_gguf_kv_str(g, ti, &tmpl) == 0) {
+        char *s = strndup(tmpl.ptr, tmpl.len);
+        printf("chat template %s\n", s ? hone_chat_template_name(hone_chat_detect(s)) : "?");
+        free(s);
+    } else {
+        printf("chat template none\n");
+    }
+    if (o->tensors)
+        for (int64_t i = 0; i < hone_gguf_n_tensors(g); i++) {
+            const hone_gguf_tensor *t = hone_gguf_tensor_at(g, i);
+            printf("  %-32s %-5s [%lld", t->name, hone_dtype_name(t->dtype), (long long)t->ne[0]);
+            for (int d = 1; d < t->n_dims; d++) printf(", %lld", (long long)t->ne[d]);
+            printf("]\n");
+        }
+    hone_tokenizer_free(tok);
+    hone_model_free(m);
+    return 0;
+}
+
+/* Loads the text of -p or -f. */
+static int prompt_text(const options *o, char **out, size_t *len)
+{
+    if (o->file) return read_file(o->file, out, len);
+    if (!o->prompt) return hone_error_set(HONE_EINVAL, "-p TEXT or -f FILE is required");
+    *out = strdup(o->prompt);
+    *len = strlen(o->prompt);
+    return *out ? 0 : hone_error_set(HONE_ENOMEM, "out of memory");
+}
+
+static int cmd_tokenize(const options *o)
+{
+    hone_gguf *g = NULL;
+    hone_tokenizer *tok = NULL;
+    char *text = NULL;
+    size_t len;
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    int rc = 1;
+    if (hone_gguf_open(&g, o->model) || hone_tokenizer_new(&tok, g) || prompt_text(o, &text, &len) ||
+        hone_tokenizer_encode(tok, text, len, o->no_bos ? 0 : -1, 1, &ids, &n)) {
+        die(NULL);
+        goto done;
+    }
+    for (int64_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+    printf("\n");
+    rc = 0;
+done:
+    free(ids);
+    free(text);
+    hone_tokenizer_free(tok);
+    hone_gguf_free(g);
+    return rc;
+}
+
+static int32_t argmax(const float *x, int64_t n)
+{
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return (int32_t)best;
+}
+
+static hone_ctx_opts ctx_options(const options *o)
+{
+    hone_ctx_opts co = HONE_CTX_OPTS_INIT;
+    co.n_threads = o->n_threads;
+    co.n_ctx = o->n_ctx;
+    return co;
+}
+
+/* Builds the prompt ids: --prompt-tokens, or the tokenised text (a chat turn with --chat). */
+static int prompt_ids(const options *o, const hone_model *m, hone_tokenizer *tok, int32_t **ids,
+                      int64_t *n)
+{
+    if (o->prompt_tokens) return parse_ids(o->prompt_tokens, ids, n);
+    char *text = NULL;
+    size_t len;
+    int rc = prompt_text(o, &text, &len);
+    if (rc) return rc;
+    if (o->chat) {
+        hone_gguf_str tmpl = {"", 0};
+        int64_t ti = hone_gguf_find_key(hone_model_gguf(m), "tokenizer.chat_template");
+        if (ti >= 0) hone_gguf_kv_str(hone_model_gguf(m), ti, &tmpl);
+        char *tmpl_s = strndup(tmpl.ptr, tmpl.len);
+        hone_chat_msg msgs[2];
+        int nm = 0;
+        if (o->system) msgs[nm++] = (hone_chat_msg){"system", o->system};
+        msgs[nm++] = (hone_chat_msg){"user", text};
+        char *formatted = NULL;
+        rc = tmpl_s ? hone_chat_format(&formatted, hone_chat_detect(tmpl_s), tmpl_s, msgs, nm, 1)
+                    : hone_error_set(HONE_ENOMEM, "out of memory");
+        free(tmpl_s);
+        free(text);
+        if (rc) return rc;
+        text = formatted;
+        len = strlen(text);
+    }
+    rc = hone_tokenizer_encode(tok, text, len, o->no_bos ? 0 : -1, o->chat, ids, n);
+    free(text);
+    if (!rc && *n == 0) rc = hone_error_set(HONE_EINVAL, "the prompt is empty");
+    return rc;
+}
+
+static int cmd_generate(const options *o)
+{
+    hone_model *m = NULL;
+    hone_tokenizer *tok = NULL;
+    hone_ctx *ctx = NULL;
+    hone_sampler *smp = NULL;
+    hone_detok *dt = NULL;
+    hone_kv_seq seq = {0};
+    int32_t *ids = NULL;
+    float *logits = NULL;
+    int64_t n = 0;
+    int rc = 1;
+    hone_ctx_opts co = ctx_options(o);
+    if (hone_model_load(&m, o->model) || hone_tokenizer_new(&tok, hone_model_gguf(m)) ||
+        prompt_ids(o, m, tok, &ids, &n) || hone_ctx_new(&ctx, m, &co) ||
+        hone_sampler_new(&smp, &o->sp, (int32_t)hone_model_hparams(m)->n_vocab) ||
+        hone_detok_new(&dt, tok, 0)) {
+        die(NULL);
+        goto done;
+    }
+    int64_t n_vocab = hone_model_hparams(m)->n_vocab;
+    if (!(logits = malloc((size_t)n_vocab * sizeof *logits))) {
+        hone_error_set(HONE_ENOMEM, "out of memory");
+        die(NULL);
+        goto done;
+    }
+    if (!o->chat && o->prompt) { /* echo the prompt as the continuation's context */
+        fputs(o->prompt, stdout);
+        fflush(stdout);
+    }
+    double t0 = now_s();
+    if (hone_ctx_forward(ctx, &seq, ids, n, logits, 0)) { die("prefill"); goto done; }
+    double t1 = now_s();
+    int64_t generated = 0;
+    for (int64_t i = 0; i < o->n_predict; i++) {
+        int32_t next = hone_sampler_sample(smp, logits);
+        if (next < 0) { die("sampling"); goto done; }
+        hone_sampler_accept(smp, next);
+        generated++;
+        if (hone_tokenizer_is_eog(tok, next)) break;
+        const char *piece;
+        size_t plen;
+        if (hone_detok_push(dt, next, &piece, &plen) == 0 && plen) {
+            fwrite(piece, 1, plen, stdout);
+            fflush(stdout);
+        }
+        if (i + 1 == o->n_predict) break;
+        if (seq.n_tokens + 1 > hone_ctx_n_ctx(ctx)) {
+            fprintf(stderr, "\nhone: context length %lld reached\n", (long long)hone_ctx_n_ctx(ctx));
+            break;
+        }
+        if (hone_ctx_forward(ctx, &seq, &next, 1, logits, 0)) { die("decode"); goto done; }
+    }
+    const char *rest;
+    size_t rlen;
+    if (hone_detok_flush(dt, &rest, &rlen) == 0 && rlen) fwrite(rest, 1, rlen, stdout);
+    printf("\n");
+    double t2 = now_s();
+    fprintf(stderr, "hone: prompt %lld tokens in %.3f s (%.1f tok/s), generated %lld tokens in "
+            "%.3f s (%.1f tok/s), %d threads\n",
+            (long long)n, t1 - t0, (double)n / (t1 - t0), (long long)generated, t2 - t1,
+            generated > 1 ? (double)(generated - 1) / (t2 - t1) : 0.0, hone_ctx_n_threads(ctx));
+    rc = 0;
+done:
+    free(logits);
+    free(ids);
+    if (ctx) hone_kv_cache_release(hone_ctx_kv(ctx), &seq);
+    hone_detok_free(dt);
+    hone_sampler_free(smp);
+    hone_ctx_free(ctx);
+    hone_tokenizer_free(tok);
+    hone_model_free(m);
+    return rc;
+}
+
+/* Writes the HONELGT1 dump: magic, n_vocab, n_tokens, n_prompt, n_rows, tokens[n_tokens],
+ * row_pos[n_rows], logits[n_rows][n_vocab] (little-endian). Written to FILE.tmp, renamed. */
+static int write_logits(const char *path, uint32_t n_vocab, const int32_t *tokens, uint32_t n_tokens,
+                        uint32_t n_prompt, const int32_t *row_pos, uint32_t n_rows,
+                        const float *logits)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return hone_error_set(HONE_EIO, "%s: %s", tmp, strerror(errno));
+    uint32_t hdr[4] = {n_vocab, n_tokens, n_prompt, n_rows};
+    int ok = fwrite("HONELGT1", 1, 8, f) == 8 && fwrite(hdr, 4, 4, f) == 4 &&
+             fwrite(tokens, 4, n_tokens, f) == n_tokens && fwrite(row_pos, 4, n_rows, f) == n_rows &&
+             fwrite(logits, 4, (size_t)n_rows * n_vocab, f) == (size_t)n_rows * n_vocab;
+    ok = (fclose(f) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        remove(tmp);
+        return hone_error_set(HONE_EIO, "%s: write failed (disk full?)", path);
+    }
+    return 0;
+}
+
+static int cmd_logits(const options *o)
+{
+    hone_model *m = NULL;
+    hone_tokenizer *tok = NULL;
+    hone_ctx *ctx = NULL;
+    hone_kv_seq seq = {0};
+    int32_t *prompt = NULL, *forced = NULL, *seqtok = NULL, *row_pos = NULL;
+    int64_t n_prompt = 0, n_forced = 0;
+    float *logits = NULL;
+    int rc = 1;
+    hone_ctx_opts co = ctx_options(o);
+    if (!o->out) { hone_error_set(HONE_EINVAL, "--out FILE is required"); return die(NULL); }
+    if (hone_model_load(&m, o->model)) return die(NULL);
+    if (!o->prompt_tokens && hone_tokenizer_new(&tok, hone_model_gguf(m))) { die(NULL); goto done; }
+    if (prompt_ids(o, m, tok, &prompt, &n_prompt) ||
+        (o->tokens && parse_ids(o->tokens, &forced, &n_forced))) {
+        die(NULL);
+        goto done;
+    }
+    int64_t steps = o->steps >= 0 ? o->steps : n_forced + 1;
+    if (steps < 1) { hone_error_set(HONE_EINVAL, "--steps must be >= 1"); die(NULL); goto done; }
+    if (forced && n_forced < steps - 1) {
+        hone_error_set(HONE_EINVAL, "--tokens gives %lld tokens; %lld steps need %lld",
+                       (long long)n_forced, (long long)steps, (long long)(steps - 1));
+        die(NULL);
+        goto done;
+    }
+    if (hone_ctx_new(&ctx, m, &co)) { die(NULL); goto done; }
+    int64_t nv = hone_model_hparams(m)->n_vocab;
+    int64_t n_rows = steps + (o->all_positions ? n_prompt - 1 : 0);
+    int64_t n_tokens = n_prompt + steps - 1;
+    logits = malloc((size_t)(n_rows * nv) * sizeof *logits);
+    seqtok = malloc((size_t)n_tokens * sizeof *seqtok);
+    row_pos = malloc((size_t)n_rows * sizeof *row_pos);
+    if (!logits || !seqtok || !row_pos) { hone_error_set(HONE_ENOMEM, "out of memory"); die(NULL); goto done; }
+    memcpy(seqtok, prompt, (size_t)n_prompt * sizeof *seqtok);
+    int64_t row = 0;
+    if (o->all_positions) {
+        if (hone_ctx_forward(ctx, &seq, prompt, n_prompt, logits, 1)) { die(NULL); goto done; }
+        for (int64_t i = 0; i < n_prompt; i++) row_pos[row++] = (int32_t)i;
+    } else {
+        if (hone_ctx_forward(ctx, &seq, prompt, n_prompt, logits, 0)) { die(NULL); goto done; }
+        row_pos[row++] = (int32_t)(n_prompt - 1);
+    }
+    for (int64_t s = 1; s < steps; s++) {
+        int32_t next = forced ? forced[s - 1] : argmax(logits + (row - 1) * nv, nv);
+        seqtok[n_prompt + s - 1] = next;
+        if (hone_ctx_forward(ctx, &seq, &next, 1, logits + row * nv, 0)) { die(NULL); goto done; }
+        row_pos[row++] = (int32_t)(n_prompt + s - 1);
+    }
+    if (write_logits(o->out, (uint32_t)nv, seqtok, (uint32_t)n_tokens, (uint32_t)n_prompt, row_pos,
+                     (uint32_t)n_rows, logits)) {
+        die(NULL);
+        goto done;
+    }
+    fprintf(stderr, "hone: wrote %lld rows of %lld logits to %s\n", (long long)n_rows, (long long)nv,
+            o->out);
+    rc = 0;
+done:
+    free(logits);
+    free(seqtok);
+    free(row_pos);
+    free(prompt);
+    free(forced);
+    if (ctx) hone_kv_cache_release(hone_ctx_kv(ctx), &seq);
+    hone_ctx_free(ctx);
+    hone_tokenizer_free(tok);
+    hone_model_free(m);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
+        strcmp(argv[1], "-h") == 0) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "generate") && strcmp(cmd, "info") && strcmp(cmd, "tokenize") &&
+        strcmp(cmd, "logits")) {
+        fprintf(stderr, "hone: unknown command '%s'\n\n%s", cmd, usage);
+        return 2;
+    }
+    if (parse_options(argc, argv, &o)) {
+        fprintf(stderr, "hone %s: %s\n", cmd, hone_error_last());
+        return 2;
+    }
+    if (strcmp(cmd, "generate") == 0) return cmd_generate(&o);
+    if (strcmp(cmd, "info") == 0) return cmd_info(&o);
+    if (strcmp(cmd, "tokenize") == 0) return cmd_tokenize(&o);
+    return cmd_logits(&o);
+}

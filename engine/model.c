@@ -1,0 +1,217 @@
+/* Model loading: Llama-family hyperparameters and weight validation. */
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+
+struct hone_model {
+    hone_gguf *g;
+    hone_hparams hp;
+    hone_weight tok_embd, output_norm, output;
+    hone_layer *layers;
+    char name[128];
+};
+
+static const char *const supported_archs[] = {"llama", "mistral", "qwen2"};
+
+/* Reads "<arch>.<suffix>" as an integer; required unless opt. */
+static int arch_i64(const hone_gguf *g, const char *arch, const char *suffix, int64_t *out, int opt)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return opt ? hone_gguf_get_i64_opt(g, key, out) : hone_gguf_get_i64(g, key, out);
+}
+
+static int arch_f64(const hone_gguf *g, const char *arch, const char *suffix, double *out, int opt)
+{
+    char key[128];
+    snprintf(key, sizeof key, "%s.%s", arch, suffix);
+    return opt ? hone_gguf_get_f64_opt(g, key, out) : hone_gguf_get_f64(g, key, out);
+}
+
+/* Binds w to tensor `name`, checking its shape (rows x cols; rows 1 with n_dims 1 for vectors)
+ * and, for vectors, that it is f32. Missing tensors are an error unless optional. */
+static int bind(hone_model *m, hone_weight *w, const char *name, int64_t rows, int64_t cols,
+                int vector, int optional)
+{
+    const hone_gguf_tensor *t = hone_gguf_find_tensor(m->g, name);
+    memset(w, 0, sizeof *w);
+    if (!t) {
+        if (optional) return 0;
+        return hone_error_set(HONE_EFORMAT, "%s: missing tensor '%s'", hone_gguf_path(m->g), name);
+    }
+    int64_t t_rows = t->ne[1] * t->ne[2] * t->ne[3];
+    if (t->ne[0] != cols || t_rows != rows || (vector && t->n_dims != 1))
+        return hone_error_set(HONE_EFORMAT,
+                              "%s: tensor '%s' has shape [%lld, %lld], expected [%lld, %lld] "
+                              "(ne0 = cols, ne1 = rows)",
+                              hone_gguf_path(m->g), name, (long long)t->ne[0], (long long)t_rows,
+                              (long long)cols, (long long)rows);
+    if (vector && t->dtype != HONE_DTYPE_F32)
+        return hone_error_set(HONE_EUNSUPPORTED, "%s: tensor '%s' is %s; norms and biases must be f32",
+                              hone_gguf_path(m->g), name, hone_dtype_name(t->dtype));
+    w->data = t->data;
+    w->dtype = t->dtype;
+    w->rows = rows;
+    w->cols = cols;
+    w->name = t->name;
+    return 0;
+}
+
+static int read_hparams(hone_model *m)
+{
+    const hone_gguf *g = m->g;
+    hone_hparams *hp = &m->hp;
+    hone_gguf_str arch;
+    int rc;
+    if ((rc = hone_gguf_get_str(g, "general.architecture", &arch))) return rc;
+    if (arch.len >= sizeof hp->arch) arch.len = sizeof hp->arch - 1;
+    memcpy(hp->arch, arch.ptr, arch.len);
+    hp->arch[arch.len] = 0;
+    int ok = 0;
+    for (size_t i = 0; i < sizeof supported_archs / sizeof supported_archs[0]; i++)
+        ok |= strcmp(hp->arch, supported_archs[i]) == 0;
+    if (!ok)
+        return hone_error_set(HONE_EUNSUPPORTED,
+                              "%s: unsupported architecture '%s' (Hone serves llama, mistral, qwen2)",
+                              hone_gguf_path(g), hp->arch);
+    const char *a = hp->arch;
+    double base = 10000.0, eps = 1e-5;
+    if ((rc = arch_i64(g, a, "block_count", &hp->n_layers, 0)) ||
+        (rc = arch_i64(g, a, "embedding_length", &hp->dim, 0)) ||
+        (rc = arch_i64(g, a, "feed_forward_length", &hp->ffn, 0)) ||
+        (rc = arch_i64(g, a, "attention.head_count", &hp->n_heads, 0)))
+        return rc;
+    hp->n_kv_heads = hp->n_heads;
+    hp->n_ctx_train = 2048;
+    if ((rc = arch_i64(g, a, "attention.head_count_kv", &hp->n_kv_heads, 1)) ||
+        (rc = arch_i64(g, a, "context_length", &hp->n_ctx_train, 1)) ||
+        (rc = arch_f64(g, a, "rope.freq_base", &base, 1)) ||
+        (rc = arch_f64(g, a, "attention.layer_norm_rms_epsilon", &eps, 0)))
+        return rc;
+    const char *path = hone_gguf_path(g);
+#define RANGE(v, lo, hi)                                                                         \
+    if ((v) < (lo) || (v) > (hi))                                                                \
+        return hone_error_set(HONE_EFORMAT, "%s: %s.%s = %lld is out of range [%lld, %lld]", path, a, \
+                              #v, (long long)(v), (long long)(lo), (long long)(hi));
+    RANGE(hp->n_layers, 1, 1024)
+    RANGE(hp->dim, 1, 1 << 20)
+    RANGE(hp->ffn, 1, 1 << 22)
+    RANGE(hp->n_heads, 1, 4096)
+    RANGE(hp->n_kv_heads, 1, hp->n_heads)
+    RANGE(hp->n_ctx_train, 1, 1 << 24)
+    if (hp->n_heads % hp->n_kv_heads)
+        return hone_error_set(HONE_EFORMAT, "%s: %lld heads are not a multiple of %lld KV heads", path,
+                              (long long)hp->n_heads, (long long)hp->n_kv_heads);
+    hp->head_dim = hp->dim / hp->n_heads;
+    if ((rc = arch_i64(g, a, "attention.key_length", &hp->head_dim, 1))) return rc;
+    RANGE(hp->head_dim, 2, 1024)
+    hp->n_rot = hp->head_dim;
+    if ((rc = arch_i64(g, a, "rope.dimension_count", &hp->n_rot, 1))) return rc;
+    RANGE(hp->n_rot, 2, hp->head_dim)
+    if (hp->n_rot % 2)
+        return hone_error_set(HONE_EFORMAT, "%s: rope.dimension_count %lld is odd", path,
+                              (long long)hp->n_rot);
+#undef RANGE
+    if (!(base > 0 && base < 1e12) || !(eps > 0 && eps < 1))
+        return hone_error_set(HONE_EFORMAT, "%s: rope.freq_base %g or rms epsilon %g is out of range",
+                              path, base, eps);
+    hp->rope_base = (float)base;
+    hp->norm_eps = (float)eps;
+    hp->rope_neox = strcmp(a, "qwen2") == 0;
+    const hone_gguf_tensor *emb = hone_gguf_find_tensor(g, "token_embd.weight");
+    if (!emb) return hone_error_set(HONE_EFORMAT, "%s: missing tensor 'token_embd.weight'", path);
+    hp->n_vocab = emb->ne[1];
+    hp->tied = hone_gguf_find_tensor(g, "output.weight") == NULL;
+    hp->has_qkv_bias = hone_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
+    return 0;
+}
+
+int hone_model_load(hone_model **out, const char *path)
+{
+    int rc;
+    hone_model *m = calloc(1, sizeof *m);
+    *out = NULL;
+    if (!m) return hone_error_set(HONE_ENOMEM, "out of memory");
+    if ((rc = hone_gguf_open(&m->g, path)) || (rc = read_hparams(m))) goto done;
+    const hone_hparams *hp = &m->hp;
+    int64_t qd = hp->n_heads * hp->head_dim, kvd = hp->n_kv_heads * hp->head_dim;
+    if ((rc = bind(m, &m->tok_embd, "token_embd.weight", hp->n_vocab, hp->dim, 0, 0)) ||
+        (rc = bind(m, &m->output_norm, "output_norm.weight", 1, hp->dim, 1, 0)))
+        goto done;
+    if (hp->tied)
+        m->output = m->tok_embd;
+    else if ((rc = bind(m, &m->output, "output.weight", hp->n_vocab, hp->dim, 0, 0)))
+        goto done;
+    m->layers = calloc((size_t)hp->n_layers, sizeof *m->layers);
+    if (!m->layers) {
+        rc = hone_error_set(HONE_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int64_t i = 0; i < hp->n_layers; i++) {
+        hone_layer *L = &m->layers[i];
+        char nm[96];
+#define BIND(field, suffix, rows, cols, vec, opt)                                  \
+    snprintf(nm, sizeof nm, "blk.%lld.%s", (long long)i, suffix);                  \
+    if ((rc = bind(m, &L->field, nm, rows, cols, vec, opt))) goto done;
+        BIND(attn_norm, "attn_norm.weight", 1, hp->dim, 1, 0)
+        BIND(wq, "attn_q.weight", qd, hp->dim, 0, 0)
+        BIND(wk, "attn_k.weight", kvd, hp->dim, 0, 0)
+        BIND(wv, "attn_v.weight", kvd, hp->dim, 0, 0)
+        BIND(bq, "attn_q.bias", 1, qd, 1, !hp->has_qkv_bias)
+        BIND(bk, "attn_k.bias", 1, kvd, 1, !hp->has_qkv_bias)
+        BIND(bv, "attn_v.bias", 1, kvd, 1, !hp->has_qkv_bias)
+        BIND(wo, "attn_output.weight", hp->dim, qd, 0, 0)
+        BIND(ffn_norm, "ffn_norm.weight", 1, hp->dim, 1, 0)
+        BIND(w_gate, "ffn_gate.weight", hp->ffn, hp->dim, 0, 0)
+        BIND(w_up, "ffn_up.weight", hp->ffn, hp->dim, 0, 0)
+        BIND(w_down, "ffn_down.weight", hp->dim, hp->ffn, 0, 0)
+#undef BIND
+    }
+    hone_gguf_str nm;
+    const char *base = strrchr(path, '/');
+    snprintf(m->name, sizeof m->name, "%s", base ? base + 1 : path);
+    if (hone_gguf_find_key(m->g, "general.name") >= 0 && hone_gguf_get_str(m->g, "general.name", &nm) == 0)
+        snprintf(m->name, sizeof m->name, "%.*s", (int)(nm.len < 127 ? nm.len : 127), nm.ptr);
+    *out = m;
+    m = NULL;
+done:
+    hone_model_free(m);
+    return rc;
+}
+
+void hone_model_free(hone_model *m)
+{
+    if (!m) return;
+    hone_gguf_free(m->g);
+    free(m->layers);
+    free(m);
+}
+
+const hone_hparams *hone_model_hparams(const hone_model *m) { return &m->hp; }
+const hone_gguf *hone_model_gguf(const hone_model *m) { return m->g; }
+const hone_layer *hone_model_layer(const hone_model *m, int64_t i) { return &m->layers[i]; }
+const hone_weight *hone_model_tok_embd(const hone_model *m) { return &m->tok_embd; }
+const hone_weight *hone_model_output_norm(const hone_model *m) { return &m->output_norm; }
+const hone_weight *hone_model_output(const hone_model *m) { return &m->output; }
+const char *hone_model_name(const hone_model *m) { return m->name; }
+
+static int64_t wbytes(const hone_weight *w)
+{
+    return w->data ? w->rows * hone_dtype_row_bytes(w->dtype, w->cols) : 0;
+}
+
+int64_t hone_model_weight_bytes(const hone_model *m)
+{
+    int64_t b = wbytes(&m->output) + wbytes(&m->output_norm);
+    for (int64_t i = 0; i < m->hp.n_layers; i++) {
+        const hone_layer *L = &m->layers[i];
+        b += wbytes(&L->attn_norm) + wbytes(&L->wq) + wbytes(&L->wk) + wbytes(&L->wv) +
+             wbytes(&L->bq) + wbytes(&L->bk) + wbytes(&L->bv) + wbytes(&L->wo) +
+             wbytes(&L->ffn_norm) + wbytes(&L->w_gate) + wbytes(&L->w_up) + wbytes(&L->w_down);
+    }
+    return b;
+}

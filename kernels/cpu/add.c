@@ -1,0 +1,9 @@
+/* add: y = a + b, the residual add. Contract: engine/slots.h. Ideas: elementwise. */
+#include "kernels/cpu/common.h"
+
+void hone_cpu_add(float *y, const float *a, const float *b, int64_t n, int ith, int nth)
+{
+    int64_t i0, i1;
+    hone_cpu_share(n, ith, nth, &i0, &i1);
+    for (int64_t i = i0; i < i1; i++) y[i] = a[i] + b[i];
+}

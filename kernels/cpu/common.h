@@ -1,0 +1,208 @@
+/* Helpers shared by the CPU baseline kernels (and allowed in CPU candidates):
+ * the share of a range a thread owns, the fixed 16-lane dot-product order, and exact
+ * dequantisation of one 32-value block of each weight format.
+ *
+ * The dot-product order (the promise behind "threads and batching change no bit"): element c
+ * of a row is accumulated into lane c % 16 with one fused multiply-add, in increasing c; the
+ * 16 lanes are then summed as a fixed tree (l + 8, then + 4, + 2, + 1). */
+#ifndef HONE_KERNELS_CPU_COMMON_H
+#define HONE_KERNELS_CPU_COMMON_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "engine/dtype.h"
+
+#if defined(__F16C__) && defined(__AVX__)
+#include <immintrin.h>
+#endif
+
+#define HONE_LANES 16
+
+/* [*b, *e): the part of 0..n that share ith of nth owns (contiguous, balanced). */
+static inline void hone_cpu_share(int64_t n, int ith, int nth, int64_t *b, int64_t *e)
+{
+    *b = n * ith / nth;
+    *e = n * (ith + 1) / nth;
+}
+
+static inline float hone_cpu_lanes_sum(const float acc[HONE_LANES])
+{
+    float s8[8], s4[4];
+    for (int l = 0; l < 8; l++) s8[l] = acc[l] + acc[l + 8];
+    for (int l = 0; l < 4; l++) s4[l] = s8[l] + s8[l + 4];
+    float s2a = s4[0] + s4[2], s2b = s4[1] + s4[3];
+    return s2a + s2b;
+}
+
+/* acc[l] += w[l] * x[l]; then acc[l] += w[l + 16] * x[l + 16] (one block of 32, in order). */
+static inline void hone_cpu_dot32(float *restrict acc, const float *restrict w,
+                                  const float *restrict x)
+{
+    for (int l = 0; l < HONE_LANES; l++) acc[l] = fmaf(w[l], x[l], acc[l]);
+    for (int l = 0; l < HONE_LANES; l++) acc[l] = fmaf(w[l + 16], x[l + 16], acc[l]);
+}
+
+/* The tail of a row whose length is not a multiple of 32 (plain float formats only):
+ * elements c0 .. n-1, with c0 a multiple of 32. */
+static inline void hone_cpu_dot_tail(float *restrict acc, const float *restrict w,
+                                     const float *restrict x, int64_t c0, int64_t n)
+{
+    for (int64_t c = c0; c < n; c++) acc[c % HONE_LANES] = fmaf(w[c - c0], x[c], acc[c % HONE_LANES]);
+}
+
+static inline void hone_cpu_deq_f16(const uint16_t *restrict h, float *restrict out, int n)
+{
+#if defined(__F16C__) && defined(__AVX__)
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + i))));
+    for (; i < n; i++) out[i] = hone_fp16_to_f32(h[i]);
+#else
+    for (int i = 0; i < n; i++) out[i] = hone_fp16_to_f32(h[i]);
+#endif
+}
+
+static inline void hone_cpu_deq_bf16(const uint16_t *restrict h, float *restrict out, int n)
+{
+    for (int i = 0; i < n; i++) {
+        uint32_t bits = (uint32_t)h[i] << 16;
+        memcpy(&out[i], &bits, 4);
+    }
+}
+
+static inline float hone_cpu_half(uint16_t h)
+{
+#if defined(__F16C__)
+    return _cvtsh_ss(h);
+#else
+    return hone_fp16_to_f32(h);
+#endif
+}
+
+static inline void hone_cpu_deq_q8_0(const hone_block_q8_0 *restrict b, float *restrict out)
+{
+    float d = hone_cpu_half(b->d);
+    for (int j = 0; j < 32; j++) out[j] = (float)b->qs[j] * d;
+}
+
+static inline void hone_cpu_deq_q4_0(const hone_block_q4_0 *restrict b, float *restrict out)
+{
+    float d = hone_cpu_half(b->d);
+    for (int j = 0; j < 16; j++) {
+        out[j] = (float)((int)(b->qs[j] & 0xF) - 8) * d;
+        out[j + 16] = (float)((int)(b->qs[j] >> 4) - 8) * d;
+    }
+}
+
+/* q * d is exact in f32 (4-bit times an 11-bit mantissa), so fmaf(q, d, m) equals q * d + m
+ * rounded once, the exact dequantised value rounded to f32. */
+static inline void hone_cpu_deq_q4_1(const hone_block_q4_1 *restrict b, float *restrict out)
+{
+    float d = hone_cpu_half(b->d), m = hone_cpu_half(b->m);
+    for (int j = 0; j < 16; j++) {
+        out[j] = fmaf((float)(b->qs[j] & 0xF), d, m);
+        out[j + 16] = fmaf((float)(b->qs[j] >> 4), d, m);
+    }
+}
+
+#endif
+
+/* Dequantises the n <= 32 values of a weight row starting at column c0 (a multiple of 32). */
+typedef void (*hone_cpu_deq_fn)(const void *row, int64_t c0, int n, float *out);
+
+/* y[r] = W[r] . x for the rows of this share, in the fixed lane order above. Inlined into each
+ * dtype's kernel with its own deq, so the compiler specialises it. */
+static inline __attribute__((always_inline)) void
+hone_cpu_matvec_generic(float *restrict y, const void *W, const float *restrict x, int64_t rows,
+                        int64_t cols, int64_t row_bytes, hone_cpu_deq_fn deq, int ith, int nth)
+{
+    int64_t r0, r1;
+    hone_cpu_share(rows, ith, nth, &r0, &r1);
+    int64_t full = cols / 32 * 32;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)W + r * row_bytes;
+        float acc[HONE_LANES] = {0};
+        float w[32];
+        for (int64_t c = 0; c < full; c += 32) {
+            deq(row, c, 32, w);
+            hone_cpu_dot32(acc, w, x + c);
+        }
+        if (full < cols) {
+            deq(row, full, (int)(cols - full), w);
+            hone_cpu_dot_tail(acc, w, x, full, cols);
+        }
+        y[r] = hone_cpu_lanes_sum(acc);
+    }
+}
+
+#define HONE_CPU_MATMUL_TILE 4
+
+/* Y[t][r] = W[r] . X[t]: each weight block is dequantised once per tile of tokens, and every
+ * (t, r) follows exactly the matvec order, so Y[t] is bitwise the matvec of X[t]. */
+static inline __attribute__((always_inline)) void
+hone_cpu_matmul_generic(float *restrict Y, const void *W, const float *restrict X, int64_t n,
+                        int64_t rows, int64_t cols, int64_t row_bytes, hone_cpu_deq_fn deq,
+                        int ith, int nth)
+{
+    int64_t r0, r1;
+    hone_cpu_share(rows, ith, nth, &r0, &r1);
+    int64_t full = cols / 32 * 32;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = (const uint8_t *)W + r * row_bytes;
+        for (int64_t t0 = 0; t0 < n; t0 += HONE_CPU_MATMUL_TILE) {
+            int nt = n - t0 < HONE_CPU_MATMUL_TILE ? (int)(n - t0) : HONE_CPU_MATMUL_TILE;
+            float acc[HONE_CPU_MATMUL_TILE][HONE_LANES] = {{0}};
+            float w[32];
+            for (int64_t c = 0; c < full; c += 32) {
+                deq(row, c, 32, w);
+                for (int t = 0; t < nt; t++) hone_cpu_dot32(acc[t], w, X + (t0 + t) * cols + c);
+            }
+            if (full < cols) {
+                deq(row, full, (int)(cols - full), w);
+                for (int t = 0; t < nt; t++)
+                    hone_cpu_dot_tail(acc[t], w, X + (t0 + t) * cols, full, cols);
+            }
+            for (int t = 0; t < nt; t++) Y[(t0 + t) * rows + r] = hone_cpu_lanes_sum(acc[t]);
+        }
+    }
+}
+
+/* One attention row: out[d] = sum_j softmax_j(scale * q . K_j) V_j[d] over keys j < n_kv of
+ * the paged cache (kv head kvh). Scores are dot products in the lane order above; the softmax
+ * normaliser is summed in double; V is accumulated in key order. Shared by attention_decode
+ * and attention_prefill so that both give the same bits for the same row. */
+static inline void hone_cpu_attend_row(float *restrict out, const float *restrict q,
+                                       const float *k_cache, const float *v_cache,
+                                       const int32_t *block_table, int64_t n_kv,
+                                       int64_t block_size, int64_t n_kv_heads, int64_t kvh,
+                                       int64_t head_dim, float scale, float *restrict scores)
+{
+    int64_t full = head_dim / 32 * 32;
+    float mx = -INFINITY;
+    for (int64_t j = 0; j < n_kv; j++) {
+        int64_t blk = block_table[j / block_size], slot = j % block_size;
+        const float *k = k_cache + ((blk * block_size + slot) * n_kv_heads + kvh) * head_dim;
+        float acc[HONE_LANES] = {0};
+        for (int64_t c = 0; c < full; c += 32) hone_cpu_dot32(acc, k + c, q + c);
+        if (full < head_dim) hone_cpu_dot_tail(acc, k + full, q, full, head_dim);
+        float s = hone_cpu_lanes_sum(acc) * scale;
+        scores[j] = s;
+        if (s > mx) mx = s;
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j < n_kv; j++) {
+        scores[j] = expf(scores[j] - mx);
+        sum += scores[j];
+    }
+    for (int64_t d = 0; d < head_dim; d++) out[d] = 0.0f;
+    for (int64_t j = 0; j < n_kv; j++) {
+        int64_t blk = block_table[j / block_size], slot = j % block_size;
+        const float *v = v_cache + ((blk * block_size + slot) * n_kv_heads + kvh) * head_dim;
+        float p = scores[j];
+        for (int64_t d = 0; d < head_dim; d++) out[d] = fmaf(p, v[d], out[d]);
+    }
+    float inv = (float)(1.0 / sum);
+    for (int64_t d = 0; d < head_dim; d++) out[d] *= inv;
+}

@@ -1,0 +1,16 @@
+/* matmul_f16: Y[n][rows] = X[n][cols] W^T (prefill). Contract: engine/slots.h.
+ * Ideas: f16 weights: converted exactly with F16C (vcvtph2ps) where present;
+ * each block dequantised once per tile of 4 tokens; per output the matvec_f16 order exactly. */
+#include "kernels/cpu/common.h"
+
+static void deq(const void *row, int64_t c0, int n, float *out)
+{
+    hone_cpu_deq_f16((const uint16_t *)row + c0, out, n);
+}
+
+void hone_cpu_matmul_f16(float *Y, const void *W, const float *X, int64_t n, int64_t rows,
+                         int64_t cols, int ith, int nth)
+{
+    hone_cpu_matmul_generic(Y, W, X, n, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_F16, cols), deq, ith,
+                            nth);
+}

@@ -1,0 +1,16 @@
+/* matmul_f32: Y[n][rows] = X[n][cols] W^T (prefill). Contract: engine/slots.h.
+ * Ideas: f32 weights: used as stored;
+ * each block dequantised once per tile of 4 tokens; per output the matvec_f32 order exactly. */
+#include "kernels/cpu/common.h"
+
+static void deq(const void *row, int64_t c0, int n, float *out)
+{
+    memcpy(out, (const float *)row + c0, (size_t)n * sizeof(float));
+}
+
+void hone_cpu_matmul_f32(float *Y, const void *W, const float *X, int64_t n, int64_t rows,
+                         int64_t cols, int ith, int nth)
+{
+    hone_cpu_matmul_generic(Y, W, X, n, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_F32, cols), deq, ith,
+                            nth);
+}

@@ -1,0 +1,17 @@
+/* matmul_q4_1: Y[n][rows] = X[n][cols] W^T (prefill). Contract: engine/slots.h.
+ * Ideas: q4_1 weights: each block of 32 dequantised (q * d + m, one rounding) before use;
+ * each block dequantised once per tile of 4 tokens; per output the matvec_q4_1 order exactly. */
+#include "kernels/cpu/common.h"
+
+static void deq(const void *row, int64_t c0, int n, float *out)
+{
+    (void)n;
+    hone_cpu_deq_q4_1((const hone_block_q4_1 *)row + c0 / 32, out);
+}
+
+void hone_cpu_matmul_q4_1(float *Y, const void *W, const float *X, int64_t n, int64_t rows,
+                         int64_t cols, int ith, int nth)
+{
+    hone_cpu_matmul_generic(Y, W, X, n, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q4_1, cols), deq, ith,
+                            nth);
+}

@@ -1,0 +1,17 @@
+/* matvec_q8_0: y[rows] = W[rows][cols] x[cols] (decode). Contract: engine/slots.h.
+ * Ideas: q8_0 weights: each block of 32 dequantised exactly (q * d) before use;
+ * f32 activations; 16 fused multiply-add lanes in the fixed order of kernels/cpu/common.h. */
+#include "kernels/cpu/common.h"
+
+static void deq(const void *row, int64_t c0, int n, float *out)
+{
+    (void)n;
+    hone_cpu_deq_q8_0((const hone_block_q8_0 *)row + c0 / 32, out);
+}
+
+void hone_cpu_matvec_q8_0(float *y, const void *W, const float *x, int64_t rows, int64_t cols,
+                         int ith, int nth)
+{
+    hone_cpu_matvec_generic(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q8_0, cols), deq, ith,
+                            nth);
+}

@@ -1,0 +1,85 @@
+/* The one tiny test harness every C test uses: CHECK macros that count failures and
+ * keep going, and a main() that runs the test functions listed with TEST_LIST. */
+#ifndef HONE_TEST_HARNESS_H
+#define HONE_TEST_HARNESS_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int harness_failures;
+static int harness_checks;
+
+#define CHECK(cond)                                                                   \
+    do {                                                                              \
+        harness_checks++;                                                             \
+        if (!(cond)) {                                                                \
+            harness_failures++;                                                       \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);  \
+        }                                                                             \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                          \
+    do {                                                                              \
+        harness_checks++;                                                             \
+        if (!(cond)) {                                                                \
+            harness_failures++;                                                       \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);  \
+            fprintf(stderr, __VA_ARGS__);                                             \
+            fputc('\n', stderr);                                                      \
+        }                                                                             \
+    } while (0)
+
+#define CHECK_EQ_INT(a, b)                                                            \
+    do {                                                                              \
+        long long va_ = (long long)(a), vb_ = (long long)(b);                         \
+        CHECK_MSG(va_ == vb_, "%lld != %lld", va_, vb_);                              \
+    } while (0)
+
+#define CHECK_NEAR(a, b, tol)                                                         \
+    do {                                                                              \
+        double va_ = (double)(a), vb_ = (double)(b);                                  \
+        CHECK_MSG(fabs(va_ - vb_) <= (tol), "%.9g vs %.9g (tol %.3g)", va_, vb_,      \
+                  (double)(tol));                                                     \
+    } while (0)
+
+#define CHECK_STR_CONTAINS(hay, needle)                                               \
+    do {                                                                              \
+        const char *h_ = (hay), *n_ = (needle);                                       \
+        CHECK_MSG(h_ && strstr(h_, n_), "\"%s\" does not contain \"%s\"",             \
+                  h_ ? h_ : "(null)", n_);                                            \
+    } while (0)
+
+typedef void (*harness_fn)(void);
+typedef struct { const char *name; harness_fn fn; } harness_case;
+
+#define TEST_CASE(f) {#f, f}
+
+/* Runs the cases; a filter argument runs only cases whose name contains it.
+ * Exit 0 when all checks pass, 1 otherwise; 77 is left to tests that skip. */
+static inline int harness_run(const harness_case *cases, int n, int argc, char **argv)
+{
+    for (int i = 0; i < n; i++) {
+        if (argc > 1 && !strstr(cases[i].name, argv[1])) continue;
+        int before = harness_failures;
+        cases[i].fn();
+        fprintf(stderr, "%-40s %s\n", cases[i].name, harness_failures == before ? "ok" : "FAILED");
+    }
+    fprintf(stderr, "%d checks, %d failed\n", harness_checks, harness_failures);
+    return harness_failures ? 1 : 0;
+}
+
+#define TEST_MAIN(...)                                                                \
+    int main(int argc, char **argv)                                                   \
+    {                                                                                 \
+        static const harness_case cases_[] = {__VA_ARGS__};                           \
+        return harness_run(cases_, (int)(sizeof cases_ / sizeof cases_[0]), argc, argv); \
+    }
+
+/* Directory with generated test data (tiny models), set by CMake. */
+#ifndef HONE_TEST_DATA_DIR
+#define HONE_TEST_DATA_DIR "."
+#endif
+
+#endif
