@@ -211,24 +211,22 @@ static int cmd_info(const options *o)
     printf("), %.1f M parameters\n", (double)params / 1e6);
     printf("weights/step  %.1f MiB read per decoded token\n",
            (double)hone_model_weight_bytes(m) / (1 << 20));
-    if (hone_tokenizer_new(&tok, g) == 0) {
+    if (hone_tokenizer_new(&tok, g) != 0) {
+        printf("tokenizer     unavailable: %s\n", hone_error_last());
+        tok = NULL;
+    } else {
         printf("tokenizer     %s, %lld tokens, pre '%s', bos %d, eos %d, add_bos %d\n",
                hone_tokenizer_kind_of(tok) == HONE_TOKENIZER_GPT2 ? "byte-level BPE (gpt2)"
                                                                   : "SentencePiece (llama)",
                (long long)hone_tokenizer_n_vocab(tok), hone_tokenizer_pre(tok), hone_tokenizer_bos(tok),
                hone_tokenizer_eos(tok), hone_tokenizer_add_bos(tok));
         if (*hone_tokenizer_note(tok)) printf("              note: %s\n", hone_tokenizer_note(tok));
-    } else {
-        printf("tokenizer     unavailable: %s\n", hone_error_last());
     }
-    int64_t ti = hone_gguf_find_key(g, "tokenizer.chat_template");
-    hone_gguf_str tmpl;
-    if (ti >= 0 && hone_gguf_kv_str(g, ti, &tmpl) == 0) {
-        char *s = strndup(tmpl.ptr, tmpl.len);
-        printf("chat template %s\n", s ? hone_chat_template_name(hone_chat_detect(s)) : "?");
-        free(s);
-    } else {
-        printf("chat template none\n");
+    hone_chat_template ct;
+    if (tok && hone_chat_load(&ct, g, tok) == 0) {
+        printf("chat template %s%s\n", hone_chat_family_name(ct.family),
+               ct.is_fallback ? " (no recognised template: ChatML assumed)" : "");
+        hone_chat_clear(&ct);
     }
     if (o->tensors)
         for (int64_t i = 0; i < hone_gguf_n_tensors(g); i++) {
@@ -302,25 +300,27 @@ static int prompt_ids(const options *o, const hone_model *m, hone_tokenizer *tok
     size_t len;
     int rc = prompt_text(o, &text, &len);
     if (rc) return rc;
+    int add_bos = o->no_bos ? 0 : -1;
     if (o->chat) {
-        hone_gguf_str tmpl = {"", 0};
-        int64_t ti = hone_gguf_find_key(hone_model_gguf(m), "tokenizer.chat_template");
-        if (ti >= 0) hone_gguf_kv_str(hone_model_gguf(m), ti, &tmpl);
-        char *tmpl_s = strndup(tmpl.ptr, tmpl.len);
+        hone_chat_template ct;
+        if ((rc = hone_chat_load(&ct, hone_model_gguf(m), tok))) {
+            free(text);
+            return rc;
+        }
         hone_chat_msg msgs[2];
         int nm = 0;
         if (o->system) msgs[nm++] = (hone_chat_msg){"system", o->system};
         msgs[nm++] = (hone_chat_msg){"user", text};
         char *formatted = NULL;
-        rc = tmpl_s ? hone_chat_format(&formatted, hone_chat_detect(tmpl_s), tmpl_s, msgs, nm, 1)
-                    : hone_error_set(HONE_ENOMEM, "out of memory");
-        free(tmpl_s);
+        rc = hone_chat_format(&formatted, &ct, msgs, nm, 1);
+        if (ct.emits_bos) add_bos = 0;
+        hone_chat_clear(&ct);
         free(text);
         if (rc) return rc;
         text = formatted;
         len = strlen(text);
     }
-    rc = hone_tokenizer_encode(tok, text, len, o->no_bos ? 0 : -1, o->chat, ids, n);
+    rc = hone_tokenizer_encode(tok, text, len, add_bos, o->chat, ids, n);
     free(text);
     if (!rc && *n == 0) rc = hone_error_set(HONE_EINVAL, "the prompt is empty");
     return rc;

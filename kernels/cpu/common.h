@@ -14,7 +14,7 @@
 
 #include "engine/dtype.h"
 
-#if defined(__F16C__) && defined(__AVX__)
+#if defined(__F16C__) || defined(__AVX__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -107,7 +107,6 @@ static inline void hone_cpu_deq_q4_1(const hone_block_q4_1 *restrict b, float *r
     }
 }
 
-#endif
 
 /* Dequantises the n <= 32 values of a weight row starting at column c0 (a multiple of 32). */
 typedef void (*hone_cpu_deq_fn)(const void *row, int64_t c0, int n, float *out);
@@ -206,3 +205,167 @@ static inline void hone_cpu_attend_row(float *restrict out, const float *restric
     float inv = (float)(1.0 / sum);
     for (int64_t d = 0; d < head_dim; d++) out[d] *= inv;
 }
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
+/* AVX-512 paths: one zmm holds the 16 lanes, so the lane order is the generic one exactly
+ * (the low 16 values of a block, then the high 16, fused into the same lanes); the tree sum
+ * below is hone_cpu_lanes_sum. Several rows (matvec) or tokens (matmul) are interleaved so
+ * their independent fma chains hide latency; each output's own order is unchanged. */
+#define HONE_CPU_SIMD 1
+
+/* The two halves (values 0..15 and 16..31) of block `blk` of a row, dequantised exactly. */
+typedef void (*hone_cpu_deqv_fn)(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi);
+
+static inline float hone_cpu_zmm_sum(__m512 acc)
+{
+    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));       /* [s4_0 + s4_2, s4_1 + s4_3] */
+    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));          /* s2_0 + s2_1 */
+    return _mm_cvtss_f32(s1);
+}
+
+/* Finishes a row whose length is not a multiple of 32 with the generic tail, then sums. */
+static inline float hone_cpu_zmm_finish(__m512 acc, const uint8_t *row, const float *x,
+                                        int64_t full, int64_t cols, hone_cpu_deq_fn deq)
+{
+    if (full == cols) return hone_cpu_zmm_sum(acc);
+    float a[HONE_LANES], w[32];
+    _mm512_storeu_ps(a, acc);
+    deq(row, full, (int)(cols - full), w);
+    hone_cpu_dot_tail(a, w, x, full, cols);
+    return hone_cpu_lanes_sum(a);
+}
+
+#define HONE_CPU_MV_ROWS 4
+
+static inline __attribute__((always_inline)) void
+hone_cpu_matvec_simd(float *restrict y, const void *W, const float *restrict x, int64_t rows,
+                     int64_t cols, int64_t row_bytes, hone_cpu_deqv_fn deqv, hone_cpu_deq_fn deq,
+                     int ith, int nth)
+{
+    int64_t r0, r1;
+    hone_cpu_share(rows, ith, nth, &r0, &r1);
+    int64_t nb = cols / 32, full = nb * 32;
+    int64_t r = r0;
+    for (; r + HONE_CPU_MV_ROWS <= r1; r += HONE_CPU_MV_ROWS) {
+        const uint8_t *row[HONE_CPU_MV_ROWS];
+        __m512 acc[HONE_CPU_MV_ROWS];
+        for (int i = 0; i < HONE_CPU_MV_ROWS; i++) {
+            row[i] = (const uint8_t *)W + (r + i) * row_bytes;
+            acc[i] = _mm512_setzero_ps();
+        }
+        for (int64_t b = 0; b < nb; b++) {
+            __m512 xlo = _mm512_loadu_ps(x + b * 32), xhi = _mm512_loadu_ps(x + b * 32 + 16);
+            for (int i = 0; i < HONE_CPU_MV_ROWS; i++) {
+                __m512 lo, hi;
+                deqv(row[i], b, &lo, &hi);
+                acc[i] = _mm512_fmadd_ps(lo, xlo, acc[i]);
+                acc[i] = _mm512_fmadd_ps(hi, xhi, acc[i]);
+            }
+        }
+        for (int i = 0; i < HONE_CPU_MV_ROWS; i++)
+            y[r + i] = hone_cpu_zmm_finish(acc[i], row[i], x, full, cols, deq);
+    }
+    for (; r < r1; r++) {
+        const uint8_t *rw = (const uint8_t *)W + r * row_bytes;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            __m512 lo, hi;
+            deqv(rw, b, &lo, &hi);
+            acc = _mm512_fmadd_ps(lo, _mm512_loadu_ps(x + b * 32), acc);
+            acc = _mm512_fmadd_ps(hi, _mm512_loadu_ps(x + b * 32 + 16), acc);
+        }
+        y[r] = hone_cpu_zmm_finish(acc, rw, x, full, cols, deq);
+    }
+}
+
+static inline __attribute__((always_inline)) void
+hone_cpu_matmul_simd(float *restrict Y, const void *W, const float *restrict X, int64_t n,
+                     int64_t rows, int64_t cols, int64_t row_bytes, hone_cpu_deqv_fn deqv,
+                     hone_cpu_deq_fn deq, int ith, int nth)
+{
+    int64_t r0, r1;
+    hone_cpu_share(rows, ith, nth, &r0, &r1);
+    int64_t nb = cols / 32, full = nb * 32;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *rw = (const uint8_t *)W + r * row_bytes;
+        for (int64_t t0 = 0; t0 < n; t0 += HONE_CPU_MATMUL_TILE) {
+            int nt = n - t0 < HONE_CPU_MATMUL_TILE ? (int)(n - t0) : HONE_CPU_MATMUL_TILE;
+            __m512 acc[HONE_CPU_MATMUL_TILE];
+            for (int t = 0; t < HONE_CPU_MATMUL_TILE; t++) acc[t] = _mm512_setzero_ps();
+            for (int64_t b = 0; b < nb; b++) {
+                __m512 lo, hi;
+                deqv(rw, b, &lo, &hi);
+                for (int t = 0; t < nt; t++) {
+                    const float *xt = X + (t0 + t) * cols + b * 32;
+                    acc[t] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xt), acc[t]);
+                    acc[t] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xt + 16), acc[t]);
+                }
+            }
+            for (int t = 0; t < nt; t++)
+                Y[(t0 + t) * rows + r] =
+                    hone_cpu_zmm_finish(acc[t], rw, X + (t0 + t) * cols, full, cols, deq);
+        }
+    }
+}
+
+static inline void hone_cpu_deqv_f32(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
+{
+    const float *w = (const float *)row + blk * 32;
+    *lo = _mm512_loadu_ps(w);
+    *hi = _mm512_loadu_ps(w + 16);
+}
+
+static inline void hone_cpu_deqv_f16(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
+{
+    const uint16_t *h = (const uint16_t *)row + blk * 32;
+    *lo = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)h));
+    *hi = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(h + 16)));
+}
+
+static inline void hone_cpu_deqv_bf16(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
+{
+    const uint16_t *h = (const uint16_t *)row + blk * 32;
+    __m512i a = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)h));
+    __m512i b = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(h + 16)));
+    *lo = _mm512_castsi512_ps(_mm512_slli_epi32(a, 16));
+    *hi = _mm512_castsi512_ps(_mm512_slli_epi32(b, 16));
+}
+
+/* q * d is exact in f32 for q8_0 and q4_0, so a plain multiply is the exact value. */
+static inline void hone_cpu_deqv_q8_0(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
+{
+    const hone_block_q8_0 *b = (const hone_block_q8_0 *)row + blk;
+    __m512 d = _mm512_set1_ps(hone_cpu_half(b->d));
+    __m128i q0 = _mm_loadu_si128((const __m128i *)b->qs);
+    __m128i q1 = _mm_loadu_si128((const __m128i *)(b->qs + 16));
+    *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0)), d);
+    *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1)), d);
+}
+
+static inline void hone_cpu_deqv_q4_0(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
+{
+    const hone_block_q4_0 *b = (const hone_block_q4_0 *)row + blk;
+    __m512 d = _mm512_set1_ps(hone_cpu_half(b->d));
+    __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
+    __m128i m = _mm_set1_epi8(0xF), eight = _mm_set1_epi8(8);
+    __m128i ql = _mm_sub_epi8(_mm_and_si128(q, m), eight);
+    __m128i qh = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m), eight);
+    *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(ql)), d);
+    *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(qh)), d);
+}
+
+static inline void hone_cpu_deqv_q4_1(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
+{
+    const hone_block_q4_1 *b = (const hone_block_q4_1 *)row + blk;
+    __m512 d = _mm512_set1_ps(hone_cpu_half(b->d)), m = _mm512_set1_ps(hone_cpu_half(b->m));
+    __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
+    __m128i mask = _mm_set1_epi8(0xF);
+    __m128i ql = _mm_and_si128(q, mask), qh = _mm_and_si128(_mm_srli_epi16(q, 4), mask);
+    *lo = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(ql)), d, m);
+    *hi = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(qh)), d, m);
+}
+#endif
+
+#endif

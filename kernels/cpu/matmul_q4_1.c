@@ -1,5 +1,6 @@
 /* matmul_q4_1: Y[n][rows] = X[n][cols] W^T (prefill). Contract: engine/slots.h.
  * Ideas: q4_1 weights: each block of 32 dequantised (q * d + m, one rounding) before use;
+ * AVX-512: one zmm of 16 lanes per token of the tile (portable C elsewhere);
  * each block dequantised once per tile of 4 tokens; per output the matvec_q4_1 order exactly. */
 #include "kernels/cpu/common.h"
 
@@ -12,6 +13,10 @@ static void deq(const void *row, int64_t c0, int n, float *out)
 void hone_cpu_matmul_q4_1(float *Y, const void *W, const float *X, int64_t n, int64_t rows,
                          int64_t cols, int ith, int nth)
 {
-    hone_cpu_matmul_generic(Y, W, X, n, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q4_1, cols), deq, ith,
-                            nth);
+#ifdef HONE_CPU_SIMD
+    hone_cpu_matmul_simd(Y, W, X, n, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q4_1, cols), hone_cpu_deqv_q4_1, deq, ith,
+                         nth);
+#else
+    hone_cpu_matmul_generic(Y, W, X, n, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q4_1, cols), deq, ith, nth);
+#endif
 }

@@ -1,5 +1,6 @@
 /* matvec_q4_1: y[rows] = W[rows][cols] x[cols] (decode). Contract: engine/slots.h.
  * Ideas: q4_1 weights: each block of 32 dequantised (q * d + m, one rounding) before use;
+ * AVX-512: 4 rows interleaved, one zmm of 16 lanes each (portable C elsewhere);
  * f32 activations; 16 fused multiply-add lanes in the fixed order of kernels/cpu/common.h. */
 #include "kernels/cpu/common.h"
 
@@ -12,6 +13,10 @@ static void deq(const void *row, int64_t c0, int n, float *out)
 void hone_cpu_matvec_q4_1(float *y, const void *W, const float *x, int64_t rows, int64_t cols,
                          int ith, int nth)
 {
-    hone_cpu_matvec_generic(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q4_1, cols), deq, ith,
-                            nth);
+#ifdef HONE_CPU_SIMD
+    hone_cpu_matvec_simd(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q4_1, cols), hone_cpu_deqv_q4_1, deq, ith,
+                         nth);
+#else
+    hone_cpu_matvec_generic(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q4_1, cols), deq, ith, nth);
+#endif
 }
