@@ -1,0 +1,65 @@
+/* Token sampling: turns one row of logits into a token id, with a repetition penalty,
+ * top-k, top-p, min-p and temperature, and a self-contained PRNG (xoshiro256** seeded by
+ * splitmix64) so that the same seed and logits give the same tokens on every machine. */
+#ifndef HONE_SAMPLER_H
+#define HONE_SAMPLER_H
+
+#include <stdint.h>
+
+/* Sampling parameters. The filters run in llama.cpp's default order:
+ *
+ *   repetition penalty -> top-k -> top-p -> min-p -> temperature -> softmax -> draw
+ *
+ * top-p and min-p look at softmax(logits) at temperature 1 (after the penalty and top-k),
+ * as llama.cpp does; temperature only reshapes the distribution of the survivors.
+ * Every filter always keeps at least the most likely token. */
+typedef struct {
+    float temperature;      /* > 0: sample from softmax(l / T); <= 0: greedy argmax (ties -> lowest id) */
+    int32_t top_k;          /* keep the k largest logits; 0 = off; must be >= 0 */
+    float top_p;            /* keep the smallest set with mass >= top_p; in (0, 1]; 1 = off */
+    float min_p;            /* drop tokens with p < min_p * p_max; in [0, 1]; 0 = off */
+    float repeat_penalty;   /* > 0; 1 = off; applied once per distinct recent token */
+    int32_t repeat_last_n;  /* how many accepted tokens the penalty looks back; >= 0; 0 = off */
+    uint64_t seed;          /* PRNG seed; any value, 0 included */
+} hone_sampler_params;
+
+#define HONE_SAMPLER_PARAMS_INIT \
+    { 1.0f, 0, 1.0f, 0.0f, 1.0f, 64, 0 }
+
+typedef struct hone_sampler hone_sampler;
+
+/* Creates a sampler for a vocabulary of n_vocab tokens. Validates params: HONE_EINVAL (with
+ * a message naming the field) for NaN or infinite floats, top_k < 0, top_p outside (0, 1],
+ * min_p outside [0, 1], repeat_penalty <= 0, repeat_last_n < 0, n_vocab <= 0;
+ * HONE_ERANGE for repeat_last_n above 1<<24. A temperature <= 0 is valid and means greedy.
+ * The sampler owns O(n_vocab) scratch, so sampling allocates nothing. */
+int hone_sampler_new(hone_sampler **out, const hone_sampler_params *params, int32_t n_vocab);
+
+/* Frees s; accepts NULL. */
+void hone_sampler_free(hone_sampler *s);
+
+/* Picks the next token from logits[n_vocab] (read only, never modified).
+ *
+ * NaN and -inf logits are never chosen while any other logit exists. If some logits are
+ * +inf, the choice is uniform among those (greedy: the lowest such id). If every logit is
+ * -inf or NaN, returns the lowest id whose logit is -inf, or -1 (and sets the error
+ * message) if all are NaN. Greedy sampling (temperature <= 0) and those all-impossible
+ * cases do not advance the PRNG; every other call draws exactly one 53-bit uniform.
+ * Cost for 49152 tokens: about 20 us greedy, 65 us with top_k = 40, 0.2 ms for plain
+ * sampling (one exp per token), 0.5 to 1 ms for top_p alone (it needs every token's mass).
+ *
+ * The draw walks the surviving tokens in ascending id order, summing exp((l - l_max) / T)
+ * in double, so the result depends only on the logits, the params and the PRNG state, not
+ * on how the filters were computed. The token is NOT recorded for the repetition penalty:
+ * call hone_sampler_accept() with the token actually used (it may differ, e.g. in
+ * speculative decoding or with forced tokens). */
+int32_t hone_sampler_sample(hone_sampler *s, const float *logits);
+
+/* Records an accepted token for the repetition penalty (a ring of the last repeat_last_n).
+ * Tokens outside [0, n_vocab) are ignored. */
+void hone_sampler_accept(hone_sampler *s, int32_t token);
+
+/* Forgets the accepted tokens and reseeds the PRNG, as if newly created with this seed. */
+void hone_sampler_reset(hone_sampler *s, uint64_t seed);
+
+#endif
