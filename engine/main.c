@@ -8,14 +8,16 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend.h"
 #include "chat.h"
+#include "cli.h"
 #include "error.h"
 #include "forward.h"
 #include "model.h"
 #include "sampler.h"
 #include "tokenizer.h"
 
-static const char usage[] =
+static const char usage_head[] =
     "usage: hone <command> [options]\n"
     "\n"
     "commands:\n"
@@ -28,16 +30,27 @@ static const char usage[] =
     "  logits -m MODEL (-p TEXT | --prompt-tokens IDS) --steps K --out FILE\n"
     "         [--tokens IDS] [--all-positions]\n"
     "                          dump the f32 logits of every step: greedy, or teacher-forced\n"
-    "                          on --tokens (IDS: comma-separated token ids)\n"
+    "                          on --tokens (IDS: comma-separated token ids)\n";
+
+static const char usage_tail[] =
     "\n"
-    "common options: -t THREADS (default: all CPUs), --ctx N (context length)\n";
+    "\n"
+    "common options: -t THREADS (default: all CPUs), --ctx N (context length),\n"
+    "                --device auto|cpu|cuda (auto: the GPU when one is usable)\n";
 
 typedef struct {
     const char *model, *prompt, *file, *out, *prompt_tokens, *tokens, *system;
     int64_t n_predict, steps, n_ctx;
-    int n_threads, chat, no_bos, all_positions, tensors;
+    int n_threads, chat, no_bos, all_positions, tensors, device;
     hone_sampler_params sp;
 } options;
+
+static void print_usage(FILE *f)
+{
+    fputs(usage_head, f);
+    for (int i = 0; hone_cli_commands[i].name; i++) fputs(hone_cli_commands[i].help, f);
+    fputs(usage_tail, f);
+}
 
 static int die(const char *what)
 {
@@ -93,6 +106,10 @@ static int parse_options(int argc, char **argv, options *o)
         else if (IS("--prompt-tokens")) o->prompt_tokens = v;
         else if (IS("--tokens")) o->tokens = v;
         else if (IS("--system")) o->system = v;
+        else if (IS("--device")) {
+            if ((o->device = hone_backend_parse_device(v)) < 0)
+                return hone_error_set(HONE_EINVAL, "--device must be auto, cpu or cuda, got '%s'", v);
+        }
         else if (IS("-n") || IS("--n-predict")) rc = parse_i64(v, &o->n_predict, a);
         else if (IS("--steps")) rc = parse_i64(v, &o->steps, a);
         else if (IS("--ctx")) rc = parse_i64(v, &o->n_ctx, a);
@@ -330,7 +347,7 @@ static int cmd_generate(const options *o)
 {
     hone_model *m = NULL;
     hone_tokenizer *tok = NULL;
-    hone_ctx *ctx = NULL;
+    hone_backend *be = NULL;
     hone_sampler *smp = NULL;
     hone_detok *dt = NULL;
     hone_kv_seq seq = {0};
@@ -340,7 +357,8 @@ static int cmd_generate(const options *o)
     int rc = 1;
     hone_ctx_opts co = ctx_options(o);
     if (hone_model_load(&m, o->model) || hone_tokenizer_new(&tok, hone_model_gguf(m)) ||
-        prompt_ids(o, m, tok, &ids, &n) || hone_ctx_new(&ctx, m, &co) ||
+        prompt_ids(o, m, tok, &ids, &n) ||
+        hone_backend_new(&be, m, (hone_device)o->device, &co) ||
         hone_sampler_new(&smp, &o->sp, (int32_t)hone_model_hparams(m)->n_vocab) ||
         hone_detok_new(&dt, tok, 0)) {
         die(NULL);
@@ -357,7 +375,7 @@ static int cmd_generate(const options *o)
         fflush(stdout);
     }
     double t0 = now_s();
-    if (hone_ctx_forward(ctx, &seq, ids, n, logits, 0)) { die("prefill"); goto done; }
+    if (be->iface.forward(be->ctx, &seq, ids, n, logits, 0)) { die("prefill"); goto done; }
     double t1 = now_s();
     int64_t generated = 0;
     for (int64_t i = 0; i < o->n_predict; i++) {
@@ -373,11 +391,11 @@ static int cmd_generate(const options *o)
             fflush(stdout);
         }
         if (i + 1 == o->n_predict) break;
-        if (seq.n_tokens + 1 > hone_ctx_n_ctx(ctx)) {
-            fprintf(stderr, "\nhone: context length %lld reached\n", (long long)hone_ctx_n_ctx(ctx));
+        if (seq.n_tokens + 1 > be->iface.n_ctx(be->ctx)) {
+            fprintf(stderr, "\nhone: context length %lld reached\n", (long long)be->iface.n_ctx(be->ctx));
             break;
         }
-        if (hone_ctx_forward(ctx, &seq, &next, 1, logits, 0)) { die("decode"); goto done; }
+        if (be->iface.forward(be->ctx, &seq, &next, 1, logits, 0)) { die("decode"); goto done; }
     }
     const char *rest;
     size_t rlen;
@@ -385,17 +403,17 @@ static int cmd_generate(const options *o)
     printf("\n");
     double t2 = now_s();
     fprintf(stderr, "hone: prompt %lld tokens in %.3f s (%.1f tok/s), generated %lld tokens in "
-            "%.3f s (%.1f tok/s), %d threads\n",
+            "%.3f s (%.1f tok/s), %s\n",
             (long long)n, t1 - t0, (double)n / (t1 - t0), (long long)generated, t2 - t1,
-            generated > 1 ? (double)(generated - 1) / (t2 - t1) : 0.0, hone_ctx_n_threads(ctx));
+            generated > 1 ? (double)(generated - 1) / (t2 - t1) : 0.0, be->iface.describe(be->ctx));
     rc = 0;
 done:
     free(logits);
     free(ids);
-    if (ctx) hone_kv_cache_release(hone_ctx_kv(ctx), &seq);
+    if (be) be->iface.release(be->ctx, &seq);
     hone_detok_free(dt);
     hone_sampler_free(smp);
-    hone_ctx_free(ctx);
+    hone_backend_free(be);
     hone_tokenizer_free(tok);
     hone_model_free(m);
     return rc;
@@ -427,7 +445,7 @@ static int cmd_logits(const options *o)
 {
     hone_model *m = NULL;
     hone_tokenizer *tok = NULL;
-    hone_ctx *ctx = NULL;
+    hone_backend *be = NULL;
     hone_kv_seq seq = {0};
     int32_t *prompt = NULL, *forced = NULL, *seqtok = NULL, *row_pos = NULL;
     int64_t n_prompt = 0, n_forced = 0;
@@ -450,7 +468,7 @@ static int cmd_logits(const options *o)
         die(NULL);
         goto done;
     }
-    if (hone_ctx_new(&ctx, m, &co)) { die(NULL); goto done; }
+    if (hone_backend_new(&be, m, (hone_device)o->device, &co)) { die(NULL); goto done; }
     int64_t nv = hone_model_hparams(m)->n_vocab;
     int64_t n_rows = steps + (o->all_positions ? n_prompt - 1 : 0);
     int64_t n_tokens = n_prompt + steps - 1;
@@ -461,16 +479,16 @@ static int cmd_logits(const options *o)
     memcpy(seqtok, prompt, (size_t)n_prompt * sizeof *seqtok);
     int64_t row = 0;
     if (o->all_positions) {
-        if (hone_ctx_forward(ctx, &seq, prompt, n_prompt, logits, 1)) { die(NULL); goto done; }
+        if (be->iface.forward(be->ctx, &seq, prompt, n_prompt, logits, 1)) { die(NULL); goto done; }
         for (int64_t i = 0; i < n_prompt; i++) row_pos[row++] = (int32_t)i;
     } else {
-        if (hone_ctx_forward(ctx, &seq, prompt, n_prompt, logits, 0)) { die(NULL); goto done; }
+        if (be->iface.forward(be->ctx, &seq, prompt, n_prompt, logits, 0)) { die(NULL); goto done; }
         row_pos[row++] = (int32_t)(n_prompt - 1);
     }
     for (int64_t s = 1; s < steps; s++) {
         int32_t next = forced ? forced[s - 1] : argmax(logits + (row - 1) * nv, nv);
         seqtok[n_prompt + s - 1] = next;
-        if (hone_ctx_forward(ctx, &seq, &next, 1, logits + row * nv, 0)) { die(NULL); goto done; }
+        if (be->iface.forward(be->ctx, &seq, &next, 1, logits + row * nv, 0)) { die(NULL); goto done; }
         row_pos[row++] = (int32_t)(n_prompt + s - 1);
     }
     if (write_logits(o->out, (uint32_t)nv, seqtok, (uint32_t)n_tokens, (uint32_t)n_prompt, row_pos,
@@ -487,8 +505,8 @@ done:
     free(row_pos);
     free(prompt);
     free(forced);
-    if (ctx) hone_kv_cache_release(hone_ctx_kv(ctx), &seq);
-    hone_ctx_free(ctx);
+    if (be) be->iface.release(be->ctx, &seq);
+    hone_backend_free(be);
     hone_tokenizer_free(tok);
     hone_model_free(m);
     return rc;
@@ -499,13 +517,16 @@ int main(int argc, char **argv)
     options o;
     if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "-h") == 0) {
-        fputs(usage, argc < 2 ? stderr : stdout);
+        print_usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
     const char *cmd = argv[1];
+    for (int i = 0; hone_cli_commands[i].name; i++)
+        if (strcmp(cmd, hone_cli_commands[i].name) == 0) return hone_cli_commands[i].run(argc - 1, argv + 1);
     if (strcmp(cmd, "generate") && strcmp(cmd, "info") && strcmp(cmd, "tokenize") &&
         strcmp(cmd, "logits")) {
-        fprintf(stderr, "hone: unknown command '%s'\n\n%s", cmd, usage);
+        fprintf(stderr, "hone: unknown command '%s'\n\n", cmd);
+        print_usage(stderr);
         return 2;
     }
     if (parse_options(argc, argv, &o)) {
