@@ -13,6 +13,12 @@
 
 #include "error.h"
 
+/* A run: consecutive batch rows of one sequence at consecutive positions. */
+typedef struct {
+    int64_t t0, n, pos0;
+    const hone_kv_seq *seq;
+} att_run;
+
 struct hone_ctx {
     const hone_model *m;
     hone_hparams hp;
@@ -32,7 +38,12 @@ struct hone_ctx {
     float *gate;    /* [chunk][ffn] */
     float *up;      /* [chunk][ffn] */
     float *scratch; /* [n_threads][n_ctx] attention scores */
-    int32_t *pos;   /* [chunk] */
+    int32_t *pos;   /* [chunk] positions of the piece's rows */
+    att_run *runs;           /* [chunk] attention runs of the piece */
+    hone_kv_seq **seq_rows;  /* [chunk] */
+    int32_t *pos_rows;       /* [chunk] */
+    float **out_rows;        /* [chunk] */
+    float *logits;  /* [chunk][n_vocab] when destination rows are scattered */
 };
 
 /* ---- slot dispatch: one args struct and trampoline per signature ---- */
@@ -146,51 +157,93 @@ static void op_rope(hone_ctx *c, float *x, int64_t n, int64_t heads)
     run(c, &call, n * heads >= 64 ? 0 : 1, n, heads, c->hp.head_dim);
 }
 
-static void op_attention(hone_ctx *c, int64_t layer, const hone_kv_seq *seq, int64_t pos0, int64_t n)
+typedef struct {
+    hone_ctx *c;
+    const att_run *runs;
+    int64_t n_runs;
+    int64_t layer;
+    int prefill;        /* 1: the runs of length > 1; 0: the single-token runs */
+} att_job;
+
+/* One pool job over many runs: each share does its part of every run, so a batch of many
+ * decoding sequences costs one dispatch per layer, not one per sequence. */
+static void att_trampoline(void *arg, int ith, int nth)
 {
-    slot_call call;
+    att_job *j = arg;
+    hone_ctx *c = j->c;
     const hone_hparams *hp = &c->hp;
     float scale = (float)(1.0 / sqrt((double)hp->head_dim));
-    float *kc = hone_kv_cache_k(c->kv, layer), *vc = hone_kv_cache_v(c->kv, layer);
-    int64_t bs = hone_kv_cache_block_size(c->kv);
-    if (n == 1) {
-        call.id = HONE_SLOT_ATTENTION_DECODE;
-        call.u.ad.fn = c->slots.attention_decode;
-        call.u.ad.out = c->att; call.u.ad.q = c->q; call.u.ad.k = kc; call.u.ad.v = vc;
-        call.u.ad.bt = seq->blocks; call.u.ad.n_kv = pos0 + 1; call.u.ad.bs = bs;
-        call.u.ad.heads = hp->n_heads; call.u.ad.kv_heads = hp->n_kv_heads; call.u.ad.hd = hp->head_dim;
-        call.u.ad.scale = scale; call.u.ad.scratch = c->scratch; call.u.ad.stride = c->o.n_ctx;
-    } else {
-        call.id = HONE_SLOT_ATTENTION_PREFILL;
-        call.u.ap.fn = c->slots.attention_prefill;
-        call.u.ap.out = c->att; call.u.ap.q = c->q; call.u.ap.k = kc; call.u.ap.v = vc;
-        call.u.ap.bt = seq->blocks; call.u.ap.n = n; call.u.ap.pos0 = pos0; call.u.ap.bs = bs;
-        call.u.ap.heads = hp->n_heads; call.u.ap.kv_heads = hp->n_kv_heads; call.u.ap.hd = hp->head_dim;
-        call.u.ap.scale = scale; call.u.ap.scratch = c->scratch; call.u.ap.stride = c->o.n_ctx;
+    float *kc = hone_kv_cache_k(c->kv, j->layer), *vc = hone_kv_cache_v(c->kv, j->layer);
+    int64_t bs = hone_kv_cache_block_size(c->kv), qd = hp->n_heads * hp->head_dim;
+    float *scratch = c->scratch + ith * c->o.n_ctx;
+    for (int64_t r = 0; r < j->n_runs; r++) {
+        const att_run *run = &j->runs[r];
+        if ((run->n > 1) != j->prefill) continue;
+        if (run->n == 1)
+            c->slots.attention_decode(c->att + run->t0 * qd, c->q + run->t0 * qd, kc, vc,
+                                      run->seq->blocks, run->pos0 + 1, bs, hp->n_heads,
+                                      hp->n_kv_heads, hp->head_dim, scale, scratch, ith, nth);
+        else
+            c->slots.attention_prefill(c->att + run->t0 * qd, c->q + run->t0 * qd, kc, vc,
+                                       run->seq->blocks, run->n, run->pos0, bs, hp->n_heads,
+                                       hp->n_kv_heads, hp->head_dim, scale, scratch, ith, nth);
     }
-    run(c, &call, 0, n, pos0 + n, hp->n_heads);
 }
 
-/* Copies the chunk's k and v rows into the sequence's blocks (host work, not a slot). */
-static void store_kv(hone_ctx *c, int64_t layer, const hone_kv_seq *seq, int64_t pos0, int64_t n)
+static void op_attention(hone_ctx *c, int64_t layer, const att_run *runs, int64_t n_runs)
+{
+    for (int prefill = 0; prefill < 2; prefill++) {
+        int64_t rows = 0, keys = 0, count = 0;
+        for (int64_t r = 0; r < n_runs; r++)
+            if ((runs[r].n > 1) == prefill) {
+                rows += runs[r].n;
+                keys += runs[r].pos0 + runs[r].n;
+                count++;
+            }
+        if (!count) continue;
+        att_job job = {c, runs, n_runs, layer, prefill};
+        hone_slot_id id = prefill ? HONE_SLOT_ATTENTION_PREFILL : HONE_SLOT_ATTENTION_DECODE;
+        if (!c->hook) {
+            hone_pool_run(c->pool, att_trampoline, &job, 0);
+        } else {
+            uint64_t t0 = now_ns();
+            hone_pool_run(c->pool, att_trampoline, &job, 0);
+            c->hook(c->hook_user, id, now_ns() - t0, rows, keys, c->hp.n_heads);
+        }
+    }
+}
+
+/* Copies the piece's k and v rows into their sequences' blocks (host work, not a slot). */
+static void store_kv(hone_ctx *c, int64_t layer, hone_kv_seq *const *seqs, const int32_t *pos,
+                     int64_t n)
 {
     int64_t row = c->hp.n_kv_heads * c->hp.head_dim, bs = hone_kv_cache_block_size(c->kv);
     float *kc = hone_kv_cache_k(c->kv, layer), *vc = hone_kv_cache_v(c->kv, layer);
     for (int64_t t = 0; t < n; t++) {
-        int64_t p = pos0 + t;
-        int64_t off = ((int64_t)seq->blocks[p / bs] * bs + p % bs) * row;
+        int64_t p = pos[t];
+        int64_t off = ((int64_t)seqs[t]->blocks[p / bs] * bs + p % bs) * row;
         memcpy(kc + off, c->k + t * row, (size_t)row * sizeof(float));
         memcpy(vc + off, c->v + t * row, (size_t)row * sizeof(float));
     }
 }
 
-static void forward_chunk(hone_ctx *c, const hone_kv_seq *seq, const int32_t *tokens, int64_t n,
-                          float *logits, int all_logits)
+/* Runs n <= chunk batch rows through the model. out_rows[t] is where row t's logits go
+ * (NULL: not wanted). Positions come from pos[t]; KV blocks are already reserved. */
+static void forward_piece(hone_ctx *c, hone_kv_seq *const *seqs, const int32_t *tokens,
+                          const int32_t *pos, int64_t n, float *const *out_rows)
 {
     const hone_hparams *hp = &c->hp;
     const hone_model *m = c->m;
-    int64_t pos0 = seq->n_tokens;
-    for (int64_t t = 0; t < n; t++) c->pos[t] = (int32_t)(pos0 + t);
+    memcpy(c->pos, pos, (size_t)n * sizeof *pos);
+    int64_t n_runs = 0;
+    for (int64_t t = 0; t < n; t++) {
+        if (n_runs && c->runs[n_runs - 1].seq == seqs[t] &&
+            c->runs[n_runs - 1].pos0 + c->runs[n_runs - 1].n == pos[t]) {
+            c->runs[n_runs - 1].n++;
+        } else {
+            c->runs[n_runs++] = (att_run){t, 1, pos[t], seqs[t]};
+        }
+    }
 
     const hone_weight *emb = hone_model_tok_embd(m);
     slot_call call = {.id = HONE_SLOT_EMBED};
@@ -210,8 +263,8 @@ static void forward_chunk(hone_ctx *c, const hone_kv_seq *seq, const int32_t *to
         op_bias(c, c->v, &L->bv, n);
         op_rope(c, c->q, n, hp->n_heads);
         op_rope(c, c->k, n, hp->n_kv_heads);
-        store_kv(c, l, seq, pos0, n);
-        op_attention(c, l, seq, pos0, n);
+        store_kv(c, l, seqs, pos, n);
+        op_attention(c, l, c->runs, n_runs);
         op_matmul(c, c->proj, &L->wo, c->att, n);
         op_add(c, c->x, c->x, c->proj, n * hp->dim);
         op_rmsnorm(c, c->h, c->x, &L->ffn_norm, n);
@@ -224,11 +277,73 @@ static void forward_chunk(hone_ctx *c, const hone_kv_seq *seq, const int32_t *to
         op_matmul(c, c->proj, &L->w_down, c->gate, n);
         op_add(c, c->x, c->x, c->proj, n * hp->dim);
     }
-    if (!logits) return;
-    /* logits for every row, or only the last one */
-    int64_t first = all_logits ? 0 : n - 1, rows = n - first;
-    op_rmsnorm(c, c->h, c->x + first * hp->dim, hone_model_output_norm(m), rows);
-    op_matmul(c, logits, hone_model_output(m), c->h, rows);
+    /* the wanted rows, gathered: final norm, then the output projection */
+    int64_t rows = 0;
+    for (int64_t t = 0; t < n; t++)
+        if (out_rows[t]) {
+            if (rows != t) memcpy(c->x + rows * hp->dim, c->x + t * hp->dim, (size_t)hp->dim * sizeof(float));
+            rows++;
+        }
+    if (!rows) return;
+    op_rmsnorm(c, c->h, c->x, hone_model_output_norm(m), rows);
+    /* contiguous destination rows go straight to the caller; otherwise through c->logits */
+    float *first = NULL;
+    int contiguous = 1;
+    for (int64_t t = 0, r = 0; t < n; t++)
+        if (out_rows[t]) {
+            if (!first) first = out_rows[t];
+            else if (out_rows[t] != first + r * hp->n_vocab) contiguous = 0;
+            r++;
+        }
+    if (contiguous) {
+        op_matmul(c, first, hone_model_output(m), c->h, rows);
+        return;
+    }
+    op_matmul(c, c->logits, hone_model_output(m), c->h, rows);
+    for (int64_t t = 0, r = 0; t < n; t++)
+        if (out_rows[t]) {
+            memcpy(out_rows[t], c->logits + r * hp->n_vocab, (size_t)hp->n_vocab * sizeof(float));
+            r++;
+        }
+}
+
+int hone_ctx_forward_batch(hone_ctx *c, const hone_batch *b)
+{
+    const hone_hparams *hp = &c->hp;
+    int rc = 0;
+    if (b->n <= 0) return hone_error_set(HONE_EINVAL, "no tokens to process");
+    /* validate, and find each sequence's first row to check positions are consecutive */
+    for (int64_t i = 0; i < b->n; i++) {
+        if (b->tokens[i] < 0 || b->tokens[i] >= hp->n_vocab)
+            return hone_error_set(HONE_EINVAL, "token id %d out of range [0, %lld)", b->tokens[i],
+                                  (long long)hp->n_vocab);
+        int64_t expect = b->seqs[i]->n_tokens;
+        for (int64_t j = 0; j < i; j++)
+            if (b->seqs[j] == b->seqs[i]) expect++;
+        if (b->pos[i] != expect)
+            return hone_error_set(HONE_EINVAL, "batch row %lld: position %d, expected %lld (each "
+                                  "sequence's rows continue it in order)", (long long)i, b->pos[i],
+                                  (long long)expect);
+        if (b->pos[i] >= c->o.n_ctx)
+            return hone_error_set(HONE_ERANGE, "context full: position %d reaches the context "
+                                  "length %lld", b->pos[i], (long long)c->o.n_ctx);
+    }
+    /* reserve every sequence's blocks; on failure give back what this call took */
+    int64_t i;
+    for (i = 0; i < b->n; i++)
+        if ((rc = hone_kv_cache_reserve(c->kv, b->seqs[i], (int64_t)b->pos[i] + 1))) break;
+    if (rc) {
+        for (int64_t j = 0; j < i; j++) hone_kv_cache_truncate(c->kv, b->seqs[j], b->seqs[j]->n_tokens);
+        return rc;
+    }
+    float **out_rows = c->out_rows;
+    for (int64_t t0 = 0; t0 < b->n; t0 += c->o.chunk) {
+        int64_t m = b->n - t0 < c->o.chunk ? b->n - t0 : c->o.chunk;
+        for (int64_t t = 0; t < m; t++) out_rows[t] = b->out_rows ? b->out_rows[t0 + t] : NULL;
+        forward_piece(c, b->seqs + t0, b->tokens + t0, b->pos + t0, m, out_rows);
+        for (int64_t t = 0; t < m; t++) b->seqs[t0 + t]->n_tokens++;
+    }
+    return 0;
 }
 
 int hone_ctx_forward(hone_ctx *c, hone_kv_seq *seq, const int32_t *tokens, int64_t n,
@@ -248,11 +363,15 @@ int hone_ctx_forward(hone_ctx *c, hone_kv_seq *seq, const int32_t *tokens, int64
     if (rc) return rc;
     for (int64_t t0 = 0; t0 < n; t0 += c->o.chunk) {
         int64_t m = n - t0 < c->o.chunk ? n - t0 : c->o.chunk;
-        int last = t0 + m == n;
-        float *out = NULL;
-        if (logits && all_logits) out = logits + t0 * hp->n_vocab;
-        else if (logits && last) out = logits;
-        forward_chunk(c, seq, tokens + t0, m, out, all_logits);
+        for (int64_t t = 0; t < m; t++) {
+            c->seq_rows[t] = seq;
+            c->pos_rows[t] = (int32_t)(seq->n_tokens + t);
+            float *row = NULL;
+            if (logits && all_logits) row = logits + (t0 + t) * hp->n_vocab;
+            else if (logits && t0 + t == n - 1) row = logits;
+            c->out_rows[t] = row;
+        }
+        forward_piece(c, c->seq_rows, tokens + t0, c->pos_rows, m, c->out_rows);
         seq->n_tokens += m;
     }
     return 0;
@@ -303,6 +422,11 @@ int hone_ctx_new(hone_ctx **out, const hone_model *m, const hone_ctx_opts *opts)
     ALLOC(up, ch * hp->ffn)
     ALLOC(scratch, (int64_t)c->o.n_threads * c->o.n_ctx)
     ALLOC(pos, ch)
+    ALLOC(runs, ch)
+    ALLOC(seq_rows, ch)
+    ALLOC(pos_rows, ch)
+    ALLOC(out_rows, ch)
+    ALLOC(logits, ch * hp->n_vocab)
 #undef ALLOC
     *out = c;
     return 0;
@@ -318,6 +442,7 @@ void hone_ctx_free(hone_ctx *c)
     hone_kv_cache_free(c->kv);
     free(c->x); free(c->h); free(c->proj); free(c->q); free(c->att); free(c->k); free(c->v);
     free(c->gate); free(c->up); free(c->scratch); free(c->pos);
+    free(c->runs); free(c->seq_rows); free(c->pos_rows); free(c->out_rows); free(c->logits);
     free(c);
 }
 

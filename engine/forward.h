@@ -46,4 +46,21 @@ void hone_ctx_set_hook(hone_ctx *c, hone_ctx_slot_hook hook, void *user);
 int hone_ctx_forward(hone_ctx *c, hone_kv_seq *seq, const int32_t *tokens, int64_t n,
                      float *logits, int all_logits);
 
+/* A batch of rows from one or many sequences (continuous batching). Row i feeds tokens[i]
+ * to seqs[i] at position pos[i]; a sequence's rows appear in order and continue it
+ * (pos = its n_tokens, then +1, ...). out_rows[i] receives row i's n_vocab logits, or NULL
+ * for none (out_rows itself may be NULL). Every row's logits are bitwise those of the same
+ * sequence run alone: matmul rows and attention rows do not depend on the batch. */
+typedef struct {
+    int64_t n;
+    const int32_t *tokens;   /* [n] */
+    hone_kv_seq *const *seqs;/* [n] */
+    const int32_t *pos;      /* [n] */
+    float *const *out_rows;  /* [n] or NULL */
+} hone_batch;
+
+/* Runs a batch; on error (bad token or position, context or KV cache full) no sequence
+ * changes. */
+int hone_ctx_forward_batch(hone_ctx *c, const hone_batch *b);
+
 #endif

@@ -177,4 +177,71 @@ static void test_smollm2_paris(void)
     hone_model_free(m);
 }
 
-TEST_MAIN(TEST_CASE(test_bitwise_invariance), TEST_CASE(test_errors), TEST_CASE(test_smollm2_paris))
+/* Continuous batching: three sequences at different stages share batches (a prefill chunk of
+ * one beside decode steps of others); every row's logits equal the sequence run alone. */
+static void test_batch_equals_alone(void)
+{
+    hone_model *m = NULL;
+    if (hone_model_load(&m, model_path("tiny-llama-q4_1.gguf"))) {
+        CHECK_MSG(0, "%s", hone_error_last());
+        return;
+    }
+    int64_t nv = hone_model_hparams(m)->n_vocab;
+    size_t row_bytes = (size_t)nv * sizeof(float);
+    float *alone = run(m, 2, 64, -1); /* all positions of prompt, one sequence */
+    hone_ctx_opts o = HONE_CTX_OPTS_INIT;
+    o.n_threads = 2;
+    o.chunk = 8;          /* batches larger than a chunk are split */
+    o.n_ctx = 64;
+    o.kv_block_size = 4;
+    o.kv_blocks = 64;
+    hone_ctx *ctx = NULL;
+    CHECK_EQ_INT(hone_ctx_new(&ctx, m, &o), 0);
+    hone_kv_seq s[3] = {{0}};
+    float *out = calloc((size_t)(3 * N_TOK * nv), sizeof *out);
+    /* schedule: seq 0 starts with a 9-token prefill, seq 1 with 4, seq 2 with 1; then every
+     * step each sequence that still has tokens feeds one (or 3 for seq 2) */
+    int fed[3] = {0, 0, 0};
+    int first[3] = {9, 4, 1}, step[3] = {1, 1, 3};
+    int32_t tokens[64], pos[64];
+    hone_kv_seq *seqs[64];
+    float *rows[64];
+    for (int it = 0; it < 40; it++) {
+        int64_t n = 0;
+        for (int q = 0; q < 3; q++) {
+            int k = it == 0 ? first[q] : step[q];
+            for (int j = 0; j < k && fed[q] < N_TOK; j++, fed[q]++, n++) {
+                tokens[n] = prompt[fed[q]];
+                pos[n] = fed[q];
+                seqs[n] = &s[q];
+                rows[n] = out + ((int64_t)q * N_TOK + fed[q]) * nv;
+            }
+        }
+        if (!n) break;
+        hone_batch b = {n, tokens, seqs, pos, rows};
+        CHECK_EQ_INT(hone_ctx_forward_batch(ctx, &b), 0);
+    }
+    for (int q = 0; q < 3; q++) {
+        CHECK_EQ_INT(s[q].n_tokens, N_TOK);
+        for (int t = 0; t < N_TOK; t++)
+            CHECK_MSG(alone && memcmp(out + ((int64_t)q * N_TOK + t) * nv, alone + (int64_t)t * nv, row_bytes) == 0,
+                      "sequence %d position %d differs from running alone", q, t);
+        hone_kv_cache_release(hone_ctx_kv(ctx), &s[q]);
+    }
+    /* a bad position is refused and changes nothing */
+    hone_kv_seq z = {0};
+    hone_kv_seq *zs[1] = {&z};
+    int32_t zpos[1] = {3};
+    hone_batch bad = {1, prompt, zs, zpos, NULL};
+    CHECK_EQ_INT(hone_ctx_forward_batch(ctx, &bad), HONE_EINVAL);
+    CHECK_STR_CONTAINS(hone_error_last(), "expected 0");
+    CHECK_EQ_INT(z.n_tokens, 0);
+    CHECK_EQ_INT(hone_kv_cache_n_free(hone_ctx_kv(ctx)), 64);
+    free(out);
+    free(alone);
+    hone_ctx_free(ctx);
+    hone_model_free(m);
+}
+
+TEST_MAIN(TEST_CASE(test_bitwise_invariance), TEST_CASE(test_errors), TEST_CASE(test_batch_equals_alone),
+          TEST_CASE(test_smollm2_paris))

@@ -1,0 +1,270 @@
+/* The f64 oracle of every kernel slot and the error metrics the guard reports against it.
+ * Plain loops in double on purpose: this file is the reference a reader checks by eye.
+ * Contract: guard/oracle.h; the slots' math: engine/slots.h. */
+#include "guard/oracle.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "engine/dtype.h"
+
+static double half_to_double(uint16_t h) { return (double)hone_fp16_to_f32(h); }
+
+void hone_oracle_dequant_row(double *out, int32_t dtype, const void *W, int64_t row, int64_t cols)
+{
+    int64_t rb = hone_dtype_supported(dtype) ? hone_dtype_row_bytes(dtype, cols) : 0;
+    const uint8_t *p = (const uint8_t *)W + row * rb;
+    switch (dtype) {
+    case HONE_DTYPE_F32:
+        for (int64_t c = 0; c < cols; c++) out[c] = (double)((const float *)p)[c];
+        break;
+    case HONE_DTYPE_F16:
+        for (int64_t c = 0; c < cols; c++) out[c] = half_to_double(((const uint16_t *)p)[c]);
+        break;
+    case HONE_DTYPE_BF16:
+        for (int64_t c = 0; c < cols; c++) out[c] = (double)hone_bf16_to_f32(((const uint16_t *)p)[c]);
+        break;
+    case HONE_DTYPE_Q8_0:
+        for (int64_t b = 0; b < cols / HONE_QK; b++) {
+            const hone_block_q8_0 *blk = (const hone_block_q8_0 *)p + b;
+            double d = half_to_double(blk->d);
+            for (int j = 0; j < HONE_QK; j++) out[b * HONE_QK + j] = (double)blk->qs[j] * d;
+        }
+        break;
+    case HONE_DTYPE_Q4_0:
+        for (int64_t b = 0; b < cols / HONE_QK; b++) {
+            const hone_block_q4_0 *blk = (const hone_block_q4_0 *)p + b;
+            double d = half_to_double(blk->d);
+            for (int j = 0; j < 16; j++) {
+                out[b * HONE_QK + j] = (double)((int)(blk->qs[j] & 0xF) - 8) * d;
+                out[b * HONE_QK + j + 16] = (double)((int)(blk->qs[j] >> 4) - 8) * d;
+            }
+        }
+        break;
+    case HONE_DTYPE_Q4_1:
+        for (int64_t b = 0; b < cols / HONE_QK; b++) {
+            const hone_block_q4_1 *blk = (const hone_block_q4_1 *)p + b;
+            double d = half_to_double(blk->d), m = half_to_double(blk->m);
+            for (int j = 0; j < 16; j++) {
+                out[b * HONE_QK + j] = (double)(blk->qs[j] & 0xF) * d + m;
+                out[b * HONE_QK + j + 16] = (double)(blk->qs[j] >> 4) * d + m;
+            }
+        }
+        break;
+    default:
+        for (int64_t c = 0; c < cols; c++) out[c] = NAN;
+        break;
+    }
+}
+
+void hone_oracle_embed(double *out, const void *table, int32_t dtype, const int32_t *ids,
+                       int64_t n, int64_t dim)
+{
+    for (int64_t i = 0; i < n; i++) hone_oracle_dequant_row(out + i * dim, dtype, table, ids[i], dim);
+}
+
+void hone_oracle_rmsnorm(double *y, const float *x, const float *w, int64_t n, int64_t dim,
+                         float eps)
+{
+    for (int64_t r = 0; r < n; r++) {
+        const float *xr = x + r * dim;
+        double ss = 0.0;
+        for (int64_t i = 0; i < dim; i++) ss += (double)xr[i] * (double)xr[i];
+        double rms = sqrt(ss / (double)dim + (double)eps);
+        for (int64_t i = 0; i < dim; i++) y[r * dim + i] = (double)xr[i] / rms * (double)w[i];
+    }
+}
+
+/* Y[t][r] = sum_c f(W[r][c]) * g(X[t][c]) with f = g = identity or |.|: one row of W is
+ * dequantised once and used for every token. */
+static void matmul_any(double *Y, int32_t dtype, const void *W, const float *X, int64_t n,
+                       int64_t rows, int64_t cols, int absolute)
+{
+    double *w = malloc((size_t)(cols > 0 ? cols : 1) * sizeof(double));
+    if (!w) abort(); /* an oracle without memory has no answer to give */
+    for (int64_t r = 0; r < rows; r++) {
+        hone_oracle_dequant_row(w, dtype, W, r, cols);
+        for (int64_t t = 0; t < n; t++) {
+            const float *x = X + t * cols;
+            double s = 0.0;
+            if (absolute)
+                for (int64_t c = 0; c < cols; c++) s += fabs(w[c]) * fabs((double)x[c]);
+            else
+                for (int64_t c = 0; c < cols; c++) s += w[c] * (double)x[c];
+            Y[t * rows + r] = s;
+        }
+    }
+    free(w);
+}
+
+void hone_oracle_matvec(double *y, int32_t dtype, const void *W, const float *x, int64_t rows,
+                        int64_t cols)
+{
+    matmul_any(y, dtype, W, x, 1, rows, cols, 0);
+}
+
+void hone_oracle_matvec_abs(double *y, int32_t dtype, const void *W, const float *x, int64_t rows,
+                            int64_t cols)
+{
+    matmul_any(y, dtype, W, x, 1, rows, cols, 1);
+}
+
+void hone_oracle_matmul(double *Y, int32_t dtype, const void *W, const float *X, int64_t n,
+                        int64_t rows, int64_t cols)
+{
+    matmul_any(Y, dtype, W, X, n, rows, cols, 0);
+}
+
+void hone_oracle_rope(double *y, const float *x, const int32_t *pos, int64_t n, int64_t n_heads,
+                      int64_t head_dim, int64_t n_rot, float freq_base, int32_t neox)
+{
+    int64_t half = n_rot / 2;
+    for (int64_t t = 0; t < n; t++) {
+        for (int64_t h = 0; h < n_heads; h++) {
+            const float *v = x + (t * n_heads + h) * head_dim;
+            double *o = y + (t * n_heads + h) * head_dim;
+            for (int64_t d = 0; d < head_dim; d++) o[d] = (double)v[d];
+            for (int64_t i = 0; i < half; i++) {
+                double theta = (double)pos[t] * pow((double)freq_base, -2.0 * (double)i / (double)n_rot);
+                double c = cos(theta), s = sin(theta);
+                int64_t ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
+                double a = (double)v[ia], b = (double)v[ib];
+                o[ia] = a * c - b * s;
+                o[ib] = a * s + b * c;
+            }
+        }
+    }
+}
+
+/* One attention row in double: out[head_dim] for query q against keys j < n_kv of kv head
+ * kvh; w is a workspace of n_kv doubles. */
+static void attend_row(double *out, const float *q, const float *k_cache, const float *v_cache,
+                       const int32_t *block_table, int64_t n_kv, int64_t block_size,
+                       int64_t n_kv_heads, int64_t kvh, int64_t head_dim, float scale, double *w)
+{
+    double mx = -INFINITY;
+    for (int64_t j = 0; j < n_kv; j++) {
+        int64_t blk = block_table[j / block_size], slot = j % block_size;
+        const float *k = k_cache + ((blk * block_size + slot) * n_kv_heads + kvh) * head_dim;
+        double s = 0.0;
+        for (int64_t d = 0; d < head_dim; d++) s += (double)q[d] * (double)k[d];
+        w[j] = s * (double)scale;
+        if (w[j] > mx) mx = w[j];
+    }
+    double sum = 0.0;
+    for (int64_t j = 0; j < n_kv; j++) {
+        w[j] = exp(w[j] - mx);
+        sum += w[j];
+    }
+    for (int64_t d = 0; d < head_dim; d++) out[d] = 0.0;
+    for (int64_t j = 0; j < n_kv; j++) {
+        int64_t blk = block_table[j / block_size], slot = j % block_size;
+        const float *v = v_cache + ((blk * block_size + slot) * n_kv_heads + kvh) * head_dim;
+        double p = w[j] / sum;
+        for (int64_t d = 0; d < head_dim; d++) out[d] += p * (double)v[d];
+    }
+}
+
+void hone_oracle_attention_decode(double *out, const float *q, const float *k_cache,
+                                  const float *v_cache, const int32_t *block_table, int64_t n_kv,
+                                  int64_t block_size, int64_t n_heads, int64_t n_kv_heads,
+                                  int64_t head_dim, float scale)
+{
+    hone_oracle_attention_prefill(out, q, k_cache, v_cache, block_table, 1, n_kv - 1, block_size,
+                                  n_heads, n_kv_heads, head_dim, scale);
+}
+
+void hone_oracle_attention_prefill(double *out, const float *q, const float *k_cache,
+                                   const float *v_cache, const int32_t *block_table, int64_t n,
+                                   int64_t pos0, int64_t block_size, int64_t n_heads,
+                                   int64_t n_kv_heads, int64_t head_dim, float scale)
+{
+    double *w = malloc((size_t)(pos0 + n > 0 ? pos0 + n : 1) * sizeof(double));
+    if (!w) abort();
+    int64_t group = n_heads / n_kv_heads;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < n_heads; h++) {
+            int64_t r = t * n_heads + h;
+            attend_row(out + r * head_dim, q + r * head_dim, k_cache, v_cache, block_table,
+                       pos0 + t + 1, block_size, n_kv_heads, h / group, head_dim, scale, w);
+        }
+    free(w);
+}
+
+void hone_oracle_swiglu(double *out, const float *gate, const float *up, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double g = (double)gate[i];
+        out[i] = g / (1.0 + exp(-g)) * (double)up[i];
+    }
+}
+
+void hone_oracle_add(double *y, const float *a, const float *b, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = (double)a[i] + (double)b[i];
+}
+
+/* ---- error metrics ---------------------------------------------------------------------- */
+
+double hone_oracle_ulp_f32(double x)
+{
+    double a = fabs(x);
+    if (isnan(a)) return NAN;
+    if (a < (double)FLT_MIN) return ldexp(1.0, -149);
+    if (a > (double)FLT_MAX) a = (double)FLT_MAX;
+    int e;
+    frexp(a, &e); /* a = m * 2^e, m in [0.5, 1): floor(log2 a) = e - 1 */
+    return ldexp(1.0, e - 1 - 23);
+}
+
+/* 0 finite, 1 NaN, 2 +Inf, 3 -Inf. */
+static int fclass(double v)
+{
+    if (isnan(v)) return 1;
+    if (isinf(v)) return v > 0 ? 2 : 3;
+    return 0;
+}
+
+void hone_oracle_compare_rows(const float *got, const double *ref, int64_t rows, int64_t row_len,
+                              hone_oracle_err *out)
+{
+    hone_oracle_err e = {0};
+    e.worst = -1;
+    double sum_abs = 0.0;
+    for (int64_t r = 0; r < rows; r++) {
+        double row_err = 0.0, row_ref = 0.0;
+        for (int64_t i = 0; i < row_len; i++) {
+            int64_t k = r * row_len + i;
+            double g = (double)got[k], f = ref[k];
+            int cg = fclass(g), cf = fclass((double)(float)f);
+            e.n++;
+            if (cg != cf) {
+                e.n_nonfinite_mismatch++;
+                continue;
+            }
+            if (cg != 0) continue;
+            double d = fabs(g - f);
+            e.n_compared++;
+            sum_abs += d;
+            if (d > e.max_abs || e.worst < 0) {
+                e.max_abs = d;
+                e.worst = k;
+            }
+            if (d > row_err) row_err = d;
+            if (fabs(f) > row_ref) row_ref = fabs(f);
+            if (fabs(f) > e.ref_max_abs) e.ref_max_abs = fabs(f);
+            double u = d / hone_oracle_ulp_f32(f);
+            if (u > e.max_ulp) e.max_ulp = u;
+        }
+        double rel = row_err == 0.0 ? 0.0 : row_ref == 0.0 ? INFINITY : row_err / row_ref;
+        if (rel > e.max_rel) e.max_rel = rel;
+    }
+    e.mean_abs = e.n_compared ? sum_abs / (double)e.n_compared : 0.0;
+    *out = e;
+}
+
+void hone_oracle_compare(const float *got, const double *ref, int64_t n, hone_oracle_err *out)
+{
+    hone_oracle_compare_rows(got, ref, 1, n, out);
+}
