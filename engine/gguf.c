@@ -18,6 +18,7 @@
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_KEY_LEN 65535
 #define GGUF_MAX_DIM ((int64_t)1 << 40)
+#define GGUF_MAX_NESTING 16 /* array-of-array levels; models use none */
 
 typedef struct {
     char *key;
@@ -126,8 +127,9 @@ static char *dup_str(hone_gguf_str s)
     return p;
 }
 
-/* Reads one metadata value of type t (for arrays: recursively skips nested arrays). */
-static int rd_value(cursor *c, gguf_kv *kv, hone_gguf_type t, const char *key)
+/* Reads one metadata value of type t (for arrays: recursively skips nested arrays, at most
+ * GGUF_MAX_NESTING deep, so a crafted file cannot exhaust the stack). */
+static int rd_value(cursor *c, gguf_kv *kv, hone_gguf_type t, const char *key, int depth)
 {
     char what[160];
     snprintf(what, sizeof what, "value of key '%s'", key);
@@ -165,12 +167,16 @@ static int rd_value(cursor *c, gguf_kv *kv, hone_gguf_type t, const char *key)
     }
     if (at == HONE_GGUF_TYPE_ARRAY) {
         /* nested arrays are legal GGUF but unused by models: skip them element by element */
+        if (depth >= GGUF_MAX_NESTING)
+            return hone_error_set(HONE_EFORMAT, "%s: key '%s' nests arrays deeper than %d levels "
+                                  "at byte %llu", c->g->path, key, GGUF_MAX_NESTING,
+                                  (unsigned long long)c->pos);
         if (n > (c->g->size - c->pos) / 12)
             return hone_error_set(HONE_EFORMAT, "%s: key '%s' claims %llu nested arrays, more than "
                                   "the file can hold", c->g->path, key, (unsigned long long)n);
         for (uint64_t j = 0; j < n; j++) {
             gguf_kv tmp = {0};
-            rc = rd_value(c, &tmp, HONE_GGUF_TYPE_ARRAY, key);
+            rc = rd_value(c, &tmp, HONE_GGUF_TYPE_ARRAY, key, depth + 1);
             free(tmp.arr_strs);
             if (rc) return rc;
         }
@@ -241,7 +247,7 @@ static int parse(hone_gguf *g)
         if (t > HONE_GGUF_TYPE_FLOAT64)
             return hone_error_set(HONE_EFORMAT, "%s: key '%s' has unknown value type %u", g->path,
                                   kv->key, t);
-        if ((rc = rd_value(&c, kv, kv->type, kv->key))) return rc;
+        if ((rc = rd_value(&c, kv, kv->type, kv->key, 0))) return rc;
         if (strcmp(kv->key, "general.alignment") == 0) {
             int64_t a;
             if (hone_gguf_kv_i64(g, (int64_t)i, &a) || a <= 0 || (a & (a - 1)) || a > 65536)

@@ -68,6 +68,9 @@ static int read_hparams(hone_model *m)
     hone_gguf_str arch;
     int rc;
     if ((rc = hone_gguf_get_str(g, "general.architecture", &arch))) return rc;
+    if (memchr(arch.ptr, 0, arch.len))
+        return hone_error_set(HONE_EFORMAT, "%s: general.architecture contains a NUL byte",
+                              hone_gguf_path(g));
     if (arch.len >= sizeof hp->arch) arch.len = sizeof hp->arch - 1;
     memcpy(hp->arch, arch.ptr, arch.len);
     hp->arch[arch.len] = 0;
@@ -93,25 +96,26 @@ static int read_hparams(hone_model *m)
         (rc = arch_f64(g, a, "attention.layer_norm_rms_epsilon", &eps, 0)))
         return rc;
     const char *path = hone_gguf_path(g);
-#define RANGE(v, lo, hi)                                                                         \
+/* key: the metadata key's suffix, so the message names what the file says */
+#define RANGE(v, key, lo, hi)                                                                    \
     if ((v) < (lo) || (v) > (hi))                                                                \
         return hone_error_set(HONE_EFORMAT, "%s: %s.%s = %lld is out of range [%lld, %lld]", path, a, \
-                              #v, (long long)(v), (long long)(lo), (long long)(hi));
-    RANGE(hp->n_layers, 1, 1024)
-    RANGE(hp->dim, 1, 1 << 20)
-    RANGE(hp->ffn, 1, 1 << 22)
-    RANGE(hp->n_heads, 1, 4096)
-    RANGE(hp->n_kv_heads, 1, hp->n_heads)
-    RANGE(hp->n_ctx_train, 1, 1 << 24)
+                              key, (long long)(v), (long long)(lo), (long long)(hi));
+    RANGE(hp->n_layers, "block_count", 1, 1024)
+    RANGE(hp->dim, "embedding_length", 1, 1 << 20)
+    RANGE(hp->ffn, "feed_forward_length", 1, 1 << 22)
+    RANGE(hp->n_heads, "attention.head_count", 1, 4096)
+    RANGE(hp->n_kv_heads, "attention.head_count_kv", 1, hp->n_heads)
+    RANGE(hp->n_ctx_train, "context_length", 1, 1 << 24)
     if (hp->n_heads % hp->n_kv_heads)
         return hone_error_set(HONE_EFORMAT, "%s: %lld heads are not a multiple of %lld KV heads", path,
                               (long long)hp->n_heads, (long long)hp->n_kv_heads);
     hp->head_dim = hp->dim / hp->n_heads;
     if ((rc = arch_i64(g, a, "attention.key_length", &hp->head_dim, 1))) return rc;
-    RANGE(hp->head_dim, 2, 1024)
+    RANGE(hp->head_dim, "attention.key_length (head dim)", 2, 1024)
     hp->n_rot = hp->head_dim;
     if ((rc = arch_i64(g, a, "rope.dimension_count", &hp->n_rot, 1))) return rc;
-    RANGE(hp->n_rot, 2, hp->head_dim)
+    RANGE(hp->n_rot, "rope.dimension_count", 2, hp->head_dim)
     if (hp->n_rot % 2)
         return hone_error_set(HONE_EFORMAT, "%s: rope.dimension_count %lld is odd", path,
                               (long long)hp->n_rot);
@@ -126,7 +130,19 @@ static int read_hparams(hone_model *m)
     if (!emb) return hone_error_set(HONE_EFORMAT, "%s: missing tensor 'token_embd.weight'", path);
     hp->n_vocab = emb->ne[1];
     hp->tied = hone_gguf_find_tensor(g, "output.weight") == NULL;
-    hp->has_qkv_bias = hone_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
+    hp->has_qkv_bias = hone_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL ||
+                       hone_gguf_find_tensor(g, "blk.0.attn_k.bias") != NULL ||
+                       hone_gguf_find_tensor(g, "blk.0.attn_v.bias") != NULL;
+    /* features that change the function: refused rather than silently ignored */
+    if (hone_gguf_find_tensor(g, "rope_freqs.weight"))
+        return hone_error_set(HONE_EUNSUPPORTED, "%s: rope frequency factors (rope_freqs.weight, "
+                              "Llama-3.1-style RoPE scaling) are not supported", path);
+    char key[96];
+    snprintf(key, sizeof key, "%s.rope.scaling.type", a);
+    int64_t ki = hone_gguf_find_key(g, key);
+    hone_gguf_str st;
+    if (ki >= 0 && (hone_gguf_kv_str(g, ki, &st) || !(st.len == 4 && !memcmp(st.ptr, "none", 4))))
+        return hone_error_set(HONE_EUNSUPPORTED, "%s: RoPE scaling (%s) is not supported", path, key);
     return 0;
 }
 
