@@ -29,27 +29,6 @@ int hone_dtype_from_name(const char *name)
     return -1;
 }
 
-int64_t hone_dtype_block_size(int t)
-{
-    switch (t) {
-    case HONE_DTYPE_F32: case HONE_DTYPE_F16: case HONE_DTYPE_BF16: return 1;
-    case HONE_DTYPE_Q8_0: case HONE_DTYPE_Q4_0: case HONE_DTYPE_Q4_1: return HONE_QK;
-    default: return 0;
-    }
-}
-
-int64_t hone_dtype_type_size(int t)
-{
-    switch (t) {
-    case HONE_DTYPE_F32: return 4;
-    case HONE_DTYPE_F16: case HONE_DTYPE_BF16: return 2;
-    case HONE_DTYPE_Q8_0: return (int64_t)sizeof(hone_block_q8_0);
-    case HONE_DTYPE_Q4_0: return (int64_t)sizeof(hone_block_q4_0);
-    case HONE_DTYPE_Q4_1: return (int64_t)sizeof(hone_block_q4_1);
-    default: return 0;
-    }
-}
-
 uint16_t hone_f32_to_fp16(float f)
 {
     uint32_t x;

@@ -31,10 +31,29 @@ int hone_dtype_supported(int t);
 const char *hone_dtype_name(int t);
 /* Parses a name as above; returns -1 if unknown. */
 int hone_dtype_from_name(const char *name);
-/* Values per block (1 for plain floats, 32 for the block formats); 0 if unsupported. */
-int64_t hone_dtype_block_size(int t);
+/* Values per block (1 for plain floats, 32 for the block formats); 0 if unsupported.
+ * Inline, like the conversions below, so kernels compiled on their own need no engine symbol. */
+static inline int64_t hone_dtype_block_size(int t)
+{
+    switch (t) {
+    case HONE_DTYPE_F32: case HONE_DTYPE_F16: case HONE_DTYPE_BF16: return 1;
+    case HONE_DTYPE_Q8_0: case HONE_DTYPE_Q4_0: case HONE_DTYPE_Q4_1: return HONE_QK;
+    default: return 0;
+    }
+}
+
 /* Bytes per block; 0 if unsupported. */
-int64_t hone_dtype_type_size(int t);
+static inline int64_t hone_dtype_type_size(int t)
+{
+    switch (t) {
+    case HONE_DTYPE_F32: return 4;
+    case HONE_DTYPE_F16: case HONE_DTYPE_BF16: return 2;
+    case HONE_DTYPE_Q8_0: return (int64_t)sizeof(hone_block_q8_0);
+    case HONE_DTYPE_Q4_0: return (int64_t)sizeof(hone_block_q4_0);
+    case HONE_DTYPE_Q4_1: return (int64_t)sizeof(hone_block_q4_1);
+    default: return 0;
+    }
+}
 /* Bytes for a row of n values (n must be a multiple of the block size). */
 static inline int64_t hone_dtype_row_bytes(int t, int64_t n)
 {
