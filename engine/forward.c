@@ -94,7 +94,10 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Runs one slot call on nth threads (small elementwise slots run on fewer). */
+/* Runs one slot call on nth threads (small elementwise slots run on fewer). a, b, d are the
+ * shape the hook reports: embed (n, dim, table dtype), rmsnorm (n, dim, 0), matvec and
+ * matmul (rows, cols, n), rope (n, heads, head_dim), swiglu and add (elements, 0, 0);
+ * op_attention's: (query rows, sum over its sequences of pos0 + n, heads). */
 static void run(hone_ctx *c, slot_call *call, int nth, int64_t a, int64_t b, int64_t d)
 {
     if (!c->hook) {
@@ -250,7 +253,7 @@ static void forward_piece(hone_ctx *c, hone_kv_seq *const *seqs, const int32_t *
     call.u.embed.fn = c->slots.embed;
     call.u.embed.out = c->x; call.u.embed.table = emb->data; call.u.embed.dt = emb->dtype;
     call.u.embed.ids = tokens; call.u.embed.n = n; call.u.embed.dim = hp->dim;
-    run(c, &call, n > 1 ? 0 : 1, n, hp->dim, 0);
+    run(c, &call, n > 1 ? 0 : 1, n, hp->dim, emb->dtype);
 
     for (int64_t l = 0; l < hp->n_layers; l++) {
         const hone_layer *L = hone_model_layer(m, l);

@@ -1,0 +1,898 @@
+/* The profiler: per-(slot, dtype, shape) times from the forward pass's slot hook (CPU) or
+ * from CUPTI kernel activity records (CUDA), a byte and flop model per slot call, the
+ * roofline of the machine, and the ranking of slots by expected end-to-end gain.
+ *
+ * Byte model per call (f32 activations, weights as stored):
+ *   matvec  rows * row_bytes(dt, cols) + (cols + rows) * 4        flops 2 rows cols
+ *   matmul  rows * row_bytes(dt, cols) + n (cols + rows) * 4      flops 2 n rows cols
+ *   attention  K and V of every visible key, 2 n_kv kv_heads hd 4, + q and out
+ *   elementwise (rmsnorm, rope, swiglu, add, embed)  bytes in + bytes out
+ * A row's fraction of roofline is the time the roofline allows, max(bytes / peak bandwidth,
+ * flops / peak flops), over the time it took; its expected gain is share * (1 - fraction).
+ *
+ * GPU attribution: every CUDA kernel the engine launches is named hone_cuda_<slot> (extern
+ * "C", so unmangled; a mangled or suffixed name is matched by its longest slot name). CUPTI's
+ * CONCURRENT_KERNEL records carry the kernel's name for eager launches and for kernels that
+ * run as nodes of a CUDA graph alike (graph nodes have graphId != 0; their correlationId is the
+ * graph launch's), so attribution by name needs no correlation with host launches and is
+ * correct inside graphs. Records carry no shapes, so GPU rows are per slot, and their bytes and
+ * flops come from the model: step_begin(n, pos0) enumerates the step's slot calls as
+ * engine/forward.c makes them and adds each one's cost to its slot. */
+#include "profile.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "engine/error.h"
+#include "membw.h"
+
+#if defined(__AVX512F__) || defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+#ifdef HONE_HAVE_CUDA
+/* cupti.h needs the toolkit's cuda.h (driver types only; nothing links libcuda), which
+ * engine/cuda.h shadows on the include path: CMake passes the toolkit's by full path. */
+#ifdef HONE_TOOLKIT_CUDA_H
+#include HONE_TOOLKIT_CUDA_H
+#else
+#include <cuda.h>
+#endif
+#include <cuda_runtime_api.h>
+#include <cupti.h>
+
+#include "engine/cuda.h"
+#endif
+
+#define TABLE_SIZE 1024 /* open addressing, power of two; a model makes a few dozen keys */
+#define TABLE_FULL (TABLE_SIZE * 3 / 4)
+
+typedef struct {
+    int used;
+    int slot, dtype;
+    int64_t a, b, c;         /* key (b is 0 for attention, whose n_kv grows every step) */
+    int64_t bmin, bmax;      /* attention: the range of n_kv seen */
+    int64_t calls, graph_calls;
+    uint64_t ns;
+    double bytes, flops;
+    char name[64];           /* GPU: the kernel's name for OTHER_KERNEL rows */
+} entry;
+
+struct hone_profile {
+    hone_profile_opts o;
+    hone_hparams hp;
+    const hone_model *model;
+    int have_hp;
+    int slot_dtype[HONE_SLOT_COUNT];
+    entry *tab;              /* [TABLE_SIZE] */
+    int n_entries;
+    uint64_t step_t0, step_ns;
+    int64_t steps, prefill_steps, decode_steps, calls;
+    int64_t cur_n, cur_pos0;
+    double peak_gbps, peak_gflops, hook_ns;
+    /* GPU: modelled bytes and flops of each slot over the profiled steps */
+    double model_bytes[HONE_SLOT_COUNT], model_flops[HONE_SLOT_COUNT];
+    int64_t dropped;
+    int gpu_active;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int is_matvec(int s) { return s >= HONE_SLOT_MATVEC_F32 && s <= HONE_SLOT_MATVEC_Q4_1; }
+static int is_matmul(int s) { return s >= HONE_SLOT_MATMUL_F32 && s <= HONE_SLOT_MATMUL_Q4_1; }
+static int is_attention(int s)
+{
+    return s == HONE_SLOT_ATTENTION_DECODE || s == HONE_SLOT_ATTENTION_PREFILL;
+}
+
+static double row_bytes(int dt, int64_t cols)
+{
+    int64_t bs = hone_dtype_block_size(dt);
+    if (bs <= 0) return 4.0 * (double)cols;
+    return (double)((cols + bs - 1) / bs) * (double)hone_dtype_type_size(dt);
+}
+
+/* Bytes moved and flops of one slot call of shape (a, b, c) as forward.c's run() reports it:
+ * embed (n, dim, dtype), rmsnorm (n, dim, 0), matvec/matmul (rows, cols, n), rope (n, heads,
+ * head_dim), attention (query rows, sum of pos0 + n over its sequences, heads), swiglu and
+ * add (elements, 0, 0). */
+static void call_cost(const hone_profile *p, int slot, int dtype, int64_t a, int64_t b,
+                      int64_t c, double *bytes, double *flops)
+{
+    double A = (double)a, B = (double)b, C = (double)c;
+    double kvh = p->have_hp ? (double)p->hp.n_kv_heads : C, hd = p->have_hp ? (double)p->hp.head_dim : 0;
+    *bytes = 0;
+    *flops = 0;
+    switch (slot) {
+    case HONE_SLOT_EMBED: *bytes = A * (row_bytes(dtype, b) + 4 * B); *flops = A * B; return;
+    case HONE_SLOT_RMSNORM: *bytes = 4 * (2 * A * B + B); *flops = 4 * A * B; return;
+    case HONE_SLOT_ROPE: *bytes = 4 * (2 * A * B * C + A); *flops = 3 * A * B * C; return;
+    case HONE_SLOT_SWIGLU: *bytes = 12 * A; *flops = 5 * A; return;
+    case HONE_SLOT_ADD: *bytes = 12 * A; *flops = A; return;
+    case HONE_SLOT_ATTENTION_DECODE:
+    case HONE_SLOT_ATTENTION_PREFILL: {
+        /* b sums pos0 + n over the call's sequences: every visible key's K and V once per
+         * kv head, plus q in and out. Keys seen, summed over queries: b for decode rows (one
+         * per sequence); for prefill as if one sequence of a rows at pos0 = b - a. */
+        double visible = slot == HONE_SLOT_ATTENTION_DECODE ? B : A * (B - A) + A * (A + 1) / 2;
+        *bytes = 4 * (2 * B * kvh * hd + 2 * A * C * hd);
+        *flops = 4 * C * hd * visible;
+        return;
+    }
+    default:
+        if (is_matvec(slot) || is_matmul(slot)) {
+            double n = C > 0 ? C : 1;
+            *bytes = A * row_bytes(dtype, b) + 4 * n * (A + B);
+            *flops = 2 * n * A * B;
+        }
+        return;
+    }
+}
+
+static entry *find(hone_profile *p, int slot, int dtype, int64_t a, int64_t b, int64_t c,
+                   const char *name)
+{
+    uint64_t h = (uint64_t)(slot + 3) * 0x9E3779B97F4A7C15ull;
+    h ^= (uint64_t)a * 0xC2B2AE3D27D4EB4Full + (uint64_t)b * 0x165667B19E3779F9ull +
+         (uint64_t)c * 0x27D4EB2F165667C5ull + (uint64_t)(dtype + 1);
+    if (name)
+        for (const char *s = name; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001B3ull;
+    for (unsigned i = (unsigned)(h ^ (h >> 29)) & (TABLE_SIZE - 1);; i = (i + 1) & (TABLE_SIZE - 1)) {
+        entry *e = &p->tab[i];
+        if (!e->used) {
+            if (p->n_entries >= TABLE_FULL) {
+                /* absurdly many shapes: fold the rest into the slot's zero shape */
+                if (a || b || c || name) return find(p, slot, dtype, 0, 0, 0, NULL);
+            }
+            e->used = 1;
+            e->slot = slot; e->dtype = dtype; e->a = a; e->b = b; e->c = c;
+            e->bmin = INT64_MAX; e->bmax = INT64_MIN;
+            if (name) snprintf(e->name, sizeof e->name, "%s", name);
+            p->n_entries++;
+            return e;
+        }
+        if (e->slot == slot && e->dtype == dtype && e->a == a && e->b == b && e->c == c &&
+            (!name || !strcmp(e->name, name)))
+            return e;
+    }
+}
+
+void hone_profile_hook(void *user, hone_slot_id id, uint64_t ns, int64_t a, int64_t b, int64_t c)
+{
+    hone_profile *p = user;
+    int slot = (int)id;
+    if (slot < 0 || slot >= HONE_SLOT_COUNT) return;
+    int dtype = slot == HONE_SLOT_EMBED ? (int)c : p->slot_dtype[slot];
+    entry *e = find(p, slot, dtype, a, is_attention(slot) ? 0 : b, c, NULL);
+    double bytes, flops;
+    call_cost(p, slot, dtype, a, b, c, &bytes, &flops);
+    e->calls++;
+    e->ns += ns;
+    e->bytes += bytes;
+    e->flops += flops;
+    if (b < e->bmin) e->bmin = b;
+    if (b > e->bmax) e->bmax = b;
+    p->calls++;
+}
+
+/* ---- the roofline ---- */
+
+/* f32 FMA throughput of one thread, GFLOP/s: 12 independent chains of vector FMAs. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("O3")))
+#endif
+static double fma_peak_one_thread(void)
+{
+    const long iters = 200000;
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        uint64_t t0 = now_ns();
+        float sink;
+#if defined(__AVX512F__)
+        __m512 acc[12], m = _mm512_set1_ps(0.999999f), k = _mm512_set1_ps(1e-7f);
+        for (int j = 0; j < 12; j++) acc[j] = _mm512_set1_ps((float)j);
+        for (long i = 0; i < iters; i++)
+            for (int j = 0; j < 12; j++) acc[j] = _mm512_fmadd_ps(acc[j], m, k);
+        for (int j = 1; j < 12; j++) acc[0] = _mm512_add_ps(acc[0], acc[j]);
+        sink = _mm512_reduce_add_ps(acc[0]);
+        double flops = (double)iters * 12 * 16 * 2;
+#elif defined(__FMA__) && defined(__AVX__)
+        __m256 acc[12], m = _mm256_set1_ps(0.999999f), k = _mm256_set1_ps(1e-7f);
+        for (int j = 0; j < 12; j++) acc[j] = _mm256_set1_ps((float)j);
+        for (long i = 0; i < iters; i++)
+            for (int j = 0; j < 12; j++) acc[j] = _mm256_fmadd_ps(acc[j], m, k);
+        for (int j = 1; j < 12; j++) acc[0] = _mm256_add_ps(acc[0], acc[j]);
+        float lanes[8];
+        _mm256_storeu_ps(lanes, acc[0]);
+        sink = lanes[0];
+        double flops = (double)iters * 12 * 8 * 2;
+#else
+        float acc[12];
+        for (int j = 0; j < 12; j++) acc[j] = (float)j;
+        for (long i = 0; i < iters; i++)
+            for (int j = 0; j < 12; j++) acc[j] = fmaf(acc[j], 0.999999f, 1e-7f);
+        sink = acc[0] + acc[11];
+        double flops = (double)iters * 12 * 2;
+#endif
+        volatile float keep = sink;
+        (void)keep;
+        double s = (double)(now_ns() - t0) * 1e-9;
+        if (s > 0 && flops / s * 1e-9 > best) best = flops / s * 1e-9;
+    }
+    return best;
+}
+
+/* Measured once per process and thread count, then cached for the run. */
+static pthread_mutex_t roof_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct { int n_threads; double gbps, gflops; } roof_cache[8];
+static int roof_cached;
+
+static int cpu_roofline(int n_threads, double *gbps, double *gflops)
+{
+    int rc = 0;
+    pthread_mutex_lock(&roof_mu);
+    for (int i = 0; i < roof_cached; i++)
+        if (roof_cache[i].n_threads == n_threads) {
+            *gbps = roof_cache[i].gbps;
+            *gflops = roof_cache[i].gflops;
+            goto done;
+        }
+    hone_membw_opts mo = HONE_MEMBW_OPTS_INIT;
+    mo.buffer_bytes = (size_t)256 << 20;
+    mo.repetitions = 3;
+    mo.copy_triad = 0;
+    mo.n_threads = n_threads;
+    hone_membw_result r;
+    if ((rc = hone_membw_run(&r, &mo))) goto done;
+    *gbps = r.read_gbps;
+    *gflops = fma_peak_one_thread() * r.n_threads;
+    if (roof_cached < 8) {
+        roof_cache[roof_cached].n_threads = n_threads;
+        roof_cache[roof_cached].gbps = *gbps;
+        roof_cache[roof_cached].gflops = *gflops;
+        roof_cached++;
+    }
+done:
+    pthread_mutex_unlock(&roof_mu);
+    return rc;
+}
+
+/* The cost one hooked slot call adds to a step: two clock reads and the hook itself, on a
+ * scratch profile; best of three batches. */
+static double calibrate_hook_ns(const hone_profile *p)
+{
+    hone_profile *t = malloc(sizeof *t);
+    entry *tab = calloc(TABLE_SIZE, sizeof *tab);
+    double best = 0;
+    if (!t || !tab) goto done;
+    *t = *p;
+    t->tab = tab;
+    t->n_entries = 0;
+    const int iters = 20000;
+    for (int rep = 0; rep < 3; rep++) {
+        uint64_t t0 = now_ns();
+        for (int i = 0; i < iters; i++) {
+            uint64_t s = now_ns();
+            hone_profile_hook(t, (hone_slot_id)(i % 3 ? HONE_SLOT_ADD : HONE_SLOT_MATVEC_F32),
+                              now_ns() - s, 576 + (i & 7), 576, 1);
+        }
+        double ns = (double)(now_ns() - t0) / iters;
+        if (rep == 0 || ns < best) best = ns;
+    }
+done:
+    free(tab);
+    free(t);
+    return best;
+}
+
+/* ---- CUDA: CUPTI activity records ---- */
+
+#ifdef HONE_HAVE_CUDA
+
+#if CUPTI_API_VERSION >= 130000
+typedef CUpti_ActivityKernel10 kernel_record;
+#else
+typedef CUpti_ActivityKernel9 kernel_record;
+#endif
+
+#define CUPTI_BUFFER_BYTES ((size_t)8 << 20)
+
+static pthread_mutex_t gpu_mu = PTHREAD_MUTEX_INITIALIZER; /* guards gpu_profile and its table */
+static hone_profile *gpu_profile;
+static int gpu_callbacks_registered;
+
+#define CUPTI_TRY(expr)                                                                   \
+    do {                                                                                  \
+        CUptiResult r_ = (expr);                                                          \
+        if (r_ != CUPTI_SUCCESS) {                                                        \
+            const char *m_ = NULL;                                                        \
+            cuptiGetResultString(r_, &m_);                                                \
+            rc = hone_error_set(HONE_EINTERNAL, "%s (%s:%d): %s", #expr, __FILE__, __LINE__, \
+                                m_ ? m_ : "unknown CUPTI error");                         \
+            goto done;                                                                    \
+        }                                                                                 \
+    } while (0)
+
+#define CUDA_TRY(expr)                                                                    \
+    do {                                                                                  \
+        if ((rc = HONE_CUDART(expr))) goto done;                                          \
+    } while (0)
+
+/* The slot a kernel name names: the longest slot name right after "hone_cuda_"; -1 if none. */
+static int kernel_slot(const char *name)
+{
+    const char *s = name ? strstr(name, "hone_cuda_") : NULL;
+    if (!s) return -1;
+    s += strlen("hone_cuda_");
+    int best = -1;
+    size_t best_len = 0;
+    for (int id = 0; id < HONE_SLOT_COUNT; id++) {
+        const char *sn = hone_slots_name((hone_slot_id)id);
+        size_t len = strlen(sn);
+        if (len > best_len && !strncmp(s, sn, len) &&
+            (s[len] == 0 || s[len] == '_' || (s[len] >= '0' && s[len] <= '9'))) {
+            best = id;
+            best_len = len;
+        }
+    }
+    return best;
+}
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
+{
+    *buffer = aligned_alloc(ACTIVITY_RECORD_ALIGNMENT, CUPTI_BUFFER_BYTES);
+    *size = *buffer ? CUPTI_BUFFER_BYTES : 0;
+    *max_records = 0;
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer,
+                                      size_t size, size_t valid)
+{
+    (void)size;
+    CUpti_Activity *rec = NULL;
+    pthread_mutex_lock(&gpu_mu);
+    hone_profile *p = gpu_profile;
+    while (valid && cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+        if (!p || (rec->kind != CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL &&
+                   rec->kind != CUPTI_ACTIVITY_KIND_KERNEL))
+            continue;
+        const kernel_record *k = (const kernel_record *)rec;
+        int slot = kernel_slot(k->name);
+        entry *e = slot >= 0 ? find(p, slot, p->slot_dtype[slot], 0, 0, 0, NULL)
+                             : find(p, HONE_PROFILE_OTHER_KERNEL, -1, 0, 0, 0,
+                                    k->name ? k->name : "(unnamed kernel)");
+        e->calls++;
+        e->graph_calls += k->graphId != 0;
+        e->ns += k->end > k->start ? k->end - k->start : 0;
+        p->calls++;
+    }
+    size_t dropped = 0;
+    if (p && cuptiActivityGetNumDroppedRecords(ctx, stream, &dropped) == CUPTI_SUCCESS)
+        p->dropped += (int64_t)dropped;
+    pthread_mutex_unlock(&gpu_mu);
+    free(buffer);
+}
+
+static int gpu_start(hone_profile *p)
+{
+    int rc = 0, n = 0, dev = 0, mem_khz = 0, bus_bits = 0, sms = 0, clk_khz = 0, major = 0, minor = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= 0)
+        return hone_error_set(HONE_EUNSUPPORTED, "no usable CUDA device (%s)",
+                              e != cudaSuccess ? cudaGetErrorString(e) : "device count 0");
+    CUDA_TRY(cudaGetDevice(&dev));
+    CUDA_TRY(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, dev));
+    CUDA_TRY(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev));
+    CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    CUDA_TRY(cudaDeviceGetAttribute(&clk_khz, cudaDevAttrClockRate, dev));
+    CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    /* double data rate: two transfers per memory clock over the bus */
+    if (p->o.peak_gbps <= 0) p->peak_gbps = 2.0 * mem_khz * 1e3 * (bus_bits / 8.0) * 1e-9;
+    /* f32 lanes per SM: 64 on sm_80 and sm_60/70, 128 on sm_86/89/90 and later */
+    int lanes = (major == 8 && minor == 0) || major < 8 ? 64 : 128;
+    if (p->o.peak_gflops <= 0) p->peak_gflops = 2.0 * sms * lanes * clk_khz * 1e3 * 1e-9;
+    pthread_mutex_lock(&gpu_mu);
+    if (gpu_profile) {
+        pthread_mutex_unlock(&gpu_mu);
+        return hone_error_set(HONE_EINVAL, "another CUDA profile is active");
+    }
+    gpu_profile = p;
+    pthread_mutex_unlock(&gpu_mu);
+    p->gpu_active = 1;
+    if (!gpu_callbacks_registered) {
+        CUPTI_TRY(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+        gpu_callbacks_registered = 1;
+    }
+    CUPTI_TRY(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+done:
+    if (rc && p->gpu_active) {
+        pthread_mutex_lock(&gpu_mu);
+        gpu_profile = NULL;
+        pthread_mutex_unlock(&gpu_mu);
+        p->gpu_active = 0;
+    }
+    return rc;
+}
+
+static void gpu_flush(void)
+{
+    cudaDeviceSynchronize();
+    cuptiActivityFlushAll(0);
+}
+
+static void gpu_stop(hone_profile *p)
+{
+    if (!p->gpu_active) return;
+    cudaDeviceSynchronize();
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+    pthread_mutex_lock(&gpu_mu);
+    gpu_profile = NULL;
+    pthread_mutex_unlock(&gpu_mu);
+    p->gpu_active = 0;
+}
+
+#else
+
+static int gpu_start(hone_profile *p)
+{
+    (void)p;
+    return hone_error_set(HONE_EUNSUPPORTED, "this build has no CUDA support (no GPU profile)");
+}
+static void gpu_flush(void) {}
+static void gpu_stop(hone_profile *p) { (void)p; }
+
+#endif
+
+/* ---- the model's slot calls of one step (the GPU byte model) ---- */
+
+static void model_emit(hone_profile *p, int slot, int dtype, int64_t a, int64_t b, int64_t c)
+{
+    double bytes, flops;
+    call_cost(p, slot, dtype, a, b, c, &bytes, &flops);
+    p->model_bytes[slot] += bytes;
+    p->model_flops[slot] += flops;
+}
+
+static void model_matmul(hone_profile *p, const hone_weight *w, int64_t n)
+{
+    int slot = n == 1 ? hone_slots_matvec_id(w->dtype) : hone_slots_matmul_id(w->dtype);
+    if (slot >= 0) model_emit(p, slot, w->dtype, w->rows, w->cols, n);
+}
+
+/* The slot calls engine/forward.c makes for n tokens at pos0 (one chunk), with the last
+ * token's logits. */
+static void model_step(hone_profile *p, int64_t n, int64_t pos0)
+{
+    const hone_hparams *hp = &p->hp;
+    const hone_model *m = p->model;
+    if (!m || n <= 0) return;
+    model_emit(p, HONE_SLOT_EMBED, hone_model_tok_embd(m)->dtype, n, hp->dim,
+               hone_model_tok_embd(m)->dtype);
+    int att = n == 1 ? HONE_SLOT_ATTENTION_DECODE : HONE_SLOT_ATTENTION_PREFILL;
+    for (int64_t l = 0; l < hp->n_layers; l++) {
+        const hone_layer *L = hone_model_layer(m, l);
+        model_emit(p, HONE_SLOT_RMSNORM, -1, n, hp->dim, 0);
+        model_matmul(p, &L->wq, n);
+        model_matmul(p, &L->wk, n);
+        model_matmul(p, &L->wv, n);
+        if (L->bq.data)
+            for (int64_t t = 0; t < n; t++) {
+                model_emit(p, HONE_SLOT_ADD, -1, L->bq.cols, 0, 0);
+                model_emit(p, HONE_SLOT_ADD, -1, L->bk.cols, 0, 0);
+                model_emit(p, HONE_SLOT_ADD, -1, L->bv.cols, 0, 0);
+            }
+        model_emit(p, HONE_SLOT_ROPE, -1, n, hp->n_heads, hp->head_dim);
+        model_emit(p, HONE_SLOT_ROPE, -1, n, hp->n_kv_heads, hp->head_dim);
+        model_emit(p, att, -1, n, pos0 + n, hp->n_heads);
+        model_matmul(p, &L->wo, n);
+        model_emit(p, HONE_SLOT_ADD, -1, n * hp->dim, 0, 0);
+        model_emit(p, HONE_SLOT_RMSNORM, -1, n, hp->dim, 0);
+        model_matmul(p, &L->w_gate, n);
+        model_matmul(p, &L->w_up, n);
+        model_emit(p, HONE_SLOT_SWIGLU, -1, n * hp->ffn, 0, 0);
+        model_matmul(p, &L->w_down, n);
+        model_emit(p, HONE_SLOT_ADD, -1, n * hp->dim, 0, 0);
+    }
+    model_emit(p, HONE_SLOT_RMSNORM, -1, 1, hp->dim, 0);
+    model_matmul(p, hone_model_output(m), 1);
+}
+
+/* ---- lifecycle ---- */
+
+static void set_model(hone_profile *p, const hone_model *m)
+{
+    p->model = m;
+    p->have_hp = m != NULL;
+    if (m) p->hp = *hone_model_hparams(m);
+}
+
+int hone_profile_new(hone_profile **out, const hone_profile_opts *opts)
+{
+    hone_profile_opts dflt = HONE_PROFILE_OPTS_INIT;
+    int rc = 0;
+    *out = NULL;
+    hone_profile *p = calloc(1, sizeof *p);
+    if (!p) return hone_error_set(HONE_ENOMEM, "out of memory");
+    p->o = opts ? *opts : dflt;
+    if (!(p->tab = calloc(TABLE_SIZE, sizeof *p->tab))) {
+        rc = hone_error_set(HONE_ENOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < HONE_SLOT_COUNT; i++) p->slot_dtype[i] = -1;
+    for (int dt = 0; dt < HONE_DTYPE_COUNT_MAX; dt++) {
+        int mv = hone_slots_matvec_id(dt), mm = hone_slots_matmul_id(dt);
+        if (mv >= 0) p->slot_dtype[mv] = dt;
+        if (mm >= 0) p->slot_dtype[mm] = dt;
+    }
+    set_model(p, p->o.model);
+    p->peak_gbps = p->o.peak_gbps;
+    p->peak_gflops = p->o.peak_gflops;
+    if (p->o.source == HONE_PROFILE_CUDA) {
+        rc = gpu_start(p);
+    } else if (p->o.source == HONE_PROFILE_CPU) {
+        double gbps = 0, gflops = 0;
+        if ((p->peak_gbps <= 0 || p->peak_gflops <= 0) &&
+            (rc = cpu_roofline(p->o.n_threads, &gbps, &gflops)))
+            goto done;
+        if (p->peak_gbps <= 0) p->peak_gbps = gbps;
+        if (p->peak_gflops <= 0) p->peak_gflops = gflops;
+        p->hook_ns = calibrate_hook_ns(p);
+    } else {
+        rc = hone_error_set(HONE_EINVAL, "unknown profile source %d", (int)p->o.source);
+    }
+done:
+    if (rc) {
+        hone_profile_free(p);
+        return rc;
+    }
+    *out = p;
+    return 0;
+}
+
+void hone_profile_free(hone_profile *p)
+{
+    if (!p) return;
+    gpu_stop(p);
+    free(p->tab);
+    free(p);
+}
+
+int hone_profile_attach(hone_profile *p, hone_ctx *ctx)
+{
+    if (p->o.source != HONE_PROFILE_CPU)
+        return hone_error_set(HONE_EINVAL, "a CUDA profile does not attach to a CPU context");
+    set_model(p, hone_ctx_model(ctx));
+    hone_ctx_set_hook(ctx, hone_profile_hook, p);
+    return 0;
+}
+
+void hone_profile_detach(hone_profile *p, hone_ctx *ctx)
+{
+    (void)p;
+    if (ctx) hone_ctx_set_hook(ctx, NULL, NULL);
+}
+
+void hone_profile_step_begin(hone_profile *p, int64_t n, int64_t pos0)
+{
+    p->cur_n = n;
+    p->cur_pos0 = pos0;
+    p->step_t0 = now_ns();
+}
+
+void hone_profile_step_end(hone_profile *p)
+{
+    if (p->o.source == HONE_PROFILE_CUDA) {
+        gpu_flush();
+        model_step(p, p->cur_n, p->cur_pos0);
+    }
+    p->step_ns += now_ns() - p->step_t0;
+    p->steps++;
+    if (p->cur_n > 1) p->prefill_steps++;
+    else p->decode_steps++;
+}
+
+void hone_profile_reset(hone_profile *p)
+{
+#ifdef HONE_HAVE_CUDA
+    if (p->gpu_active) {
+        gpu_flush();
+        pthread_mutex_lock(&gpu_mu);
+    }
+#endif
+    memset(p->tab, 0, TABLE_SIZE * sizeof *p->tab);
+    p->n_entries = 0;
+    p->step_ns = 0;
+    p->steps = p->prefill_steps = p->decode_steps = p->calls = p->dropped = 0;
+    memset(p->model_bytes, 0, sizeof p->model_bytes);
+    memset(p->model_flops, 0, sizeof p->model_flops);
+#ifdef HONE_HAVE_CUDA
+    if (p->gpu_active) pthread_mutex_unlock(&gpu_mu);
+#endif
+}
+
+/* ---- rows ---- */
+
+static void shape_text(const entry *e, char *buf, size_t cap)
+{
+    int s = e->slot;
+    if (is_matvec(s)) snprintf(buf, cap, "%lldx%lld", (long long)e->a, (long long)e->b);
+    else if (is_matmul(s))
+        snprintf(buf, cap, "n=%lld %lldx%lld", (long long)e->c, (long long)e->a, (long long)e->b);
+    else if (s == HONE_SLOT_EMBED || s == HONE_SLOT_RMSNORM)
+        snprintf(buf, cap, "n=%lld d=%lld", (long long)e->a, (long long)e->b);
+    else if (s == HONE_SLOT_ROPE)
+        snprintf(buf, cap, "n=%lld h=%lld d=%lld", (long long)e->a, (long long)e->b, (long long)e->c);
+    else if (is_attention(s) && e->bmin <= e->bmax) {
+        char kv[24];
+        if (e->bmin == e->bmax) snprintf(kv, sizeof kv, "%lld", (long long)(e->bmin % 10000000));
+        else snprintf(kv, sizeof kv, "%lld..%lld", (long long)(e->bmin % 10000000),
+                      (long long)(e->bmax % 10000000));
+        snprintf(buf, cap, "n=%lld h=%lld kv=%s", (long long)e->a, (long long)e->c, kv);
+    } else if (s == HONE_SLOT_SWIGLU || s == HONE_SLOT_ADD)
+        snprintf(buf, cap, "n=%lld", (long long)e->a);
+    else
+        snprintf(buf, cap, "-");
+}
+
+static double total_step_ns(const hone_profile *p, double slot_ns)
+{
+    return p->step_ns > 0 ? (double)p->step_ns : slot_ns;
+}
+
+static void finish_row(const hone_profile *p, hone_profile_row *r, double ns, double step_ns)
+{
+    r->total_ms = ns * 1e-6;
+    r->share = step_ns > 0 ? ns / step_ns : 0;
+    double s = ns * 1e-9;
+    r->gbps = s > 0 ? r->bytes / s * 1e-9 : 0;
+    r->gflops = s > 0 ? r->flops / s * 1e-9 : 0;
+    if (r->bytes > 0 && s > 0 && p->peak_gbps > 0) {
+        double bound = r->bytes / (p->peak_gbps * 1e9);
+        if (p->peak_gflops > 0 && r->flops / (p->peak_gflops * 1e9) > bound)
+            bound = r->flops / (p->peak_gflops * 1e9);
+        r->roofline = bound / s;
+    } else {
+        r->roofline = -1;
+    }
+    double headroom = r->roofline < 0 ? 1 : r->roofline >= 1 ? 0 : 1 - r->roofline;
+    r->gain = r->slot == HONE_PROFILE_OUTSIDE ? 0 : r->share * headroom;
+}
+
+/* All rows (unsorted) in a malloc'd array; *n rows. */
+static int build_rows(const hone_profile *p, hone_profile_row **out, int *n)
+{
+    hone_profile_row *rows = calloc((size_t)p->n_entries + 1, sizeof *rows);
+    if (!rows) return hone_error_set(HONE_ENOMEM, "out of memory");
+    double slot_ns = 0;
+    int k = 0;
+    for (int i = 0; i < TABLE_SIZE; i++)
+        if (p->tab[i].used) slot_ns += (double)p->tab[i].ns;
+    double step_ns = total_step_ns(p, slot_ns);
+    for (int i = 0; i < TABLE_SIZE; i++) {
+        const entry *e = &p->tab[i];
+        if (!e->used) continue;
+        hone_profile_row *r = &rows[k++];
+        r->slot = e->slot;
+        r->dtype = e->dtype;
+        r->a = e->a; r->b = e->b; r->c = e->c;
+        r->calls = e->calls;
+        r->graph_calls = e->graph_calls;
+        if (e->slot >= 0) snprintf(r->name, sizeof r->name, "%s", hone_slots_name((hone_slot_id)e->slot));
+        else snprintf(r->name, sizeof r->name, "%s", e->name);
+        if (p->o.source == HONE_PROFILE_CUDA) {
+            snprintf(r->shape, sizeof r->shape, "(all shapes)");
+            if (e->slot >= 0) {
+                r->bytes = p->model_bytes[e->slot];
+                r->flops = p->model_flops[e->slot];
+            }
+        } else {
+            shape_text(e, r->shape, sizeof r->shape);
+            r->bytes = e->bytes;
+            r->flops = e->flops;
+        }
+        finish_row(p, r, (double)e->ns, step_ns);
+    }
+    hone_profile_row *o = &rows[k++];
+    o->slot = HONE_PROFILE_OUTSIDE;
+    o->dtype = -1;
+    snprintf(o->name, sizeof o->name, "(outside slots)");
+    snprintf(o->shape, sizeof o->shape, "-");
+    o->calls = p->steps;
+    finish_row(p, o, step_ns > slot_ns ? step_ns - slot_ns : 0, step_ns);
+    *out = rows;
+    *n = k;
+    return 0;
+}
+
+static int by_share(const void *x, const void *y)
+{
+    const hone_profile_row *a = x, *b = y;
+    return a->total_ms < b->total_ms ? 1 : a->total_ms > b->total_ms ? -1 : strcmp(a->name, b->name);
+}
+
+static int by_gain(const void *x, const void *y)
+{
+    const hone_profile_row *a = x, *b = y;
+    return a->gain < b->gain ? 1 : a->gain > b->gain ? -1 : by_share(x, y);
+}
+
+static int sorted(const hone_profile *p, hone_profile_row *out, int cap, int *n, int ranking)
+{
+    hone_profile_row *rows;
+    int total, rc = build_rows(p, &rows, &total);
+    if (rc) return rc;
+    if (ranking) {
+        int k = 0;
+        for (int i = 0; i < total; i++)
+            if (rows[i].slot >= 0) rows[k++] = rows[i];
+        total = k;
+    }
+    qsort(rows, (size_t)total, sizeof *rows, ranking ? by_gain : by_share);
+    for (int i = 0; i < total && i < cap; i++) out[i] = rows[i];
+    *n = total;
+    free(rows);
+    return 0;
+}
+
+int hone_profile_rows(const hone_profile *p, hone_profile_row *rows, int cap, int *n)
+{
+    return sorted(p, rows, cap, n, 0);
+}
+
+int hone_profile_ranking(const hone_profile *p, hone_profile_row *rows, int cap, int *n)
+{
+    return sorted(p, rows, cap, n, 1);
+}
+
+void hone_profile_summary_get(const hone_profile *p, hone_profile_summary *out)
+{
+    memset(out, 0, sizeof *out);
+    double slot_ns = 0;
+    for (int i = 0; i < TABLE_SIZE; i++)
+        if (p->tab[i].used) slot_ns += (double)p->tab[i].ns;
+    double step_ns = total_step_ns(p, slot_ns);
+    out->steps = p->steps;
+    out->prefill_steps = p->prefill_steps;
+    out->decode_steps = p->decode_steps;
+    out->calls = p->calls;
+    out->step_ms = step_ns * 1e-6;
+    out->slot_ms = slot_ns * 1e-6;
+    out->outside_ms = step_ns > slot_ns ? (step_ns - slot_ns) * 1e-6 : 0;
+    out->peak_gbps = p->peak_gbps;
+    out->peak_gflops = p->peak_gflops;
+    out->hook_ns = p->hook_ns;
+    out->overhead = step_ns > 0 ? (double)p->calls * p->hook_ns / step_ns : 0;
+    out->dropped = p->dropped;
+}
+
+const char *hone_profile_source_name(hone_profile_source s)
+{
+    return s == HONE_PROFILE_CUDA ? "cuda" : "cpu";
+}
+
+static const char *dtype_text(int dt) { return dt < 0 ? "-" : hone_dtype_name(dt); }
+
+void hone_profile_print(const hone_profile *p, FILE *f)
+{
+    hone_profile_summary s;
+    hone_profile_summary_get(p, &s);
+    hone_profile_row *rows = NULL;
+    int n = 0;
+    if (build_rows(p, &rows, &n)) {
+        fprintf(f, "profile: %s\n", hone_error_last());
+        return;
+    }
+    qsort(rows, (size_t)n, sizeof *rows, by_share);
+    fprintf(f, "profile (%s): %lld steps (%lld prefill, %lld decode), %.2f ms, %lld slot calls\n",
+            hone_profile_source_name(p->o.source), (long long)s.steps, (long long)s.prefill_steps,
+            (long long)s.decode_steps, s.step_ms, (long long)s.calls);
+    fprintf(f, "roofline: %.1f GB/s read bandwidth, %.1f GFLOP/s f32 FMA peak\n", s.peak_gbps,
+            s.peak_gflops);
+    if (p->o.source == HONE_PROFILE_CPU)
+        fprintf(f, "profiler overhead: %.1f ns per slot call, %.2f%% of step time\n", s.hook_ns,
+                100 * s.overhead);
+    if (s.dropped) fprintf(f, "warning: CUPTI dropped %lld records\n", (long long)s.dropped);
+    fprintf(f, "\n%-18s %-5s %-22s %7s %10s %7s %8s %9s %7s %7s\n", "slot", "dtype", "shape",
+            "calls", "total ms", "share%", "GB/s", "GFLOP/s", "%roof", "gain%");
+    for (int i = 0; i < n; i++) {
+        const hone_profile_row *r = &rows[i];
+        char roof[16] = "-", gbps[16] = "-", gfl[16] = "-";
+        if (r->roofline >= 0) snprintf(roof, sizeof roof, "%.1f", 100 * r->roofline);
+        if (r->bytes > 0) snprintf(gbps, sizeof gbps, "%.2f", r->gbps);
+        if (r->flops > 0) snprintf(gfl, sizeof gfl, "%.2f", r->gflops);
+        fprintf(f, "%-18s %-5s %-22s %7lld %10.3f %7.2f %8s %9s %7s %7.2f\n", r->name,
+                dtype_text(r->dtype), r->shape, (long long)r->calls, r->total_ms, 100 * r->share,
+                gbps, gfl, roof, 100 * r->gain);
+    }
+    free(rows);
+    hone_profile_row top[3];
+    int nt = 0;
+    if (hone_profile_ranking(p, top, 3, &nt) == 0 && nt > 0) {
+        fprintf(f, "\nhot slots by expected gain:");
+        for (int i = 0; i < nt && i < 3; i++)
+            fprintf(f, " %d. %s %s (%.2f%%)", i + 1, top[i].name, top[i].shape, 100 * top[i].gain);
+        fputc('\n', f);
+    }
+}
+
+static cJSON *row_json(const hone_profile_row *r)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "slot", r->name);
+    cJSON_AddStringToObject(o, "dtype", dtype_text(r->dtype));
+    cJSON_AddStringToObject(o, "shape", r->shape);
+    cJSON *sh = cJSON_AddArrayToObject(o, "dims");
+    if (sh) {
+        cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)r->a));
+        cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)r->b));
+        cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)r->c));
+    }
+    cJSON_AddNumberToObject(o, "calls", (double)r->calls);
+    cJSON_AddNumberToObject(o, "graph_calls", (double)r->graph_calls);
+    cJSON_AddNumberToObject(o, "total_ms", r->total_ms);
+    cJSON_AddNumberToObject(o, "share", r->share);
+    cJSON_AddNumberToObject(o, "bytes", r->bytes);
+    cJSON_AddNumberToObject(o, "flops", r->flops);
+    cJSON_AddNumberToObject(o, "gbps", r->gbps);
+    cJSON_AddNumberToObject(o, "gflops", r->gflops);
+    if (r->roofline >= 0) cJSON_AddNumberToObject(o, "roofline", r->roofline);
+    else cJSON_AddNullToObject(o, "roofline");
+    cJSON_AddNumberToObject(o, "gain", r->gain);
+    return o;
+}
+
+int hone_profile_json(const hone_profile *p, cJSON **out)
+{
+    hone_profile_summary s;
+    hone_profile_row *rows = NULL;
+    int n = 0, rc;
+    *out = NULL;
+    hone_profile_summary_get(p, &s);
+    if ((rc = build_rows(p, &rows, &n))) return rc;
+    cJSON *root = cJSON_CreateObject();
+    if (!root) {
+        free(rows);
+        return hone_error_set(HONE_ENOMEM, "out of memory");
+    }
+    cJSON_AddStringToObject(root, "source", hone_profile_source_name(p->o.source));
+    cJSON *js = cJSON_AddObjectToObject(root, "summary");
+    if (js) {
+        cJSON_AddNumberToObject(js, "steps", (double)s.steps);
+        cJSON_AddNumberToObject(js, "prefill_steps", (double)s.prefill_steps);
+        cJSON_AddNumberToObject(js, "decode_steps", (double)s.decode_steps);
+        cJSON_AddNumberToObject(js, "calls", (double)s.calls);
+        cJSON_AddNumberToObject(js, "step_ms", s.step_ms);
+        cJSON_AddNumberToObject(js, "slot_ms", s.slot_ms);
+        cJSON_AddNumberToObject(js, "outside_ms", s.outside_ms);
+        cJSON_AddNumberToObject(js, "peak_gbps", s.peak_gbps);
+        cJSON_AddNumberToObject(js, "peak_gflops", s.peak_gflops);
+        cJSON_AddNumberToObject(js, "hook_ns", s.hook_ns);
+        cJSON_AddNumberToObject(js, "overhead", s.overhead);
+        cJSON_AddNumberToObject(js, "dropped", (double)s.dropped);
+    }
+    qsort(rows, (size_t)n, sizeof *rows, by_share);
+    cJSON *jr = cJSON_AddArrayToObject(root, "rows");
+    for (int i = 0; jr && i < n; i++) cJSON_AddItemToArray(jr, row_json(&rows[i]));
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (rows[i].slot >= 0) rows[k++] = rows[i];
+    qsort(rows, (size_t)k, sizeof *rows, by_gain);
+    cJSON *rk = cJSON_AddArrayToObject(root, "ranking");
+    for (int i = 0; rk && i < k; i++) cJSON_AddItemToArray(rk, row_json(&rows[i]));
+    free(rows);
+    *out = root;
+    return 0;
+}
