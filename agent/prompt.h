@@ -1,0 +1,38 @@
+/* The prompt that asks an LLM for a faster kernel: the slot's contract (from engine/slots.h),
+ * the incumbent source and the helpers it uses, the loaded model's shapes, the profile, the
+ * device, the hard rules, and this slot's earlier rejected candidates with their reasons, so
+ * each round learns from the last. */
+#ifndef HONE_PROMPT_H
+#define HONE_PROMPT_H
+
+#include "engine/slots.h"
+
+typedef struct {
+    const char *summary;   /* e.g. "candidate 3f2a91c0 (rows=8)" */
+    const char *reason;    /* the guard's reason, compiler errors, parity diffs, speed figures */
+} hone_prompt_history;
+
+typedef struct {
+    hone_slot_id slot;
+    const char *backend;        /* "cpu" or "cuda" */
+    const char *shapes;         /* one line per call shape, e.g. "rows 576 cols 576 (q4_1), 60 calls/token" */
+    const char *profile;        /* e.g. "46% of decode step time, 18.2 GB/s = 41% of roofline" */
+    const char *device;         /* e.g. "AMD EPYC, 2 cores, AVX-512 (F, BW, VL, BF16, VNNI), 40 GB/s read" */
+    const hone_prompt_history *history;
+    int n_history;
+    const char *source_dir;     /* where engine/ and kernels/ are; NULL: the build's source dir */
+} hone_prompt_opts;
+
+#define HONE_PROMPT_OPTS_INIT {HONE_SLOT_MATVEC_Q4_1, "cpu", NULL, NULL, NULL, NULL, 0, NULL}
+
+/* Builds the system and user messages (both malloc'd). Errors: HONE_EIO if the incumbent
+ * source or engine/slots.h cannot be read. */
+int hone_prompt_build(const hone_prompt_opts *o, char **out_system, char **out_user);
+
+/* The comment and typedef of the slot in engine/slots.h (malloc'd), or NULL. */
+char *hone_prompt_contract(const char *source_dir, hone_slot_id slot);
+
+/* A one-line description of this CPU: model name, online CPUs, SIMD features. */
+void hone_prompt_cpu_device(char *buf, int cap);
+
+#endif
