@@ -1,8 +1,9 @@
 /* bench/decode: batch-1 decode and prefill throughput on the CPU, with the machine's read
  * bandwidth measured in the same run (profiler/membw) and the fraction of that roofline
  * each dtype reaches (weights read per decoded token x tokens/s / bandwidth). Prints JSON.
+ * With --device cuda: the same on the GPU, against the device's DRAM (HBM) peak bandwidth.
  *
- *   decode [-m MODEL]... [-t THREADS] [--prompt N] [--tokens N] [--reps N]
+ *   decode [-m MODEL]... [-t THREADS] [--prompt N] [--tokens N] [--reps N] [--device cpu|cuda]
  *
  * Without -m: SmolLM2-135M-Instruct Q4_1 (tools/find_smollm2.py) and its f16 and f32
  * conversions (tools/convert_gguf.py, cached under $HONE_BENCH_DIR, default build/bench-models). */
@@ -15,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "engine/backend.h"
+#include "engine/cuda.h"
 #include "engine/error.h"
 #include "engine/forward.h"
 #include "engine/model.h"
@@ -89,11 +92,11 @@ static cJSON *stats_json(stats s)
     return o;
 }
 
-static int bench_model(const char *path, int n_threads, int n_prompt, int n_tokens, int reps,
-                       double bw_gbps, cJSON *results)
+static int bench_model(const char *path, hone_device device, int n_threads, int n_prompt,
+                       int n_tokens, int reps, double bw_gbps, cJSON *results)
 {
     hone_model *m = NULL;
-    hone_ctx *ctx = NULL;
+    hone_backend *be = NULL;
     hone_ctx_opts co = HONE_CTX_OPTS_INIT;
     float *logits = NULL;
     int32_t *prompt = NULL;
@@ -101,7 +104,7 @@ static int bench_model(const char *path, int n_threads, int n_prompt, int n_toke
     int rc;
     co.n_threads = n_threads;
     co.n_ctx = n_prompt + n_tokens + 1;
-    if ((rc = hone_model_load(&m, path)) || (rc = hone_ctx_new(&ctx, m, &co))) goto done;
+    if ((rc = hone_model_load(&m, path)) || (rc = hone_backend_new(&be, m, device, &co))) goto done;
     const hone_hparams *hp = hone_model_hparams(m);
     logits = malloc((size_t)hp->n_vocab * sizeof *logits);
     prompt = malloc((size_t)n_prompt * sizeof *prompt);
@@ -115,19 +118,19 @@ static int bench_model(const char *path, int n_threads, int n_prompt, int n_toke
     for (int r = -1; r < reps; r++) { /* r = -1: warm-up (page-in of the mapping) */
         hone_kv_seq seq = {0};
         double t0 = now_s();
-        if ((rc = hone_ctx_forward(ctx, &seq, prompt, n_prompt, logits, 0))) goto done;
+        if ((rc = be->iface.forward(be->ctx, &seq, prompt, n_prompt, logits, 0))) goto done;
         double t1 = now_s();
         for (int i = 0; i < n_tokens; i++) {
             int32_t next = 0;
             for (int64_t k = 1; k < hp->n_vocab; k++)
                 if (logits[k] > logits[next]) next = (int32_t)k;
-            if ((rc = hone_ctx_forward(ctx, &seq, &next, 1, logits, 0))) {
-                hone_kv_cache_release(hone_ctx_kv(ctx), &seq);
+            if ((rc = be->iface.forward(be->ctx, &seq, &next, 1, logits, 0))) {
+                be->iface.release(be->ctx, &seq);
                 goto done;
             }
         }
         double t2 = now_s();
-        hone_kv_cache_release(hone_ctx_kv(ctx), &seq);
+        be->iface.release(be->ctx, &seq);
         if (r >= 0) {
             pre[r] = n_prompt / (t1 - t0);
             dec[r] = n_tokens / (t2 - t1);
@@ -141,7 +144,8 @@ static int bench_model(const char *path, int n_threads, int n_prompt, int n_toke
     cJSON_AddStringToObject(o, "model", hone_model_name(m));
     cJSON_AddStringToObject(o, "path", path);
     cJSON_AddStringToObject(o, "dtype", dt);
-    cJSON_AddNumberToObject(o, "threads", hone_ctx_n_threads(ctx));
+    cJSON_AddStringToObject(o, "backend", be->iface.describe(be->ctx));
+    cJSON_AddNumberToObject(o, "threads", be->cpu ? hone_ctx_n_threads(be->cpu) : 0);
     cJSON_AddNumberToObject(o, "prompt_tokens", n_prompt);
     cJSON_AddNumberToObject(o, "decode_tokens", n_tokens);
     cJSON_AddItemToObject(o, "decode_tok_s", stats_json(sd));
@@ -150,7 +154,7 @@ static int bench_model(const char *path, int n_threads, int n_prompt, int n_toke
     cJSON_AddNumberToObject(o, "decode_read_gbps", gbps);
     cJSON_AddNumberToObject(o, "roofline_tok_s", bw_gbps * 1e9 / bytes);
     cJSON_AddNumberToObject(o, "roofline_fraction", gbps / bw_gbps);
-    for (size_t i = 0; i < sizeof reference_engine / sizeof reference_engine[0]; i++)
+    for (size_t i = 0; be->cpu && i < sizeof reference_engine / sizeof reference_engine[0]; i++)
         if (strcmp(reference_engine[i].dtype, dt) == 0) {
             cJSON_AddNumberToObject(o, "reference_engine_tok_s", reference_engine[i].tok_s);
             cJSON_AddNumberToObject(o, "speedup_vs_reference", sd.median / reference_engine[i].tok_s);
@@ -163,7 +167,7 @@ done:
     free(prompt);
     free(dec);
     free(pre);
-    hone_ctx_free(ctx);
+    hone_backend_free(be);
     hone_model_free(m);
     return rc;
 }
@@ -205,6 +209,7 @@ int main(int argc, char **argv)
 {
     static char paths[MAX_MODELS][4096];
     int n_models = 0, n_threads = 0, n_prompt = 64, n_tokens = 64, reps = 5;
+    hone_device device = HONE_DEVICE_CPU;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) { fprintf(stderr, "decode: %s needs a value\n", a); return 2; }
@@ -213,6 +218,11 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--prompt")) n_prompt = atoi(v);
         else if (!strcmp(a, "--tokens")) n_tokens = atoi(v);
         else if (!strcmp(a, "--reps")) reps = atoi(v);
+        else if (!strcmp(a, "--device")) {
+            int d = hone_backend_parse_device(v);
+            if (d < 0) { fprintf(stderr, "decode: --device must be cpu, cuda or auto\n"); return 2; }
+            device = (hone_device)d;
+        }
         else { fprintf(stderr, "decode: unknown option %s\n", a); return 2; }
         i++;
     }
@@ -221,13 +231,29 @@ int main(int argc, char **argv)
         fprintf(stderr, "decode: %s\n", hone_error_last());
         return 1;
     }
-    hone_membw_opts bo = HONE_MEMBW_OPTS_INIT;
-    bo.n_threads = n_threads;
-    bo.copy_triad = 0;
-    double bw = 0;
-    if (hone_membw_measure(&bw, &bo)) {
-        fprintf(stderr, "decode: bandwidth probe failed: %s\n", hone_error_last());
+    /* the roofline: the GPU's DRAM peak for cuda (auto: cuda when a GPU is usable), else the
+     * CPU's measured read bandwidth */
+    hone_cuda_device gpu = {0};
+    int n_gpu = 0;
+    char why[256];
+    if (device != HONE_DEVICE_CPU) hone_cuda_probe(&n_gpu, why, sizeof why);
+    if (device == HONE_DEVICE_CUDA && n_gpu <= 0) {
+        fprintf(stderr, "decode: --device cuda: no usable GPU (%s)\n", why);
         return 1;
+    }
+    if (n_gpu > 0 && hone_cuda_device_get(&gpu, 0)) {
+        fprintf(stderr, "decode: %s\n", hone_error_last());
+        return 1;
+    }
+    double bw = gpu.peak_gbps;
+    if (n_gpu <= 0) {
+        hone_membw_opts bo = HONE_MEMBW_OPTS_INIT;
+        bo.n_threads = n_threads;
+        bo.copy_triad = 0;
+        if (hone_membw_measure(&bw, &bo)) {
+            fprintf(stderr, "decode: bandwidth probe failed: %s\n", hone_error_last());
+            return 1;
+        }
     }
     cJSON *root = cJSON_CreateObject();
     cJSON *machine = cJSON_AddObjectToObject(root, "machine");
@@ -235,13 +261,18 @@ int main(int argc, char **argv)
     cJSON_AddStringToObject(machine, "cpu", cpu ? cpu : "unknown");
     cJSON_AddNumberToObject(machine, "online_cpus", (double)sysconf(_SC_NPROCESSORS_ONLN));
     cJSON_AddNumberToObject(machine, "read_bandwidth_gbps", bw);
+    if (n_gpu > 0) {
+        cJSON_AddStringToObject(machine, "gpu", gpu.name);
+        cJSON_AddNumberToObject(machine, "gpu_sm", gpu.sm);
+        cJSON_AddNumberToObject(machine, "hbm_peak_gbps", gpu.peak_gbps);
+    }
     cJSON_AddStringToObject(root, "commit", commit ? commit : "unknown");
     cJSON_AddStringToObject(root, "bench", "decode");
-    cJSON_AddStringToObject(root, "device", "cpu");
+    cJSON_AddStringToObject(root, "device", n_gpu > 0 ? "cuda" : "cpu");
     cJSON *results = cJSON_AddArrayToObject(root, "results");
     int rc = 0;
     for (int i = 0; i < n_models; i++)
-        if (bench_model(paths[i], n_threads, n_prompt, n_tokens, reps, bw, results)) {
+        if (bench_model(paths[i], device, n_threads, n_prompt, n_tokens, reps, bw, results)) {
             fprintf(stderr, "decode: %s: %s\n", paths[i], hone_error_last());
             rc = 1;
         }

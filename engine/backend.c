@@ -56,6 +56,8 @@ int hone_backend_new(hone_backend **out, const hone_model *m, hone_device device
         if (avail) {
             if ((rc = hone_cuda_backend_new(&b->iface, &b->ctx, m, opts)) == 0) {
                 b->device = HONE_DEVICE_CUDA;
+                if (device == HONE_DEVICE_AUTO)
+                    fprintf(stderr, "hone: --device auto chose %s\n", b->iface.describe(b->ctx));
                 *out = b;
                 return 0;
             }
@@ -80,6 +82,7 @@ int hone_backend_new(hone_backend **out, const hone_model *m, hone_device device
     b->ctx = cb;
     b->device = HONE_DEVICE_CPU;
     b->cpu = cb->ctx;
+    if (device == HONE_DEVICE_AUTO) fprintf(stderr, "hone: --device auto chose %s\n", cb->desc);
     *out = b;
     return 0;
 fail:

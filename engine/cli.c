@@ -4,11 +4,17 @@
 #include <stddef.h>
 
 int hone_cli_profile(int argc, char **argv); /* profiler/profile_cli.c */
+int hone_cli_review(int argc, char **argv);  /* candidates/review.c */
+int hone_cli_guard(int argc, char **argv);   /* guard/guard.c */
 
 const hone_cli_command hone_cli_commands[] = {
     {"profile", hone_cli_profile,
      "  profile -m MODEL [--device cpu|cuda|auto] [--tokens N] [--prompt N] [-t THREADS] [--json]\n"
      "                          time every slot over a prompt and N decode steps; rank the hot\n"
      "                          slots by expected gain (share x headroom to the roofline)\n"},
+    {"review", hone_cli_review,
+     "  review list|show|verify|prune [BRANCH] [--repo DIR]\n"
+     "                          kernel proposals on hone/* branches of the kernels repository\n"
+     "                          (`hone review help` for details)\n"},
     {NULL, NULL, NULL},
 };

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "backend.h"
+#include "candidates/kernel_loader.h"
 #include "chat.h"
 #include "cli.h"
 #include "error.h"
@@ -36,10 +37,12 @@ static const char usage_tail[] =
     "\n"
     "\n"
     "common options: -t THREADS (default: all CPUs), --ctx N (context length),\n"
-    "                --device auto|cpu|cuda (auto: the GPU when one is usable)\n";
+    "                --device auto|cpu|cuda (auto: the GPU when one is usable),\n"
+    "                --kernels DIR (approved CPU kernels DIR/cpu/<slot>.c replace the baselines\n"
+    "                they differ from, after a self-check; default: the shipped baselines)\n";
 
 typedef struct {
-    const char *model, *prompt, *file, *out, *prompt_tokens, *tokens, *system;
+    const char *model, *prompt, *file, *out, *prompt_tokens, *tokens, *system, *kernels;
     int64_t n_predict, steps, n_ctx;
     int n_threads, chat, no_bos, all_positions, tensors, device;
     hone_sampler_params sp;
@@ -106,6 +109,7 @@ static int parse_options(int argc, char **argv, options *o)
         else if (IS("--prompt-tokens")) o->prompt_tokens = v;
         else if (IS("--tokens")) o->tokens = v;
         else if (IS("--system")) o->system = v;
+        else if (IS("--kernels")) o->kernels = v;
         else if (IS("--device")) {
             if ((o->device = hone_backend_parse_device(v)) < 0)
                 return hone_error_set(HONE_EINVAL, "--device must be auto, cpu or cuda, got '%s'", v);
@@ -343,6 +347,23 @@ static int prompt_ids(const options *o, const hone_model *m, hone_tokenizer *tok
     return rc;
 }
 
+/* --kernels DIR: approved CPU kernels replace the baselines they differ from
+ * (candidates/kernel_loader.h); *kl owns them and is freed after the backend. */
+static int load_kernels(const options *o, const hone_model *m, hone_backend *be,
+                        hone_kernel_loader **kl)
+{
+    if (!o->kernels) return 0;
+    if (!be->cpu) {
+        fprintf(stderr, "hone: --kernels: only CPU kernels are loaded at present; %s keeps its own\n",
+                be->iface.describe(be->ctx));
+        return 0;
+    }
+    hone_kernel_loader_opts ko = HONE_KERNEL_LOADER_OPTS_INIT;
+    ko.kernels_dir = o->kernels;
+    ko.model = m;
+    return hone_kernel_loader_new(kl, hone_ctx_slots(be->cpu), &ko);
+}
+
 static int cmd_generate(const options *o)
 {
     hone_model *m = NULL;
@@ -350,6 +371,7 @@ static int cmd_generate(const options *o)
     hone_backend *be = NULL;
     hone_sampler *smp = NULL;
     hone_detok *dt = NULL;
+    hone_kernel_loader *kl = NULL;
     hone_kv_seq seq = {0};
     int32_t *ids = NULL;
     float *logits = NULL;
@@ -358,7 +380,7 @@ static int cmd_generate(const options *o)
     hone_ctx_opts co = ctx_options(o);
     if (hone_model_load(&m, o->model) || hone_tokenizer_new(&tok, hone_model_gguf(m)) ||
         prompt_ids(o, m, tok, &ids, &n) ||
-        hone_backend_new(&be, m, (hone_device)o->device, &co) ||
+        hone_backend_new(&be, m, (hone_device)o->device, &co) || load_kernels(o, m, be, &kl) ||
         hone_sampler_new(&smp, &o->sp, (int32_t)hone_model_hparams(m)->n_vocab) ||
         hone_detok_new(&dt, tok, 0)) {
         die(NULL);
@@ -414,6 +436,7 @@ done:
     hone_detok_free(dt);
     hone_sampler_free(smp);
     hone_backend_free(be);
+    hone_kernel_loader_free(kl);
     hone_tokenizer_free(tok);
     hone_model_free(m);
     return rc;
@@ -446,6 +469,7 @@ static int cmd_logits(const options *o)
     hone_model *m = NULL;
     hone_tokenizer *tok = NULL;
     hone_backend *be = NULL;
+    hone_kernel_loader *kl = NULL;
     hone_kv_seq seq = {0};
     int32_t *prompt = NULL, *forced = NULL, *seqtok = NULL, *row_pos = NULL;
     int64_t n_prompt = 0, n_forced = 0;
@@ -468,7 +492,10 @@ static int cmd_logits(const options *o)
         die(NULL);
         goto done;
     }
-    if (hone_backend_new(&be, m, (hone_device)o->device, &co)) { die(NULL); goto done; }
+    if (hone_backend_new(&be, m, (hone_device)o->device, &co) || load_kernels(o, m, be, &kl)) {
+        die(NULL);
+        goto done;
+    }
     int64_t nv = hone_model_hparams(m)->n_vocab;
     int64_t n_rows = steps + (o->all_positions ? n_prompt - 1 : 0);
     int64_t n_tokens = n_prompt + steps - 1;
@@ -507,6 +534,7 @@ done:
     free(forced);
     if (be) be->iface.release(be->ctx, &seq);
     hone_backend_free(be);
+    hone_kernel_loader_free(kl);
     hone_tokenizer_free(tok);
     hone_model_free(m);
     return rc;

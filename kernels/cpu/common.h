@@ -344,27 +344,28 @@ static inline void hone_cpu_deqv_q8_0(const uint8_t *row, int64_t blk, __m512 *l
     *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1)), d);
 }
 
+/* q4: the 16 possible values of a block form a table (one vector op), and each nibble picks
+ * its value with a permute that reads only the index's low 4 bits, so no masking is needed.
+ * The table entries are computed exactly as the scalar path computes each weight. */
 static inline void hone_cpu_deqv_q4_0(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
 {
     const hone_block_q4_0 *b = (const hone_block_q4_0 *)row + blk;
-    __m512 d = _mm512_set1_ps(hone_cpu_half(b->d));
-    __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
-    __m128i m = _mm_set1_epi8(0xF), eight = _mm_set1_epi8(8);
-    __m128i ql = _mm_sub_epi8(_mm_and_si128(q, m), eight);
-    __m128i qh = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), m), eight);
-    *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(ql)), d);
-    *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(qh)), d);
+    const __m512 iota_m8 = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    __m512 table = _mm512_mul_ps(iota_m8, _mm512_set1_ps(hone_cpu_half(b->d)));
+    __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b->qs));
+    *lo = _mm512_permutexvar_ps(q, table);
+    *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
 }
 
 static inline void hone_cpu_deqv_q4_1(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
 {
     const hone_block_q4_1 *b = (const hone_block_q4_1 *)row + blk;
-    __m512 d = _mm512_set1_ps(hone_cpu_half(b->d)), m = _mm512_set1_ps(hone_cpu_half(b->m));
-    __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
-    __m128i mask = _mm_set1_epi8(0xF);
-    __m128i ql = _mm_and_si128(q, mask), qh = _mm_and_si128(_mm_srli_epi16(q, 4), mask);
-    *lo = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(ql)), d, m);
-    *hi = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(qh)), d, m);
+    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512 table = _mm512_fmadd_ps(iota, _mm512_set1_ps(hone_cpu_half(b->d)),
+                                   _mm512_set1_ps(hone_cpu_half(b->m)));
+    __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b->qs));
+    *lo = _mm512_permutexvar_ps(q, table);
+    *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
 }
 #endif
 

@@ -1,0 +1,71 @@
+/* Serving approved kernels: `--kernels DIR` replaces a CPU baseline with DIR/cpu/<slot>.c when
+ * that file differs from the shipped one. Each such file is compiled with the system C compiler
+ * into a shared object (cached by the hash of its source, flags and compiler), loaded, checked
+ * against the baseline on random inputs of the model's shapes, and only then installed in the
+ * slot table. A kernel that does not compile, load or pass the check is refused with one log line
+ * and the baseline keeps serving: a bad kernels directory never stops the engine. */
+#ifndef HONE_KERNEL_LOADER_H
+#define HONE_KERNEL_LOADER_H
+
+#include <stddef.h>
+
+#include "engine/model.h"
+#include "engine/slots.h"
+
+typedef struct {
+    const char *kernels_dir;   /* DIR: DIR/cpu/<slot>.c (a kernels repository's kernels/) */
+    const char *source_dir;    /* the engine's sources: shipped baselines (kernels/cpu/<slot>.c)
+                                  and the include root; NULL: HONE_SOURCE_DIR */
+    const char *cache_dir;     /* compiled objects; NULL: $HONE_KERNEL_CACHE, else
+                                  $XDG_CACHE_HOME/hone/kernels, $HOME/.cache/hone/kernels, or
+                                  /tmp/hone-kernels-<uid> */
+    const char *cc;            /* the C compiler; NULL: $CC, else "cc" */
+    const hone_model *model;   /* the self-check uses its shapes; NULL: small default shapes */
+    int quiet;                 /* 1: no log lines on stderr */
+} hone_kernel_loader_opts;
+
+#define HONE_KERNEL_LOADER_OPTS_INIT {NULL, NULL, NULL, NULL, NULL, 0}
+
+/* The flags every run-time CPU kernel is compiled with (after the compiler, before -I<src>):
+ * those of the engine's own kernels, so that a copy of a baseline gives the baseline's bits. */
+#define HONE_KERNEL_LOADER_CFLAGS "-O3 -march=native -std=c11 -D_GNU_SOURCE -fPIC -shared"
+
+typedef enum {
+    HONE_KERNEL_BASELINE = 0,  /* no file, or the same bytes as the shipped baseline */
+    HONE_KERNEL_INSTALLED = 1, /* compiled, checked and installed in the slot table */
+    HONE_KERNEL_REFUSED = 2    /* did not compile, load or pass the self-check */
+} hone_kernel_state;
+
+/* The loaded shared objects (owned) and what happened to every slot. */
+typedef struct hone_kernel_loader hone_kernel_loader;
+
+/* Installs into t every approved kernel of opts->kernels_dir that differs from its baseline and
+ * passes; refuses the rest (one line on stderr each, unless quiet). Fails only when the directory
+ * cannot be read or memory runs out; t is then unchanged. The installed functions live in the
+ * loader's shared objects: free the loader only once t no longer calls them.
+ * Example: hone_kernel_loader_new(&kl, hone_ctx_slots(ctx), &(hone_kernel_loader_opts){
+ *              .kernels_dir = "/srv/kernels/kernels", .model = m}). */
+int hone_kernel_loader_new(hone_kernel_loader **out, hone_slot_table *t,
+                           const hone_kernel_loader_opts *opts);
+void hone_kernel_loader_free(hone_kernel_loader *l);
+
+int hone_kernel_loader_n_installed(const hone_kernel_loader *l);
+int hone_kernel_loader_n_refused(const hone_kernel_loader *l);
+hone_kernel_state hone_kernel_loader_state(const hone_kernel_loader *l, hone_slot_id id);
+/* Why a slot was refused (the compiler's output, the loader's or the check's message), or the
+ * shared object an installed slot runs from; "" for a baseline. Borrowed from l. */
+const char *hone_kernel_loader_detail(const hone_kernel_loader *l, hone_slot_id id);
+
+/* The steps, also for other users (the guard): compiles the CPU kernel file src_path into a shared
+ * object in the cache (reused when already there) and writes its path into so_path. On failure
+ * the error message holds the compiler's output. */
+int hone_kernel_loader_compile(char *so_path, size_t cap, const char *src_path,
+                               const hone_kernel_loader_opts *opts);
+
+/* Checks fn, a function with slot id's signature, against the baseline on random inputs of the
+ * shapes of opts->model (plus odd ones): outputs NaN-free where the baseline's are, within a small
+ * relative tolerance of them, and bitwise the same whether the work is split in shares or not.
+ * 0 if it passes; else an error saying where it differs. */
+int hone_kernel_loader_check(hone_slot_id id, void *fn, const hone_kernel_loader_opts *opts);
+
+#endif

@@ -1,0 +1,1035 @@
+/* Review through git (libgit2): accepted kernels become commits on hone/<slot>/<backend>/<hash>
+ * branches of the kernels repository, with their evidence; `hone review` lists, shows, verifies
+ * and prunes them. Only objects and new refs are written: the working tree, the index, HEAD and
+ * every existing branch stay as they were. */
+#include "review.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <git2.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine/cli.h"
+#include "engine/error.h"
+
+#ifndef HONE_SOURCE_DIR
+#define HONE_SOURCE_DIR "."
+#endif
+
+#define HONE_REVIEW_PREFIX "hone/"
+#define HONE_REVIEW_SHORT 12
+
+/* ---- the libgit2 error wrapper --------------------------------------------------------- */
+
+/* Records "<what>: <libgit2's message> [libgit2 <expr> = <code> at file:line]" and returns the
+ * hone code for it. */
+static int git_fail(int grc, const char *what, const char *expr, const char *file, int line)
+{
+    const git_error *e = git_error_last();
+    int code = (grc == GIT_ENOTFOUND || grc == GIT_EEXISTS || grc == GIT_EINVALIDSPEC) ? HONE_EINVAL
+                                                                                        : HONE_EIO;
+    return hone_error_set(code, "%s: %s [libgit2 %s = %d at %s:%d]", what,
+                          e && e->message ? e->message : "(no message)", expr, grc, file, line);
+}
+
+/* Runs a libgit2 call in a function with `int rc` and a `done:` label; on failure records what
+ * was being done (printf-style), the call, file, line and libgit2's message, and jumps to done.
+ * HONE_GIT_TRY_AS checks a return code already in hand, naming the call that gave it. */
+#define HONE_GIT_TRY_AS(grc, call, ...)                                                  \
+    do {                                                                                 \
+        if ((grc) < 0) {                                                                 \
+            char what_[768];                                                             \
+            snprintf(what_, sizeof what_, __VA_ARGS__);                                  \
+            rc = git_fail((grc), what_, call, __FILE__, __LINE__);                       \
+            goto done;                                                                   \
+        }                                                                                \
+    } while (0)
+
+#define HONE_GIT_TRY(expr, ...)                                                          \
+    do {                                                                                 \
+        int grc_ = (expr);                                                               \
+        HONE_GIT_TRY_AS(grc_, #expr, __VA_ARGS__);                                       \
+    } while (0)
+
+#define TRY(expr)                                                                        \
+    do {                                                                                 \
+        if ((rc = (expr)) != 0) goto done;                                               \
+    } while (0)
+
+/* ---- a growable string -------------------------------------------------------------------- */
+
+typedef struct {
+    char *s;
+    size_t n, cap;
+    int oom;
+} sbuf;
+
+static void sb_putn(sbuf *b, const char *s, size_t n)
+{
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *ns = realloc(b->s, cap);
+        if (!ns) { b->oom = 1; return; }
+        b->s = ns;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+
+static void sb_puts(sbuf *b, const char *s) { sb_putn(b, s, strlen(s)); }
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...)
+{
+    char tmp[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof tmp) { sb_putn(b, tmp, (size_t)n); return; }
+    char *big = malloc((size_t)n + 1);
+    if (!big) { b->oom = 1; return; }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    sb_putn(b, big, (size_t)n);
+    free(big);
+}
+
+/* Hands the string to *out (an empty string for an empty buffer). */
+static int sb_finish(sbuf *b, char **out)
+{
+    if (!b->oom && !b->s) sb_putn(b, "", 0);
+    if (b->oom) {
+        free(b->s);
+        return hone_error_set(HONE_ENOMEM, "out of memory");
+    }
+    *out = b->s;
+    return 0;
+}
+
+/* ---- evidence ------------------------------------------------------------------------------- */
+
+/* Trailers and table cells are one line: control characters become spaces (and '|' is escaped
+ * in table cells). */
+static void put_one_line(sbuf *b, const char *s, int table)
+{
+    if (!s || !*s) { sb_puts(b, "unknown"); return; }
+    for (; *s; s++) {
+        if ((unsigned char)*s < 0x20 || *s == 0x7f) sb_putn(b, " ", 1);
+        else if (table && *s == '|') sb_putn(b, "\\|", 2);
+        else sb_putn(b, s, 1);
+    }
+}
+
+static void json_num(cJSON *o, const char *k, double v)
+{
+    if (isfinite(v)) cJSON_AddNumberToObject(o, k, v);
+    else cJSON_AddNullToObject(o, k);
+}
+
+static void json_int(cJSON *o, const char *k, long long v)
+{
+    if (v >= 0) cJSON_AddNumberToObject(o, k, (double)v);
+    else cJSON_AddNullToObject(o, k);
+}
+
+static void json_str(cJSON *o, const char *k, const char *v)
+{
+    if (v) cJSON_AddStringToObject(o, k, v);
+    else cJSON_AddNullToObject(o, k);
+}
+
+int hone_review_evidence_to_json(char **out, const hone_review_evidence *ev, const char *slot,
+                                 const char *backend)
+{
+    *out = NULL;
+    cJSON *root = cJSON_CreateObject(), *cand, *speed, *kp, *mp;
+    if (!root) return hone_error_set(HONE_ENOMEM, "out of memory");
+    json_str(root, "slot", slot);
+    json_str(root, "backend", backend);
+    if ((cand = cJSON_AddObjectToObject(root, "candidate"))) {
+        json_str(cand, "hash", ev->candidate_hash);
+        json_str(cand, "origin_kind", ev->origin_kind);
+        json_str(cand, "origin", ev->origin);
+    }
+    if ((speed = cJSON_AddObjectToObject(root, "speed"))) {
+        json_num(speed, "speedup_median", ev->speedup_median);
+        json_num(speed, "ci_low", ev->speedup_ci_low);
+        json_num(speed, "ci_high", ev->speedup_ci_high);
+        json_num(speed, "ci_level", ev->ci_level);
+        json_num(speed, "incumbent_ns", ev->incumbent_ns);
+        json_num(speed, "candidate_ns", ev->candidate_ns);
+        json_int(speed, "reps", ev->reps);
+        json_num(speed, "threshold", ev->threshold);
+    }
+    if ((kp = cJSON_AddObjectToObject(root, "kernel_parity"))) {
+        json_str(kp, "tier", ev->parity_tier);
+        json_num(kp, "candidate_max_abs_err", ev->candidate_max_abs_err);
+        json_num(kp, "incumbent_max_abs_err", ev->incumbent_max_abs_err);
+        json_num(kp, "slack", ev->slack);
+        json_str(kp, "shapes", ev->shapes);
+    }
+    if ((mp = cJSON_AddObjectToObject(root, "model_parity"))) {
+        json_num(mp, "max_abs_dlogit", ev->model_max_abs_dlogit);
+        json_num(mp, "kl_mean", ev->model_kl_mean);
+        json_num(mp, "kl_max", ev->model_kl_max);
+        json_num(mp, "argmax_agreement", ev->model_argmax_agreement);
+        json_int(mp, "prompts", ev->model_prompts);
+        json_int(mp, "steps", ev->model_steps);
+    }
+    json_str(root, "device", ev->device);
+    json_str(root, "model", ev->model);
+    json_int(root, "seed", ev->seed);
+    json_num(root, "guard_seconds", ev->guard_seconds);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!text) return hone_error_set(HONE_ENOMEM, "out of memory");
+    size_t n = strlen(text);
+    char *res = malloc(n + 2);
+    if (!res) {
+        cJSON_free(text);
+        return hone_error_set(HONE_ENOMEM, "out of memory");
+    }
+    memcpy(res, text, n);
+    res[n] = '\n';
+    res[n + 1] = 0;
+    cJSON_free(text);
+    *out = res;
+    return 0;
+}
+
+static void md_row(sbuf *b, const char *metric, const char *value)
+{
+    sb_puts(b, "| ");
+    sb_puts(b, metric);
+    sb_puts(b, " | ");
+    put_one_line(b, value, 1);
+    sb_puts(b, " |\n");
+}
+
+/* "%.*g"-style number or "n/a". */
+static const char *fmt_num(char *buf, size_t cap, const char *fmt, double v)
+{
+    if (!isfinite(v)) snprintf(buf, cap, "n/a");
+    else snprintf(buf, cap, fmt, v);
+    return buf;
+}
+
+int hone_review_evidence_to_markdown(char **out, const hone_review_evidence *ev, const char *slot,
+                                     const char *backend)
+{
+    sbuf b = {0};
+    char v[256], a[64], c[64];
+    *out = NULL;
+    sb_puts(&b, "| metric | value |\n|---|---|\n");
+    snprintf(v, sizeof v, "%s (%s)", slot ? slot : "unknown", backend ? backend : "unknown");
+    md_row(&b, "slot", v);
+    md_row(&b, "speedup (median)", fmt_num(v, sizeof v, "%.3fx", ev->speedup_median));
+    if (isfinite(ev->speedup_ci_low) || isfinite(ev->speedup_ci_high)) {
+        snprintf(v, sizeof v, "%s .. %s", fmt_num(a, sizeof a, "%.3f", ev->speedup_ci_low),
+                 fmt_num(c, sizeof c, "%.3f", ev->speedup_ci_high));
+        char label[64];
+        if (isfinite(ev->ci_level))
+            snprintf(label, sizeof label, "speedup %g%% CI", ev->ci_level * 100.0);
+        else
+            snprintf(label, sizeof label, "speedup CI");
+        md_row(&b, label, v);
+    }
+    if (isfinite(ev->incumbent_ns) || isfinite(ev->candidate_ns)) {
+        snprintf(v, sizeof v, "%s ns -> %s ns", fmt_num(a, sizeof a, "%.1f", ev->incumbent_ns),
+                 fmt_num(c, sizeof c, "%.1f", ev->candidate_ns));
+        md_row(&b, "time per call (incumbent -> candidate)", v);
+    }
+    if (ev->reps >= 0) { snprintf(v, sizeof v, "%d", ev->reps); md_row(&b, "timed repetitions", v); }
+    if (isfinite(ev->threshold)) md_row(&b, "speed threshold", fmt_num(v, sizeof v, "%.3fx", ev->threshold));
+    md_row(&b, "parity tier", ev->parity_tier);
+    md_row(&b, "max abs error vs f64 oracle, candidate",
+           fmt_num(v, sizeof v, "%.3e", ev->candidate_max_abs_err));
+    md_row(&b, "max abs error vs f64 oracle, incumbent",
+           fmt_num(v, sizeof v, "%.3e", ev->incumbent_max_abs_err));
+    if (isfinite(ev->slack)) md_row(&b, "allowed slack", fmt_num(v, sizeof v, "%.3g", ev->slack));
+    if (ev->shapes) md_row(&b, "shapes checked", ev->shapes);
+    md_row(&b, "model max abs delta-logit", fmt_num(v, sizeof v, "%.3e", ev->model_max_abs_dlogit));
+    snprintf(v, sizeof v, "%s / %s", fmt_num(a, sizeof a, "%.3e", ev->model_kl_mean),
+             fmt_num(c, sizeof c, "%.3e", ev->model_kl_max));
+    md_row(&b, "model KL per position (mean / max)", v);
+    md_row(&b, "argmax agreement",
+           fmt_num(v, sizeof v, "%.2f%%", ev->model_argmax_agreement * 100.0));
+    if (ev->model_prompts >= 0 || ev->model_steps >= 0) {
+        snprintf(v, sizeof v, "%d prompts x %d steps", ev->model_prompts, ev->model_steps);
+        md_row(&b, "parity prompt set", v);
+    }
+    md_row(&b, "device", ev->device);
+    md_row(&b, "model", ev->model);
+    md_row(&b, "candidate", ev->candidate_hash);
+    snprintf(v, sizeof v, "%s%s%s", ev->origin_kind ? ev->origin_kind : "unknown",
+             ev->origin ? ": " : "", ev->origin ? ev->origin : "");
+    md_row(&b, "origin", v);
+    if (ev->seed >= 0) { snprintf(v, sizeof v, "%lld", (long long)ev->seed); md_row(&b, "input seed", v); }
+    if (isfinite(ev->guard_seconds)) md_row(&b, "guard time", fmt_num(v, sizeof v, "%.1f s", ev->guard_seconds));
+    return sb_finish(&b, out);
+}
+
+/* ---- repository helpers ---------------------------------------------------------------------- */
+
+static const char *repo_path(const hone_review_opts *o)
+{
+    return o && o->repo ? o->repo : HONE_SOURCE_DIR;
+}
+
+static int open_repo(git_repository **out, const hone_review_opts *o)
+{
+    const char *path = repo_path(o);
+    struct stat st;
+    *out = NULL;
+    if (stat(path, &st) != 0)
+        return hone_error_set(HONE_EINVAL, "kernels repository '%s' does not exist: %s", path,
+                              strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return hone_error_set(HONE_EINVAL, "kernels repository '%s' is not a directory", path);
+    int grc = git_repository_open_ext(out, path, 0, NULL);
+    if (grc < 0) {
+        char what[600];
+        if (grc == GIT_ENOTFOUND)
+            snprintf(what, sizeof what, "'%s' is not a git repository (nor inside one)", path);
+        else
+            snprintf(what, sizeof what, "cannot open the kernels repository '%s'", path);
+        return git_fail(grc, what, "git_repository_open_ext(out, path, 0, NULL)", __FILE__, __LINE__);
+    }
+    return 0;
+}
+
+static int valid_backend(const char *b) { return b && (!strcmp(b, "cpu") || !strcmp(b, "cuda")); }
+
+static int valid_slot(const char *s)
+{
+    size_t n = s ? strlen(s) : 0;
+    if (n == 0 || n >= 64) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '_')) return 0;
+    return 1;
+}
+
+static const char *kernel_ext(const char *backend) { return strcmp(backend, "cuda") ? "c" : "cu"; }
+
+/* "hone/<slot>/<backend>/<hash>" (with or without "refs/heads/") -> its parts; 0 on success. */
+static int parse_branch(const char *branch, char *shortname, size_t cap, char slot[64],
+                        char backend[16], char hash[80])
+{
+    if (!strncmp(branch, "refs/heads/", 11)) branch += 11;
+    if (strncmp(branch, HONE_REVIEW_PREFIX, strlen(HONE_REVIEW_PREFIX)) || strlen(branch) >= cap)
+        return hone_error_set(HONE_EINVAL, "'%s' is not a hone/<slot>/<backend>/<hash> branch", branch);
+    snprintf(shortname, cap, "%s", branch);
+    const char *p = branch + strlen(HONE_REVIEW_PREFIX);
+    const char *s1 = strchr(p, '/'), *s2 = s1 ? strchr(s1 + 1, '/') : NULL;
+    if (!s1 || !s2 || strchr(s2 + 1, '/') || s1 - p >= 64 || s2 - s1 - 1 >= 16 || strlen(s2 + 1) >= 80 ||
+        !s2[1])
+        return hone_error_set(HONE_EINVAL, "'%s' is not a hone/<slot>/<backend>/<hash> branch", branch);
+    memcpy(slot, p, (size_t)(s1 - p));
+    slot[s1 - p] = 0;
+    memcpy(backend, s1 + 1, (size_t)(s2 - s1 - 1));
+    backend[s2 - s1 - 1] = 0;
+    snprintf(hash, 80, "%s", s2 + 1);
+    if (!valid_slot(slot) || !valid_backend(backend))
+        return hone_error_set(HONE_EINVAL, "'%s' is not a hone/<slot>/<backend>/<hash> branch", branch);
+    return 0;
+}
+
+/* The value of trailer `key` in a commit message, copied into buf ("" if absent). */
+static void trailer_get(const char *message, const char *key, char *buf, size_t cap)
+{
+    git_message_trailer_array arr = {0};
+    buf[0] = 0;
+    if (git_message_trailers(&arr, message) < 0) return;
+    for (size_t i = 0; i < arr.count; i++)
+        if (strcasecmp(arr.trailers[i].key, key) == 0) {
+            snprintf(buf, cap, "%s", arr.trailers[i].value);
+            break;
+        }
+    git_message_trailer_array_free(&arr);
+}
+
+/* The base commit: opts->base_ref or HEAD, peeled to a commit. */
+static int resolve_base(git_commit **out, git_repository *repo, const hone_review_opts *o)
+{
+    const char *ref = o && o->base_ref ? o->base_ref : "HEAD";
+    git_object *obj = NULL;
+    int rc = 0;
+    *out = NULL;
+    HONE_GIT_TRY(git_revparse_single(&obj, repo, ref), "base '%s' does not name a commit in '%s'",
+                 ref, repo_path(o));
+    HONE_GIT_TRY(git_object_peel((git_object **)out, obj, GIT_OBJECT_COMMIT),
+                 "base '%s' is not a commit", ref);
+done:
+    git_object_free(obj);
+    return rc;
+}
+
+/* The blob id of `path` in commit c's tree; 0 if found, 1 if absent, < 0 on error. */
+static int blob_at(git_oid *out, git_commit *c, const char *path)
+{
+    git_tree *tree = NULL;
+    git_tree_entry *e = NULL;
+    int rc = 0;
+    HONE_GIT_TRY(git_commit_tree(&tree, c), "cannot read the tree of commit %.12s",
+                 git_oid_tostr_s(git_commit_id(c)));
+    int grc = git_tree_entry_bypath(&e, tree, path);
+    if (grc == GIT_ENOTFOUND) { rc = 1; goto done; }
+    HONE_GIT_TRY_AS(grc, "git_tree_entry_bypath(&e, tree, path)", "cannot look up %s", path);
+    git_oid_cpy(out, git_tree_entry_id(e));
+done:
+    git_tree_entry_free(e);
+    git_tree_free(tree);
+    return rc;
+}
+
+/* ---- propose --------------------------------------------------------------------------------- */
+
+/* If refname exists: 1 when its tip proposes the same candidate (trailer Hone-Candidate equal to
+ * hash, or the same kernel blob), filling *out; an error when it proposes another one.
+ * 0 when the branch does not exist. */
+static int check_existing(hone_review_result *out, git_repository *repo, const char *refname,
+                          const char *hash, const git_oid *blob, const char *kpath)
+{
+    git_reference *ref = NULL;
+    git_commit *tip = NULL;
+    int rc = 0;
+    int grc = git_reference_lookup(&ref, repo, refname);
+    if (grc == GIT_ENOTFOUND) return 0;
+    HONE_GIT_TRY_AS(grc, "git_reference_lookup(&ref, repo, refname)", "cannot read branch %s", refname + 11);
+    HONE_GIT_TRY(git_reference_peel((git_object **)&tip, ref, GIT_OBJECT_COMMIT),
+                 "branch %s does not point to a commit", refname + 11);
+    char cand[128];
+    trailer_get(git_commit_message(tip), "Hone-Candidate", cand, sizeof cand);
+    git_oid have;
+    int same = strcmp(cand, hash) == 0;
+    if (!same) {
+        int b = blob_at(&have, tip, kpath);
+        if (b < 0) { rc = b; goto done; }
+        same = b == 0 && git_oid_equal(&have, blob);
+    }
+    if (!same) {
+        rc = hone_error_set(HONE_EINVAL,
+                            "branch %s already exists and proposes another candidate (%s, not %s); "
+                            "nothing was written",
+                            refname + 11, *cand ? cand : "unknown", hash);
+        goto done;
+    }
+    snprintf(out->branch, sizeof out->branch, "%s", refname + 11);
+    git_oid_tostr(out->commit, sizeof out->commit, git_commit_id(tip));
+    if (git_commit_parentcount(tip) > 0)
+        git_oid_tostr(out->base, sizeof out->base, git_commit_parent_id(tip, 0));
+    out->existed = 1;
+    rc = 1;
+done:
+    git_commit_free(tip);
+    git_reference_free(ref);
+    return rc;
+}
+
+static int build_message(char **out, const char *slot, const char *backend,
+                         const hone_review_evidence *ev, const char *hash, const char *table)
+{
+    sbuf b = {0};
+    sb_printf(&b, "%s (%s): %.2fx faster, %s parity\n\n", slot, backend, ev->speedup_median,
+              ev->parity_tier);
+    sb_puts(&b, table);
+    sb_printf(&b, "\nHone-Slot: %s\nHone-Speedup: %.3fx", slot, ev->speedup_median);
+    if (isfinite(ev->speedup_ci_low) && isfinite(ev->speedup_ci_high)) {
+        if (isfinite(ev->ci_level))
+            sb_printf(&b, " (%g%% CI %.3f..%.3f)", ev->ci_level * 100.0, ev->speedup_ci_low,
+                      ev->speedup_ci_high);
+        else
+            sb_printf(&b, " (CI %.3f..%.3f)", ev->speedup_ci_low, ev->speedup_ci_high);
+    }
+    sb_printf(&b, "\nHone-Parity: %s\nHone-Device: ", ev->parity_tier);
+    put_one_line(&b, ev->device, 0);
+    sb_puts(&b, "\nHone-Model: ");
+    put_one_line(&b, ev->model, 0);
+    sb_printf(&b, "\nHone-Candidate: %s\n", hash);
+    return sb_finish(&b, out);
+}
+
+int hone_review_propose(hone_review_result *out, const hone_review_opts *opts, const char *slot,
+                        const char *backend, const char *source, size_t source_len,
+                        const hone_review_evidence *ev)
+{
+    git_repository *repo = NULL;
+    git_commit *base = NULL;
+    git_tree *base_tree = NULL, *tree = NULL;
+    git_signature *sig = NULL;
+    git_reference *ref = NULL;
+    char *json = NULL, *md = NULL, *msg = NULL;
+    int rc = 0;
+    memset(out, 0, sizeof *out);
+    if (!valid_slot(slot))
+        return hone_error_set(HONE_EINVAL, "review: bad slot name '%s' (expected [a-z0-9_]+)",
+                              slot ? slot : "(null)");
+    if (!valid_backend(backend))
+        return hone_error_set(HONE_EINVAL, "review: backend must be cpu or cuda, got '%s'",
+                              backend ? backend : "(null)");
+    if (!source || source_len == 0)
+        return hone_error_set(HONE_EINVAL, "review: the candidate source is empty");
+    if (!ev || !isfinite(ev->speedup_median) || ev->speedup_median <= 0)
+        return hone_error_set(HONE_EINVAL, "review: the evidence has no median speedup");
+    if (!ev->parity_tier || (strcmp(ev->parity_tier, "exact") && strcmp(ev->parity_tier, "faithful")))
+        return hone_error_set(HONE_EINVAL, "review: parity tier must be exact or faithful, got '%s'",
+                              ev->parity_tier ? ev->parity_tier : "(null)");
+
+    /* The candidate's identity: the guard's content hash, else the source's git blob id. */
+    git_libgit2_init();
+    git_oid blob_id;
+    char hash[80];
+    HONE_GIT_TRY(git_odb_hash(&blob_id, source, source_len, GIT_OBJECT_BLOB),
+                 "review: cannot hash the candidate");
+    if (ev->candidate_hash) {
+        const char *h = strrchr(ev->candidate_hash, ':');
+        h = h ? h + 1 : ev->candidate_hash;
+        size_t n = strlen(h);
+        int ok = n >= 7 && strlen(ev->candidate_hash) < sizeof hash;
+        for (size_t i = 0; ok && i < n; i++)
+            ok = (h[i] >= '0' && h[i] <= '9') || (h[i] >= 'a' && h[i] <= 'z') || (h[i] >= 'A' && h[i] <= 'Z');
+        if (!ok) {
+            rc = hone_error_set(HONE_EINVAL,
+                                "review: candidate hash '%s' is not [algo:]<7+ letters or digits>",
+                                ev->candidate_hash);
+            goto done;
+        }
+        snprintf(hash, sizeof hash, "%s", ev->candidate_hash);
+    } else {
+        git_oid_tostr(hash, sizeof hash, &blob_id);
+    }
+    const char *hs = strrchr(hash, ':');
+    hs = hs ? hs + 1 : hash;
+    char refname[160], kpath[128], jpath[128], mpath[128];
+    snprintf(refname, sizeof refname, "refs/heads/" HONE_REVIEW_PREFIX "%s/%s/%.*s", slot, backend,
+             HONE_REVIEW_SHORT, hs);
+    snprintf(kpath, sizeof kpath, "kernels/%s/%s.%s", backend, slot, kernel_ext(backend));
+    snprintf(jpath, sizeof jpath, "kernels/%s/%s.evidence.json", backend, slot);
+    snprintf(mpath, sizeof mpath, "kernels/%s/%s.evidence.md", backend, slot);
+
+    TRY(open_repo(&repo, opts));
+    int valid = 0;
+    HONE_GIT_TRY(git_reference_name_is_valid(&valid, refname), "review: cannot check %s", refname);
+    if (!valid) {
+        rc = hone_error_set(HONE_EINVAL, "review: '%s' is not a valid branch name", refname + 11);
+        goto done;
+    }
+    if ((rc = check_existing(out, repo, refname, hash, &blob_id, kpath)) != 0) {
+        if (rc == 1) rc = 0;
+        goto done;
+    }
+    TRY(resolve_base(&base, repo, opts));
+
+    /* Objects first (unreachable until the ref exists, so a failure leaves nothing visible). */
+    hone_review_evidence evh = *ev;
+    evh.candidate_hash = hash;
+    TRY(hone_review_evidence_to_json(&json, &evh, slot, backend));
+    TRY(hone_review_evidence_to_markdown(&md, &evh, slot, backend));
+    git_oid src_oid, json_oid, md_oid, tree_oid, commit_oid;
+    HONE_GIT_TRY(git_blob_create_from_buffer(&src_oid, repo, source, source_len),
+                 "review: cannot write the candidate into '%s'", repo_path(opts));
+    HONE_GIT_TRY(git_blob_create_from_buffer(&json_oid, repo, json, strlen(json)),
+                 "review: cannot write the evidence into '%s'", repo_path(opts));
+    HONE_GIT_TRY(git_blob_create_from_buffer(&md_oid, repo, md, strlen(md)),
+                 "review: cannot write the evidence into '%s'", repo_path(opts));
+    HONE_GIT_TRY(git_commit_tree(&base_tree, base), "review: cannot read the base tree");
+    git_tree_update upd[3] = {
+        {GIT_TREE_UPDATE_UPSERT, src_oid, GIT_FILEMODE_BLOB, kpath},
+        {GIT_TREE_UPDATE_UPSERT, json_oid, GIT_FILEMODE_BLOB, jpath},
+        {GIT_TREE_UPDATE_UPSERT, md_oid, GIT_FILEMODE_BLOB, mpath},
+    };
+    HONE_GIT_TRY(git_tree_create_updated(&tree_oid, repo, base_tree, 3, upd),
+                 "review: cannot write the tree into '%s'", repo_path(opts));
+    HONE_GIT_TRY(git_tree_lookup(&tree, repo, &tree_oid), "review: cannot read the new tree");
+    const char *name = opts && opts->author_name ? opts->author_name : "Hone";
+    const char *email = opts && opts->author_email ? opts->author_email : "hone@localhost";
+    HONE_GIT_TRY(git_signature_now(&sig, name, email), "review: bad author '%s <%s>'", name, email);
+    TRY(build_message(&msg, slot, backend, ev, hash, md));
+    const git_commit *parents[1] = {base};
+    HONE_GIT_TRY(git_commit_create(&commit_oid, repo, NULL, sig, sig, NULL, msg, tree, 1, parents),
+                 "review: cannot write the commit into '%s'", repo_path(opts));
+
+    /* The only ref written: a new branch (force = 0: never moves an existing one). */
+    char log[200];
+    snprintf(log, sizeof log, "hone: propose %s (%s)", slot, backend);
+    int grc = git_reference_create(&ref, repo, refname, &commit_oid, 0, log);
+    if (grc == GIT_EEXISTS) { /* a concurrent proposal of the same hash won the race */
+        if ((rc = check_existing(out, repo, refname, hash, &blob_id, kpath)) == 1) rc = 0;
+        else if (rc == 0) rc = hone_error_set(HONE_EINTERNAL, "review: %s vanished", refname + 11);
+        goto done;
+    }
+    HONE_GIT_TRY_AS(grc, "git_reference_create(&ref, repo, refname, &commit_oid, 0, log)",
+                    "review: cannot create branch %s in '%s'", refname + 11, repo_path(opts));
+    snprintf(out->branch, sizeof out->branch, "%s", refname + 11);
+    git_oid_tostr(out->commit, sizeof out->commit, &commit_oid);
+    git_oid_tostr(out->base, sizeof out->base, git_commit_id(base));
+    out->existed = 0;
+done:
+    free(msg);
+    free(json);
+    free(md);
+    git_reference_free(ref);
+    git_signature_free(sig);
+    git_tree_free(tree);
+    git_tree_free(base_tree);
+    git_commit_free(base);
+    git_repository_free(repo);
+    git_libgit2_shutdown();
+    return rc;
+}
+
+/* ---- list, show, read, delete ------------------------------------------------------------------ */
+
+static int cmp_branch(const void *a, const void *b)
+{
+    return strcmp(((const hone_review_branch *)a)->branch, ((const hone_review_branch *)b)->branch);
+}
+
+/* Fills d from branch `name` (short) whose tip is `tip`; base decides .merged. */
+static int describe_branch(hone_review_branch *d, git_repository *repo, const char *name,
+                           git_commit *tip, git_commit *base)
+{
+    char hash[80];
+    memset(d, 0, sizeof *d);
+    int rc = parse_branch(name, d->branch, sizeof d->branch, d->slot, d->backend, hash);
+    if (rc) return rc;
+    const char *msg = git_commit_message(tip);
+    trailer_get(msg, "Hone-Parity", d->parity, sizeof d->parity);
+    trailer_get(msg, "Hone-Speedup", d->speedup_text, sizeof d->speedup_text);
+    trailer_get(msg, "Hone-Device", d->device, sizeof d->device);
+    trailer_get(msg, "Hone-Model", d->model, sizeof d->model);
+    trailer_get(msg, "Hone-Candidate", d->candidate, sizeof d->candidate);
+    char *end;
+    d->speedup = strtod(d->speedup_text, &end);
+    if (end == d->speedup_text) d->speedup = NAN;
+    git_oid_tostr(d->commit, sizeof d->commit, git_commit_id(tip));
+    d->time = (int64_t)git_commit_time(tip);
+    if (base) {
+        const git_oid *t = git_commit_id(tip), *b = git_commit_id(base);
+        d->merged = git_oid_equal(t, b) || git_graph_descendant_of(repo, b, t) == 1;
+        if (!d->merged) { /* squash- or rebase-merged: the base already has this kernel */
+            char kpath[128];
+            git_oid x, y;
+            snprintf(kpath, sizeof kpath, "kernels/%s/%s.%s", d->backend, d->slot, kernel_ext(d->backend));
+            d->merged = blob_at(&x, tip, kpath) == 0 && blob_at(&y, base, kpath) == 0 && git_oid_equal(&x, &y);
+        }
+    }
+    return 0;
+}
+
+int hone_review_list(hone_review_branch **out, size_t *n, const hone_review_opts *opts)
+{
+    git_repository *repo = NULL;
+    git_branch_iterator *it = NULL;
+    git_reference *ref = NULL;
+    git_commit *base = NULL, *tip = NULL;
+    hone_review_branch *v = NULL;
+    size_t cnt = 0, cap = 0;
+    int rc = 0;
+    *out = NULL;
+    *n = 0;
+    git_libgit2_init();
+    TRY(open_repo(&repo, opts));
+    if ((rc = resolve_base(&base, repo, opts))) {
+        if (opts && opts->base_ref) goto done;
+        rc = 0; /* HEAD unborn or dangling: list anyway, nothing counts as merged */
+    }
+    HONE_GIT_TRY(git_branch_iterator_new(&it, repo, GIT_BRANCH_LOCAL), "review: cannot list branches");
+    git_branch_t type;
+    int grc;
+    while ((grc = git_branch_next(&ref, &type, it)) == 0) {
+        const char *name = NULL;
+        if (git_branch_name(&name, ref) == 0 && !strncmp(name, HONE_REVIEW_PREFIX, strlen(HONE_REVIEW_PREFIX)) &&
+            git_reference_peel((git_object **)&tip, ref, GIT_OBJECT_COMMIT) == 0) {
+            if (cnt == cap) {
+                size_t nc = cap ? cap * 2 : 16;
+                hone_review_branch *nv = realloc(v, nc * sizeof *nv);
+                if (!nv) { rc = hone_error_set(HONE_ENOMEM, "out of memory"); goto done; }
+                v = nv;
+                cap = nc;
+            }
+            if (describe_branch(&v[cnt], repo, name, tip, base) == 0) cnt++; /* skip odd names */
+            git_commit_free(tip);
+            tip = NULL;
+        }
+        git_reference_free(ref);
+        ref = NULL;
+    }
+    if (grc != GIT_ITEROVER)
+        HONE_GIT_TRY_AS(grc, "git_branch_next(&ref, &type, it)", "review: cannot list branches");
+    if (cnt) qsort(v, cnt, sizeof *v, cmp_branch);
+    *out = v;
+    *n = cnt;
+    v = NULL;
+done:
+    free(v);
+    git_commit_free(tip);
+    git_reference_free(ref);
+    git_branch_iterator_free(it);
+    git_commit_free(base);
+    git_repository_free(repo);
+    git_libgit2_shutdown();
+    return rc;
+}
+
+/* Opens the repository and the tip commit of a hone/ branch. */
+static int open_branch(git_repository **repo, git_commit **tip, char *shortname, size_t cap,
+                       char slot[64], char backend[16], const hone_review_opts *opts, const char *branch)
+{
+    git_reference *ref = NULL;
+    char hash[80];
+    int rc = 0;
+    *repo = NULL;
+    *tip = NULL;
+    TRY(parse_branch(branch, shortname, cap, slot, backend, hash));
+    TRY(open_repo(repo, opts));
+    HONE_GIT_TRY(git_branch_lookup(&ref, *repo, shortname, GIT_BRANCH_LOCAL),
+                 "review: no branch %s in '%s'", shortname, repo_path(opts));
+    HONE_GIT_TRY(git_reference_peel((git_object **)tip, ref, GIT_OBJECT_COMMIT),
+                 "review: branch %s does not point to a commit", shortname);
+done:
+    git_reference_free(ref);
+    if (rc) {
+        git_repository_free(*repo);
+        *repo = NULL;
+    }
+    return rc;
+}
+
+static int diff_line_cb(const git_diff_delta *delta, const git_diff_hunk *hunk,
+                        const git_diff_line *line, void *payload)
+{
+    (void)delta;
+    (void)hunk;
+    sbuf *b = payload;
+    if (line->origin == GIT_DIFF_LINE_CONTEXT || line->origin == GIT_DIFF_LINE_ADDITION ||
+        line->origin == GIT_DIFF_LINE_DELETION)
+        sb_putn(b, &line->origin, 1);
+    sb_putn(b, line->content, line->content_len);
+    return 0;
+}
+
+int hone_review_show(char **out, const hone_review_opts *opts, const char *branch)
+{
+    git_repository *repo = NULL;
+    git_commit *tip = NULL, *parent = NULL;
+    git_tree *tree = NULL, *ptree = NULL;
+    git_diff *diff = NULL;
+    sbuf b = {0};
+    char name[256], slot[64], backend[16];
+    int rc = 0;
+    *out = NULL;
+    git_libgit2_init();
+    TRY(open_branch(&repo, &tip, name, sizeof name, slot, backend, opts, branch));
+    char when[64];
+    time_t t = (time_t)git_commit_time(tip);
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S %z", localtime(&t));
+    const git_signature *au = git_commit_author(tip);
+    sb_printf(&b, "branch  %s\ncommit  %s\n", name, git_oid_tostr_s(git_commit_id(tip)));
+    if (git_commit_parentcount(tip) > 0) {
+        HONE_GIT_TRY(git_commit_parent(&parent, tip, 0), "review: cannot read the base of %s", name);
+        sb_printf(&b, "base    %s\n", git_oid_tostr_s(git_commit_id(parent)));
+    }
+    sb_printf(&b, "author  %s <%s>\ndate    %s\n\n", au->name, au->email, when);
+    sb_puts(&b, git_commit_message(tip));
+    sb_puts(&b, "\n");
+    HONE_GIT_TRY(git_commit_tree(&tree, tip), "review: cannot read the tree of %s", name);
+    if (parent) HONE_GIT_TRY(git_commit_tree(&ptree, parent), "review: cannot read the base tree");
+    git_diff_options dopts;
+    git_diff_options_init(&dopts, GIT_DIFF_OPTIONS_VERSION);
+    HONE_GIT_TRY(git_diff_tree_to_tree(&diff, repo, ptree, tree, &dopts),
+                 "review: cannot diff %s against its base", name);
+    HONE_GIT_TRY(git_diff_print(diff, GIT_DIFF_FORMAT_PATCH, diff_line_cb, &b),
+                 "review: cannot print the diff of %s", name);
+    rc = sb_finish(&b, out);
+    b.s = NULL;
+done:
+    free(b.s);
+    git_diff_free(diff);
+    git_tree_free(ptree);
+    git_tree_free(tree);
+    git_commit_free(parent);
+    git_commit_free(tip);
+    git_repository_free(repo);
+    git_libgit2_shutdown();
+    return rc;
+}
+
+int hone_review_read_candidate(char **out, size_t *len, char slot[64], char backend[16],
+                               const hone_review_opts *opts, const char *branch)
+{
+    git_repository *repo = NULL;
+    git_commit *tip = NULL;
+    git_blob *blob = NULL;
+    char name[256], kpath[128];
+    int rc = 0;
+    *out = NULL;
+    *len = 0;
+    git_libgit2_init();
+    TRY(open_branch(&repo, &tip, name, sizeof name, slot, backend, opts, branch));
+    snprintf(kpath, sizeof kpath, "kernels/%s/%s.%s", backend, slot, kernel_ext(backend));
+    git_oid id;
+    if ((rc = blob_at(&id, tip, kpath)) != 0) {
+        if (rc == 1) rc = hone_error_set(HONE_EINVAL, "review: branch %s has no %s", name, kpath);
+        goto done;
+    }
+    HONE_GIT_TRY(git_blob_lookup(&blob, repo, &id), "review: cannot read %s on %s", kpath, name);
+    size_t n = (size_t)git_blob_rawsize(blob);
+    char *s = malloc(n + 1);
+    if (!s) { rc = hone_error_set(HONE_ENOMEM, "out of memory"); goto done; }
+    memcpy(s, git_blob_rawcontent(blob), n);
+    s[n] = 0;
+    *out = s;
+    *len = n;
+done:
+    git_blob_free(blob);
+    git_commit_free(tip);
+    git_repository_free(repo);
+    git_libgit2_shutdown();
+    return rc;
+}
+
+int hone_review_delete(const hone_review_opts *opts, const char *branch)
+{
+    git_repository *repo = NULL;
+    git_reference *ref = NULL;
+    char name[256], slot[64], backend[16], hash[80];
+    int rc = 0;
+    git_libgit2_init();
+    TRY(parse_branch(branch, name, sizeof name, slot, backend, hash));
+    TRY(open_repo(&repo, opts));
+    HONE_GIT_TRY(git_branch_lookup(&ref, repo, name, GIT_BRANCH_LOCAL), "review: no branch %s in '%s'",
+                 name, repo_path(opts));
+    if (git_branch_is_checked_out(ref) == 1) {
+        rc = hone_error_set(HONE_EINVAL, "review: %s is checked out; not deleted", name);
+        goto done;
+    }
+    /* The ref (and its reflog) only: hone/ branches carry no branch.<name> config. Not
+     * git_branch_delete, whose config clean-up leaks PCRE2 match data in libgit2 1.5
+     * (fixed upstream by libgit2/libgit2#6382). */
+    HONE_GIT_TRY(git_reference_delete(ref), "review: cannot delete %s", name);
+done:
+    git_reference_free(ref);
+    git_repository_free(repo);
+    git_libgit2_shutdown();
+    return rc;
+}
+
+/* ---- hone review ------------------------------------------------------------------------------ */
+
+static const char review_usage[] =
+    "usage: hone review list [--repo DIR] [--base REF] [--all]\n"
+    "       hone review show BRANCH [--repo DIR]\n"
+    "       hone review verify BRANCH -m MODEL [--repo DIR] [-- GUARD-OPTIONS]\n"
+    "       hone review prune [--merged | --all] [--repo DIR] [--base REF] [--dry-run]\n"
+    "DIR: the kernels repository (default: " HONE_SOURCE_DIR "); REF: the base (default: HEAD)\n";
+
+static void fmt_age(char *buf, size_t cap, int64_t secs)
+{
+    if (secs < 0) secs = 0;
+    if (secs < 120) snprintf(buf, cap, "%llds", (long long)secs);
+    else if (secs < 7200) snprintf(buf, cap, "%lldm", (long long)(secs / 60));
+    else if (secs < 172800) snprintf(buf, cap, "%lldh", (long long)(secs / 3600));
+    else snprintf(buf, cap, "%lldd", (long long)(secs / 86400));
+}
+
+static int cli_list(const hone_review_opts *o, int all)
+{
+    hone_review_branch *v = NULL;
+    size_t n = 0;
+    if (hone_review_list(&v, &n, o)) {
+        fprintf(stderr, "hone review list: %s\n", hone_error_last());
+        return 1;
+    }
+    int64_t now = (int64_t)time(NULL);
+    size_t shown = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (v[i].merged && !all) continue;
+        if (!shown++)
+            printf("%-44s %-18s %-7s %-8s %-9s %-6s %s\n", "BRANCH", "SLOT", "BACKEND", "SPEEDUP",
+                   "PARITY", "AGE", "DEVICE");
+        char sp[32], age[32];
+        if (isfinite(v[i].speedup)) snprintf(sp, sizeof sp, "%.2fx", v[i].speedup);
+        else snprintf(sp, sizeof sp, "?");
+        fmt_age(age, sizeof age, now - v[i].time);
+        printf("%-44s %-18s %-7s %-8s %-9s %-6s %s%s\n", v[i].branch, v[i].slot, v[i].backend, sp,
+               *v[i].parity ? v[i].parity : "?", age, *v[i].device ? v[i].device : "?",
+               v[i].merged ? " (merged)" : "");
+    }
+    if (!shown) printf("no %shone/... branches\n", all ? "" : "pending ");
+    free(v);
+    return 0;
+}
+
+static int cli_prune(const hone_review_opts *o, int all, int dry_run)
+{
+    hone_review_branch *v = NULL;
+    size_t n = 0, deleted = 0;
+    int failed = 0;
+    if (hone_review_list(&v, &n, o)) {
+        fprintf(stderr, "hone review prune: %s\n", hone_error_last());
+        return 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!all && !v[i].merged) continue;
+        if (dry_run) {
+            printf("would delete %s%s\n", v[i].branch, v[i].merged ? " (merged)" : "");
+            continue;
+        }
+        if (hone_review_delete(o, v[i].branch)) {
+            fprintf(stderr, "hone review prune: %s\n", hone_error_last());
+            failed = 1;
+            continue;
+        }
+        printf("deleted %s (was %.12s)%s\n", v[i].branch, v[i].commit, v[i].merged ? ", merged" : "");
+        deleted++;
+    }
+    if (!dry_run) printf("%zu branch%s deleted\n", deleted, deleted == 1 ? "" : "es");
+    free(v);
+    return failed;
+}
+
+static int guard_available(void)
+{
+    for (int i = 0; hone_cli_commands[i].name; i++)
+        if (!strcmp(hone_cli_commands[i].name, "guard")) return 1;
+    return 0;
+}
+
+static int cli_verify(const hone_review_opts *o, const char *branch, const char *model, int nextra,
+                      char **extra)
+{
+    char *src = NULL;
+    size_t len = 0;
+    char slot[64], backend[16], dir[] = "/tmp/hone-verify-XXXXXX", file[128] = "", exe[4096];
+    int rc = 1;
+    if (!guard_available()) {
+        fprintf(stderr, "hone review verify: this build has no `hone guard` command (the guard is "
+                        "not built in yet), so the checks cannot be re-run here\n");
+        return 1;
+    }
+    if (hone_review_read_candidate(&src, &len, slot, backend, o, branch)) {
+        fprintf(stderr, "hone review verify: %s\n", hone_error_last());
+        return 1;
+    }
+    if (!model) {
+        fprintf(stderr, "hone review verify: -m MODEL is required (the model to check parity on)\n");
+        goto done;
+    }
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) {
+        fprintf(stderr, "hone review verify: cannot find the hone binary: %s\n", strerror(errno));
+        goto done;
+    }
+    exe[n] = 0;
+    if (!mkdtemp(dir)) {
+        fprintf(stderr, "hone review verify: %s: %s\n", dir, strerror(errno));
+        goto done;
+    }
+    snprintf(file, sizeof file, "%s/%s.%s", dir, slot, kernel_ext(backend));
+    FILE *f = fopen(file, "wb");
+    int ok = f && fwrite(src, 1, len, f) == len;
+    if (f && fclose(f) != 0) ok = 0;
+    if (!ok) {
+        fprintf(stderr, "hone review verify: cannot write %s: %s\n", file, strerror(errno));
+        goto done;
+    }
+    char **args = calloc((size_t)nextra + 10, sizeof *args);
+    if (!args) goto done;
+    int k = 0;
+    args[k++] = exe;
+    args[k++] = "guard";
+    args[k++] = "-m";
+    args[k++] = (char *)model;
+    args[k++] = "--slot";
+    args[k++] = slot;
+    args[k++] = "--backend";
+    args[k++] = backend;
+    for (int i = 0; i < nextra; i++) args[k++] = extra[i];
+    args[k++] = file;
+    args[k] = NULL;
+    fprintf(stderr, "hone review verify: %s: hone guard -m %s --slot %s --backend %s %s\n", branch,
+            model, slot, backend, file);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execv(exe, args);
+        fprintf(stderr, "hone review verify: exec %s: %s\n", exe, strerror(errno));
+        _exit(127);
+    }
+    free(args);
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) < 0) {
+        fprintf(stderr, "hone review verify: cannot run the guard: %s\n", strerror(errno));
+        goto done;
+    }
+    rc = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    fprintf(stderr, "hone review verify: %s %s on this machine\n", branch,
+            rc == 0 ? "passes the guard" : "FAILS the guard");
+    rc = rc ? 1 : 0;
+done:
+    if (*file) unlink(file);
+    if (strcmp(dir, "/tmp/hone-verify-XXXXXX")) rmdir(dir);
+    free(src);
+    return rc;
+}
+
+int hone_cli_review(int argc, char **argv)
+{
+    hone_review_opts o = HONE_REVIEW_OPTS_INIT;
+    const char *sub = argc > 1 ? argv[1] : NULL, *branch = NULL, *model = NULL;
+    int all = 0, merged = 0, dry_run = 0, nextra = 0;
+    char **extra = NULL;
+    if (!sub || !strcmp(sub, "help") || !strcmp(sub, "--help") || !strcmp(sub, "-h")) {
+        fputs(review_usage, sub ? stdout : stderr);
+        return sub ? 0 : 2;
+    }
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--")) { extra = argv + i + 1; nextra = argc - i - 1; break; }
+        else if (!strcmp(a, "--all")) all = 1;
+        else if (!strcmp(a, "--merged")) merged = 1;
+        else if (!strcmp(a, "--dry-run")) dry_run = 1;
+        else if ((!strcmp(a, "--repo") || !strcmp(a, "--base") || !strcmp(a, "-m") || !strcmp(a, "--model"))) {
+            if (!v) { fprintf(stderr, "hone review %s: %s needs a value\n", sub, a); return 2; }
+            if (!strcmp(a, "--repo")) o.repo = v;
+            else if (!strcmp(a, "--base")) o.base_ref = v;
+            else model = v;
+            i++;
+        } else if (a[0] != '-' && !branch) branch = a;
+        else { fprintf(stderr, "hone review %s: unexpected argument '%s'\n%s", sub, a, review_usage); return 2; }
+    }
+    if (!strcmp(sub, "list")) return cli_list(&o, all);
+    if (!strcmp(sub, "prune")) {
+        if (all && merged) { fprintf(stderr, "hone review prune: --all and --merged exclude each other\n"); return 2; }
+        return cli_prune(&o, all, dry_run);
+    }
+    if (!strcmp(sub, "show") || !strcmp(sub, "verify")) {
+        if (!branch) { fprintf(stderr, "hone review %s: BRANCH is required\n%s", sub, review_usage); return 2; }
+        if (!strcmp(sub, "verify")) return cli_verify(&o, branch, model, nextra, extra);
+        char *text = NULL;
+        if (hone_review_show(&text, &o, branch)) {
+            fprintf(stderr, "hone review show: %s\n", hone_error_last());
+            return 1;
+        }
+        fputs(text, stdout);
+        free(text);
+        return 0;
+    }
+    fprintf(stderr, "hone review: unknown subcommand '%s'\n%s", sub, review_usage);
+    return 2;
+}

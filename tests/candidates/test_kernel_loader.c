@@ -1,0 +1,473 @@
+/* The kernel loader: an approved kernel that differs from the baseline is compiled, checked and
+ * installed (the slot pointer changes, the outputs and the model's logits match); one that does
+ * not compile, does not define the slot or computes the wrong thing is refused with a clear
+ * reason and the baseline keeps serving. */
+#include <stdarg.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "candidates/kernel_loader.h"
+#include "engine/error.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/slots.h"
+#include "harness.h"
+
+static char *tmpdir(void)
+{
+    char *d = strdup("/tmp/hone-test-loader-XXXXXX");
+    if (!mkdtemp(d)) { perror("mkdtemp"); exit(1); }
+    return d;
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char p[8400];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs(text, f);
+    fclose(f);
+}
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    size_t got = fread(b, 1, (size_t)n, f);
+    b[got] = 0;
+    fclose(f);
+    return b;
+}
+
+/* DIR/cpu/ of a fresh kernels directory, and a cache directory beside it. */
+typedef struct { char *root; char cpu[4200], cache[4200]; } kdir;
+
+static kdir kdir_new(void)
+{
+    kdir k;
+    k.root = tmpdir();
+    snprintf(k.cpu, sizeof k.cpu, "%s/kernels/cpu", k.root);
+    snprintf(k.cache, sizeof k.cache, "%s/cache", k.root);
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", k.cpu);
+    CHECK_EQ_INT(system(cmd), 0);
+    return k;
+}
+
+static void kdir_free(kdir *k)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", k->root);
+    if (system(cmd)) {}
+    free(k->root);
+}
+
+static hone_kernel_loader_opts opts_for(const kdir *k)
+{
+    hone_kernel_loader_opts o = HONE_KERNEL_LOADER_OPTS_INIT;
+    static char kernels[4200];
+    snprintf(kernels, sizeof kernels, "%s/kernels", k->root);
+    o.kernels_dir = kernels;
+    o.cache_dir = k->cache;
+    o.quiet = 1;
+    return o;
+}
+
+/* A matvec_f32 with the baseline's math, written out in plain C (no SIMD path): the fixed
+ * 16-lane order, so it gives the baseline's bits. */
+static const char good_matvec[] =
+    "/* matvec_f32, plain C in the fixed lane order of common.h (a test kernel). */\n"
+    "#include \"kernels/cpu/common.h\"\n"
+    "void hone_cpu_matvec_f32(float *y, const void *W, const float *x, int64_t rows, int64_t cols,\n"
+    "                         int ith, int nth)\n"
+    "{\n"
+    "    int64_t r0, r1;\n"
+    "    hone_cpu_share(rows, ith, nth, &r0, &r1);\n"
+    "    for (int64_t r = r0; r < r1; r++) {\n"
+    "        const float *w = (const float *)W + r * cols;\n"
+    "        float acc[HONE_LANES] = {0};\n"
+    "        for (int64_t c = 0; c < cols; c++) acc[c % HONE_LANES] = fmaf(w[c], x[c], acc[c % HONE_LANES]);\n"
+    "        y[r] = hone_cpu_lanes_sum(acc);\n"
+    "    }\n"
+    "}\n";
+
+static const char syntax_error[] =
+    "#include \"kernels/cpu/common.h\"\n"
+    "void hone_cpu_matvec_f16(float *y, const void *W, const float *x, int64_t rows, int64_t cols,\n"
+    "                         int ith, int nth)\n"
+    "{\n"
+    "    this is not C;\n"
+    "}\n";
+
+/* Right shape, wrong result: 1% too large. */
+static const char wrong_result[] =
+    "#include \"kernels/cpu/common.h\"\n"
+    "void hone_cpu_matvec_bf16(float *y, const void *W, const float *x, int64_t rows, int64_t cols,\n"
+    "                          int ith, int nth)\n"
+    "{\n"
+    "    int64_t r0, r1;\n"
+    "    hone_cpu_share(rows, ith, nth, &r0, &r1);\n"
+    "    for (int64_t r = r0; r < r1; r++) {\n"
+    "        const uint16_t *w = (const uint16_t *)W + r * cols;\n"
+    "        float s = 0.0f;\n"
+    "        for (int64_t c = 0; c < cols; c++) s += hone_bf16_to_f32(w[c]) * x[c];\n"
+    "        y[r] = s * 1.01f;\n"
+    "    }\n"
+    "}\n";
+
+/* Computes only the first half of its rows: leaves NaN poison behind. */
+static const char partial[] =
+    "#include \"kernels/cpu/common.h\"\n"
+    "void hone_cpu_add(float *y, const float *a, const float *b, int64_t n, int ith, int nth)\n"
+    "{\n"
+    "    int64_t i0, i1;\n"
+    "    hone_cpu_share(n, ith, nth, &i0, &i1);\n"
+    "    for (int64_t i = i0; i < i0 + (i1 - i0) / 2; i++) y[i] = a[i] + b[i];\n"
+    "}\n";
+
+static const char wrong_symbol[] =
+    "#include \"kernels/cpu/common.h\"\n"
+    "void matvec_q8_0(void) {}\n";
+
+static void fill(float *x, int64_t n, unsigned seed)
+{
+    for (int64_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        x[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+    }
+}
+
+static void test_installs_good_kernel(void)
+{
+    kdir k = kdir_new();
+    write_file(k.cpu, "matvec_f32.c", good_matvec);
+    hone_kernel_loader_opts o = opts_for(&k);
+    hone_slot_table t, base;
+    hone_slots_cpu_baseline(&t);
+    base = t;
+    hone_kernel_loader *l = NULL;
+    int rc = hone_kernel_loader_new(&l, &t, &o);
+    CHECK_MSG(rc == 0, "%s", hone_error_last());
+    CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_MATVEC_F32), HONE_KERNEL_INSTALLED);
+    CHECK_MSG(hone_kernel_loader_state(l, HONE_SLOT_MATVEC_F32) == HONE_KERNEL_INSTALLED, "%s",
+              hone_kernel_loader_detail(l, HONE_SLOT_MATVEC_F32));
+    CHECK_EQ_INT(hone_kernel_loader_n_installed(l), 1);
+    CHECK_EQ_INT(hone_kernel_loader_n_refused(l), 0);
+    CHECK(t.matvec[HONE_DTYPE_F32] != base.matvec[HONE_DTYPE_F32]);
+    CHECK_STR_CONTAINS(hone_kernel_loader_detail(l, HONE_SLOT_MATVEC_F32), k.cache);
+    /* every other slot still the baseline */
+    for (int i = 0; i < HONE_SLOT_COUNT; i++)
+        if (i != HONE_SLOT_MATVEC_F32) CHECK(hone_slots_get(&t, i) == hone_slots_get(&base, i));
+
+    /* Same bits as the baseline on inputs of its own (odd shape, 3 shares). */
+    enum { ROWS = 37, COLS = 291 };
+    float *W = malloc(sizeof(float) * ROWS * COLS), x[COLS], yb[ROWS], yc[ROWS];
+    fill(W, ROWS * COLS, 1);
+    fill(x, COLS, 2);
+    base.matvec[HONE_DTYPE_F32](yb, W, x, ROWS, COLS, 0, 1);
+    for (int ith = 0; ith < 3; ith++) t.matvec[HONE_DTYPE_F32](yc, W, x, ROWS, COLS, ith, 3);
+    CHECK(memcmp(yb, yc, sizeof yb) == 0);
+    free(W);
+
+    /* A second load reuses the compiled object. */
+    char so[4400];
+    snprintf(so, sizeof so, "%s", hone_kernel_loader_detail(l, HONE_SLOT_MATVEC_F32));
+    struct stat s1, s2;
+    CHECK_EQ_INT(stat(so, &s1), 0);
+    hone_slot_table t2;
+    hone_slots_cpu_baseline(&t2);
+    hone_kernel_loader *l2 = NULL;
+    CHECK_EQ_INT(hone_kernel_loader_new(&l2, &t2, &o), 0);
+    CHECK(strcmp(hone_kernel_loader_detail(l2, HONE_SLOT_MATVEC_F32), so) == 0);
+    CHECK_EQ_INT(stat(so, &s2), 0);
+    CHECK(s1.st_ino == s2.st_ino && s1.st_mtime == s2.st_mtime);
+    hone_kernel_loader_free(l2);
+    hone_kernel_loader_free(l);
+    kdir_free(&k);
+}
+
+static void test_baseline_copy_is_not_compiled(void)
+{
+    kdir k = kdir_new();
+    char src[4096], *text;
+    snprintf(src, sizeof src, "%s/kernels/cpu/rmsnorm.c", HONE_SOURCE_DIR);
+    CHECK((text = read_text(src)) != NULL);
+    if (text) write_file(k.cpu, "rmsnorm.c", text);
+    hone_kernel_loader_opts o = opts_for(&k);
+    hone_slot_table t, base;
+    hone_slots_cpu_baseline(&t);
+    base = t;
+    hone_kernel_loader *l = NULL;
+    CHECK_EQ_INT(hone_kernel_loader_new(&l, &t, &o), 0);
+    CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_RMSNORM), HONE_KERNEL_BASELINE);
+    CHECK(t.rmsnorm == base.rmsnorm);
+    CHECK(access(k.cache, F_OK) != 0); /* nothing compiled */
+    hone_kernel_loader_free(l);
+
+    /* A copy of the baseline with one changed byte is compiled and gives the baseline's bits
+     * (the loader's flags are the engine's). */
+    if (text) {
+        size_t n = strlen(text);
+        char *mod = malloc(n + 64);
+        snprintf(mod, n + 64, "%s/* approved */\n", text);
+        write_file(k.cpu, "rmsnorm.c", mod);
+        free(mod);
+        CHECK_EQ_INT(hone_kernel_loader_new(&l, &t, &o), 0);
+        CHECK_MSG(hone_kernel_loader_state(l, HONE_SLOT_RMSNORM) == HONE_KERNEL_INSTALLED, "%s",
+                  hone_kernel_loader_detail(l, HONE_SLOT_RMSNORM));
+        CHECK(t.rmsnorm != base.rmsnorm);
+        enum { N = 3, DIM = 200 };
+        float x[N * DIM], w[DIM], yb[N * DIM], yc[N * DIM];
+        fill(x, N * DIM, 3);
+        fill(w, DIM, 4);
+        base.rmsnorm(yb, x, w, N, DIM, 1e-5f, 0, 1);
+        t.rmsnorm(yc, x, w, N, DIM, 1e-5f, 0, 1);
+        CHECK(memcmp(yb, yc, sizeof yb) == 0);
+        hone_kernel_loader_free(l);
+    }
+    free(text);
+    kdir_free(&k);
+}
+
+/* Runs the loader with stderr captured into *log. */
+static int load_logged(hone_kernel_loader **l, hone_slot_table *t, hone_kernel_loader_opts *o,
+                       const kdir *k, char **log)
+{
+    char path[4300];
+    snprintf(path, sizeof path, "%s/stderr.txt", k->root);
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *f = fopen(path, "w");
+    dup2(fileno(f), 2);
+    o->quiet = 0;
+    int rc = hone_kernel_loader_new(l, t, o);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    fclose(f);
+    *log = read_text(path);
+    return rc;
+}
+
+static int count_lines_with(const char *text, const char *needle)
+{
+    int n = 0;
+    for (const char *p = text; p && (p = strstr(p, needle)); p += strlen(needle)) n++;
+    return n;
+}
+
+static void test_refusals(void)
+{
+    kdir k = kdir_new();
+    write_file(k.cpu, "matvec_f16.c", syntax_error);
+    write_file(k.cpu, "matvec_bf16.c", wrong_result);
+    write_file(k.cpu, "add.c", partial);
+    write_file(k.cpu, "matvec_q8_0.c", wrong_symbol);
+    write_file(k.cpu, "matvec_f32.c", good_matvec);
+    write_file(k.cpu, "not_a_slot.c", "int x;\n");
+    hone_kernel_loader_opts o = opts_for(&k);
+    hone_slot_table t, base;
+    hone_slots_cpu_baseline(&t);
+    base = t;
+    hone_kernel_loader *l = NULL;
+    char *log = NULL;
+    int rc = load_logged(&l, &t, &o, &k, &log);
+    CHECK_MSG(rc == 0, "%s", hone_error_last());
+    fprintf(stderr, "--- loader log:\n%s---\n", log ? log : "");
+
+    /* The syntax error: refused with the compiler's message. */
+    CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_MATVEC_F16), HONE_KERNEL_REFUSED);
+    const char *d = hone_kernel_loader_detail(l, HONE_SLOT_MATVEC_F16);
+    CHECK_STR_CONTAINS(d, "matvec_f16.c:5");
+    CHECK_STR_CONTAINS(d, "error:");
+    CHECK(t.matvec[HONE_DTYPE_F16] == base.matvec[HONE_DTYPE_F16]);
+
+    /* The wrong result: refused by the self-check. */
+    CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_MATVEC_BF16), HONE_KERNEL_REFUSED);
+    d = hone_kernel_loader_detail(l, HONE_SLOT_MATVEC_BF16);
+    CHECK_STR_CONTAINS(d, "self-check against the baseline failed: matvec_bf16 rows=");
+    CHECK_STR_CONTAINS(d, "baseline");
+    CHECK(t.matvec[HONE_DTYPE_BF16] == base.matvec[HONE_DTYPE_BF16]);
+
+    /* Unwritten outputs: the NaN poison shows. */
+    CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_ADD), HONE_KERNEL_REFUSED);
+    CHECK_STR_CONTAINS(hone_kernel_loader_detail(l, HONE_SLOT_ADD), "is NaN (not written?)");
+    CHECK(t.add == base.add);
+
+    /* No slot function. */
+    CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_MATVEC_Q8_0), HONE_KERNEL_REFUSED);
+    CHECK_STR_CONTAINS(hone_kernel_loader_detail(l, HONE_SLOT_MATVEC_Q8_0),
+                       "does not define hone_cpu_matvec_q8_0");
+    CHECK(t.matvec[HONE_DTYPE_Q8_0] == base.matvec[HONE_DTYPE_Q8_0]);
+
+    /* The good one still goes in; the counts and the log: one line per refusal. */
+    CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_MATVEC_F32), HONE_KERNEL_INSTALLED);
+    CHECK_EQ_INT(hone_kernel_loader_n_installed(l), 1);
+    CHECK_EQ_INT(hone_kernel_loader_n_refused(l), 4);
+    CHECK_EQ_INT(count_lines_with(log, "refused, the baseline serves"), 4);
+    CHECK_STR_CONTAINS(log, "matvec_f16.c refused, the baseline serves: ");
+    CHECK_STR_CONTAINS(log, "does not compile");
+    CHECK_STR_CONTAINS(log, "error:");
+    CHECK_STR_CONTAINS(log, "not_a_slot.c ignored: 'not_a_slot' is not a slot");
+    CHECK_STR_CONTAINS(log, "matvec_f32.c installed");
+
+    /* The baseline keeps serving the refused slots. */
+    enum { ROWS = 9, COLS = 64 };
+    uint16_t Wh[ROWS * COLS];
+    float Wf[ROWS * COLS], x[COLS], yb[ROWS], yc[ROWS];
+    fill(Wf, ROWS * COLS, 5);
+    for (int i = 0; i < ROWS * COLS; i++) Wh[i] = hone_f32_to_fp16(Wf[i]);
+    fill(x, COLS, 6);
+    base.matvec[HONE_DTYPE_F16](yb, Wh, x, ROWS, COLS, 0, 1);
+    t.matvec[HONE_DTYPE_F16](yc, Wh, x, ROWS, COLS, 0, 1);
+    CHECK(memcmp(yb, yc, sizeof yb) == 0);
+
+    hone_kernel_loader_free(l);
+    free(log);
+    kdir_free(&k);
+}
+
+static void test_compile_and_check_api(void)
+{
+    kdir k = kdir_new();
+    write_file(k.cpu, "matvec_f16.c", syntax_error);
+    hone_kernel_loader_opts o = opts_for(&k);
+    char so[4400], src[4400];
+    snprintf(src, sizeof src, "%s/matvec_f16.c", k.cpu);
+    CHECK(hone_kernel_loader_compile(so, sizeof so, src, &o) != 0);
+    CHECK_STR_CONTAINS(hone_error_last(), "does not compile");
+    CHECK_STR_CONTAINS(hone_error_last(), HONE_KERNEL_LOADER_CFLAGS);
+    CHECK_STR_CONTAINS(hone_error_last(), "error:");
+
+    /* The baselines pass their own check, for every slot. */
+    hone_slot_table t;
+    hone_slots_cpu_baseline(&t);
+    for (int i = 0; i < HONE_SLOT_COUNT; i++) {
+        int rc = hone_kernel_loader_check((hone_slot_id)i, hone_slots_get(&t, i), &o);
+        CHECK_MSG(rc == 0, "%s: %s", hone_slots_name(i), hone_error_last());
+    }
+    /* A function of the wrong slot fails it (swiglu is not add). */
+    CHECK(hone_kernel_loader_check(HONE_SLOT_ADD, (void *)t.swiglu, &o) != 0);
+    CHECK_STR_CONTAINS(hone_error_last(), "add n=");
+
+    o.cc = "/nonexistent/cc";
+    snprintf(src, sizeof src, "%s/good.c", k.cpu);
+    write_file(k.cpu, "good.c", good_matvec);
+    CHECK(hone_kernel_loader_compile(so, sizeof so, src, &o) != 0);
+    CHECK_STR_CONTAINS(hone_error_last(), "cannot run the C compiler '/nonexistent/cc'");
+
+    hone_kernel_loader *l = NULL;
+    o.kernels_dir = "/nonexistent/kernels";
+    CHECK(hone_kernel_loader_new(&l, &t, &o) != 0);
+    CHECK_STR_CONTAINS(hone_error_last(), "kernels directory '/nonexistent/kernels' does not exist");
+    CHECK(l == NULL);
+    kdir_free(&k);
+}
+
+/* With a model: the self-check uses its shapes, and the installed kernel gives the same logits. */
+static void test_model_logits(void)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tiny-llama-f32.gguf", HONE_TEST_DATA_DIR);
+    hone_model *m = NULL;
+    if (hone_model_load(&m, path)) {
+        fprintf(stderr, "skipping: %s\n", hone_error_last());
+        return;
+    }
+    kdir k = kdir_new();
+    write_file(k.cpu, "matvec_f32.c", good_matvec);
+    hone_kernel_loader_opts o = opts_for(&k);
+    o.model = m;
+    hone_ctx_opts co = HONE_CTX_OPTS_INIT;
+    co.n_threads = 3;
+    co.n_ctx = 32;
+    hone_ctx *a = NULL, *b = NULL;
+    CHECK_EQ_INT(hone_ctx_new(&a, m, &co), 0);
+    CHECK_EQ_INT(hone_ctx_new(&b, m, &co), 0);
+    hone_kernel_loader *l = NULL;
+    CHECK_EQ_INT(hone_kernel_loader_new(&l, hone_ctx_slots(b), &o), 0);
+    CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_MATVEC_F32), HONE_KERNEL_INSTALLED);
+    CHECK(hone_ctx_slots(b)->matvec[HONE_DTYPE_F32] != hone_ctx_slots(a)->matvec[HONE_DTYPE_F32]);
+    int64_t nv = hone_model_hparams(m)->n_vocab;
+    float *la = malloc((size_t)nv * sizeof *la), *lb = malloc((size_t)nv * sizeof *lb);
+    int32_t toks[5] = {1, 17, 300, 411, 65};
+    hone_kv_seq sa = {0}, sb = {0};
+    CHECK_EQ_INT(hone_ctx_forward(a, &sa, toks, 5, la, 0), 0);
+    CHECK_EQ_INT(hone_ctx_forward(b, &sb, toks, 5, lb, 0), 0);
+    int32_t next = 7;
+    CHECK_EQ_INT(hone_ctx_forward(a, &sa, &next, 1, la, 0), 0); /* decode: matvec */
+    CHECK_EQ_INT(hone_ctx_forward(b, &sb, &next, 1, lb, 0), 0);
+    CHECK(memcmp(la, lb, (size_t)nv * sizeof *la) == 0);
+    hone_kv_cache_release(hone_ctx_kv(a), &sa);
+    hone_kv_cache_release(hone_ctx_kv(b), &sb);
+    hone_ctx_free(a);
+    hone_ctx_free(b);
+    hone_kernel_loader_free(l);
+    free(la);
+    free(lb);
+    hone_model_free(m);
+    kdir_free(&k);
+}
+
+#ifndef HONE_BIN
+#define HONE_BIN "hone"
+#endif
+
+static int files_equal(const char *a, const char *b)
+{
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "cmp -s %s %s", a, b);
+    return system(cmd) == 0;
+}
+
+/* `hone logits --kernels DIR`: the approved kernel serves and the logits do not change; a broken
+ * one is refused on stderr and the baseline serves. */
+static void test_cli_kernels_flag(void)
+{
+    char model[4096];
+    snprintf(model, sizeof model, "%s/tiny-llama-f32.gguf", HONE_TEST_DATA_DIR);
+    if (access(model, R_OK) != 0) {
+        fprintf(stderr, "skipping: no %s\n", model);
+        return;
+    }
+    kdir k = kdir_new();
+    char cmd[20000], out0[4400], out1[4400], out2[4400], err1[4400], err2[4400];
+    snprintf(out0, sizeof out0, "%s/base.lgt", k.root);
+    snprintf(out1, sizeof out1, "%s/good.lgt", k.root);
+    snprintf(out2, sizeof out2, "%s/bad.lgt", k.root);
+    snprintf(err1, sizeof err1, "%s/good.err", k.root);
+    snprintf(err2, sizeof err2, "%s/bad.err", k.root);
+    const char *args = "--prompt-tokens 1,17,300,411 --steps 4 -t 2";
+    snprintf(cmd, sizeof cmd, "%s logits -m %s %s --out %s 2>/dev/null", HONE_BIN, model, args, out0);
+    CHECK_EQ_INT(system(cmd), 0);
+    write_file(k.cpu, "matvec_f32.c", good_matvec);
+    snprintf(cmd, sizeof cmd, "HONE_KERNEL_CACHE=%s %s logits -m %s %s --kernels %s/kernels --out %s 2>%s",
+             k.cache, HONE_BIN, model, args, k.root, out1, err1);
+    CHECK_EQ_INT(system(cmd), 0);
+    char *e1 = read_text(err1);
+    CHECK_STR_CONTAINS(e1, "matvec_f32.c installed for matvec_f32");
+    CHECK(files_equal(out0, out1));
+    write_file(k.cpu, "matvec_f32.c", wrong_symbol);
+    snprintf(cmd, sizeof cmd, "HONE_KERNEL_CACHE=%s %s logits -m %s %s --kernels %s/kernels --out %s 2>%s",
+             k.cache, HONE_BIN, model, args, k.root, out2, err2);
+    CHECK_EQ_INT(system(cmd), 0);
+    char *e2 = read_text(err2);
+    CHECK_STR_CONTAINS(e2, "matvec_f32.c refused, the baseline serves: it does not define hone_cpu_matvec_f32");
+    CHECK(files_equal(out0, out2));
+    snprintf(cmd, sizeof cmd, "%s logits -m %s %s --kernels /nonexistent/k --out %s 2>&1 | grep -q "
+             "\"kernels directory '/nonexistent/k' does not exist\"", HONE_BIN, model, args, out2);
+    CHECK_EQ_INT(system(cmd), 0);
+    free(e1);
+    free(e2);
+    kdir_free(&k);
+}
+
+TEST_MAIN(TEST_CASE(test_installs_good_kernel), TEST_CASE(test_baseline_copy_is_not_compiled),
+          TEST_CASE(test_refusals), TEST_CASE(test_compile_and_check_api), TEST_CASE(test_model_logits),
+          TEST_CASE(test_cli_kernels_flag))
