@@ -24,19 +24,20 @@ int hone_search_space(hone_slot_id slot, hone_search_point *pts, int cap)
     int n = 0;
     hone_search_point inc = hone_search_incumbent(slot);
     if (is_matvec(slot)) {
-        static const int rows[] = {8, 2, 4, 1};
-        static const int pf[] = {512, 1024, 256, 0};
-        for (size_t i = 0; i < 4; i++)
-            for (size_t j = 0; j < 4; j++) {
+        /* most promising first: far prefetch keeps more DRAM requests in flight per core */
+        static const int pf[] = {8192, 4096, 2048, 1024, 0};
+        static const int rows[] = {4, 8, 2, 1};
+        for (size_t j = 0; j < 5; j++)
+            for (size_t i = 0; i < 4; i++) {
                 hone_search_point p = {rows[i], pf[j], inc.tile};
                 if (p.rows == inc.rows && p.prefetch == inc.prefetch) continue;
                 if (n < cap) pts[n++] = p;
             }
     } else if (is_matmul(slot)) {
-        static const int tile[] = {8, 2, 4};
-        static const int pf[] = {512, 0};
-        for (size_t i = 0; i < 3; i++)
-            for (size_t j = 0; j < 2; j++) {
+        static const int tile[] = {8, 4, 2};
+        static const int pf[] = {4096, 0};
+        for (size_t j = 0; j < 2; j++)
+            for (size_t i = 0; i < 3; i++) {
                 hone_search_point p = {inc.rows, pf[j], tile[i]};
                 if (p.tile == inc.tile && p.prefetch == inc.prefetch) continue;
                 if (n < cap) pts[n++] = p;
