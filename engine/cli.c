@@ -5,6 +5,7 @@
 
 int hone_cli_profile(int argc, char **argv); /* profiler/profile_cli.c */
 int hone_cli_review(int argc, char **argv);  /* candidates/review.c */
+int hone_cli_tune(int argc, char **argv);    /* agent/tune.c */
 int hone_cli_guard(int argc, char **argv);   /* guard/guard.c */
 
 const hone_cli_command hone_cli_commands[] = {
@@ -16,5 +17,14 @@ const hone_cli_command hone_cli_commands[] = {
      "  review list|show|verify|prune [BRANCH] [--repo DIR]\n"
      "                          kernel proposals on hone/* branches of the kernels repository\n"
      "                          (`hone review help` for details)\n"},
+    {"guard", hone_cli_guard,
+     "  guard -m MODEL --slot SLOT --backend cpu|cuda FILE [--state-dir DIR] [--evidence OUT.json]\n"
+     "        [--threshold 1.05] [--seed S]\n"
+     "                          run a candidate kernel through every parity and speed gate in an\n"
+     "                          isolated worker; exit 0 accepted, 1 rejected or not evaluated\n"},
+    {"tune", hone_cli_tune,
+     "  tune -m MODEL [--llm URL|self|none] [--budget N] [--slot SLOT] [--no-commit]\n"
+     "                          profile, rewrite the hottest slot (LLM or search), guard every\n"
+     "                          candidate, commit the accepted ones to review branches\n"},
     {NULL, NULL, NULL},
 };

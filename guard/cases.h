@@ -1,0 +1,75 @@
+/* The guard's test cases for one slot: the shape set (the loaded model's shapes, the
+ * SmolLM2-135M reference shapes and edge shapes), fresh random inputs from a seed, laid out in
+ * one shared-memory region with canaries around every output and scratch buffer, and a call
+ * of any slot function on a case (share ith of nth). */
+#ifndef HONE_GUARD_CASES_H
+#define HONE_GUARD_CASES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/model.h"
+#include "engine/slots.h"
+
+#define HONE_CASES_NOUT 8      /* 0..2: three runs nth = 1; 3: nth = 2; 4..6: the shares of nth = 3
+                                * each alone; 7: the re-check after the timing loop */
+#define HONE_CASES_CANARY 256  /* bytes of canary before and after every output / scratch */
+#define HONE_CASES_POISON 0x7fedcba9u /* the NaN outputs are filled with before a call */
+#define HONE_CASES_MAX_IN 4
+
+typedef struct {
+    hone_slot_id slot;
+    int32_t dtype;                           /* weight / table dtype (matvec, matmul, embed) */
+    int64_t n, rows, cols, dim;              /* per slot, as the slot's arguments */
+    int64_t heads, kv_heads, head_dim, n_rot, n_kv, block_size, pos0, n_blocks;
+    int32_t neox;
+    float eps, freq_base, scale;
+    char desc[96];                           /* "matvec_q4_1 rows=1536 cols=576" */
+    size_t in_off[HONE_CASES_MAX_IN], in_bytes[HONE_CASES_MAX_IN];
+    int n_in;
+    int inplace;                             /* rope: out starts as a copy of input 0 */
+    int64_t out_len;                         /* floats */
+    int64_t cmp_rows, cmp_row_len;           /* the output as rows for the error metrics */
+    int64_t share_units, share_unit_len;     /* the share unit: element k belongs to unit
+                                              * (k / unit_len) % units */
+    size_t out_off[HONE_CASES_NOUT];         /* each preceded and followed by a canary */
+    int64_t scratch_len;                     /* floats (attention) */
+    size_t scratch_off;
+    uint64_t in_hash;                        /* FNV-1a of all inputs after generation */
+    int timing;                              /* 1: the case the speed gate times */
+} hone_case;
+
+typedef struct {
+    hone_case *c;
+    int n;
+    uint8_t *base;       /* the shared region */
+    size_t bytes;
+    uint64_t seed;
+    uint8_t canary[HONE_CASES_CANARY];
+} hone_case_set;
+
+/* Builds the cases of slot for model m (NULL: reference and edge shapes only), allocates the
+ * shared region and fills inputs and canaries from seed. */
+int hone_cases_new(hone_case_set *out, hone_slot_id slot, const hone_model *m, uint64_t seed);
+void hone_cases_free(hone_case_set *s);
+
+/* Fills output buffer k of case c with the poison NaN (or the in-place initial content). */
+void hone_cases_poison(const hone_case_set *s, const hone_case *c, float *out);
+float *hone_cases_out(const hone_case_set *s, const hone_case *c, int k);
+float *hone_cases_scratch(const hone_case_set *s, const hone_case *c);
+/* 1 if every canary of case c is intact; what: where it was broken. */
+int hone_cases_canaries_ok(const hone_case_set *s, const hone_case *c, char *what, size_t cap);
+uint64_t hone_cases_hash_inputs(const hone_case_set *s, const hone_case *c);
+
+/* Calls fn (a slot function of c->slot) on case c with inputs from base (any copy laid out like
+ * the shared region), writing out and using scratch. */
+void hone_cases_call(void *fn, const hone_case *c, const uint8_t *base, float *out,
+                     float *scratch, int ith, int nth);
+
+/* The f64 oracle of case c (ref: out_len doubles). */
+void hone_cases_oracle(const hone_case *c, const uint8_t *base, double *ref);
+
+/* Bytes a call of case c must move at least (inputs read + output written). */
+double hone_cases_bytes(const hone_case *c);
+
+#endif

@@ -1,0 +1,24 @@
+/* The guard's static checks of a candidate before any of its code runs: the source (CPU: a
+ * whitelist of headers, no asm, no system calls, threads, clocks, allocation or process
+ * control; CUDA: no printf, clock/clock64/globaltimer reads, device malloc/new), the compiled
+ * shared object's ELF (no writable data beyond what the compiler itself emits: no mutable
+ * globals; no load-time code; undefined symbols only from a whitelist; the slot's symbol
+ * defined) and, for CUDA, the PTX. Each finding is a reason text naming what was found. */
+#ifndef HONE_SCAN_H
+#define HONE_SCAN_H
+
+#include <stddef.h>
+
+/* 0 if the C source passes; otherwise HONE_EINVAL and why[] says what was found first
+ * ("line 3: forbidden identifier 'fopen' (files)", "line 1: header <stdio.h> not allowed"). */
+int hone_scan_c_source(const char *src, char *why, size_t cap);
+
+/* 0 if the shared object at path passes; otherwise HONE_EINVAL (or HONE_EFORMAT for a file that
+ * is not a 64-bit ELF) with why[]. symbol: the function the slot needs ("hone_cpu_swiglu"). */
+int hone_scan_elf(const char *path, const char *symbol, char *why, size_t cap);
+
+/* CUDA source and (when given) its PTX. */
+int hone_scan_cuda_source(const char *src, char *why, size_t cap);
+int hone_scan_ptx(const char *ptx, char *why, size_t cap);
+
+#endif

@@ -1,0 +1,8 @@
+/* Red team: wrong math (drops the sigmoid). Expected: parity. */
+#include "kernels/cpu/common.h"
+void hone_cpu_swiglu(float *out, const float *gate, const float *up, int64_t n, int ith, int nth)
+{
+    int64_t i0, i1;
+    hone_cpu_share(n, ith, nth, &i0, &i1);
+    for (int64_t i = i0; i < i1; i++) out[i] = gate[i] * up[i];
+}

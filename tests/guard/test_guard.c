@@ -1,0 +1,202 @@
+/* The guard end to end: the red-team corpus (each candidate rejected for the right reason), the
+ * accepted candidates, the dynamic gates with the static scans switched off, the parent's
+ * survival of every crash, and the CLI's exit codes. Uses the tiny q4_1 model. */
+#include "harness.h"
+
+#include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "engine/slots.h"
+#include "guard/guard.h"
+#include "guard/oracle.h"
+
+#define SRC HONE_SOURCE_DIR "/tests/guard/"
+#define MODEL HONE_TEST_DATA_DIR "/tiny-llama-q4_1.gguf"
+
+static char STATE[256];
+static volatile uint64_t PARENT_CANARY = 0x1234567890abcdefull;
+
+static void setup(void)
+{
+    if (STATE[0]) return;
+    snprintf(STATE, sizeof STATE, "/tmp/hone-guard-test-XXXXXX");
+    if (!mkdtemp(STATE)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    unlink("/tmp/hone-pwned");
+}
+
+static int run_guard(hone_guard_result *res, const char *file, const char *slot, int skip_scan)
+{
+    hone_guard_opts o = HONE_GUARD_OPTS_INIT;
+    o.model_path = MODEL;
+    o.slot = slot;
+    o.file = file;
+    o.state_dir = STATE;
+    o.kernel_timeout_s = 3;
+    o.skip_scan = skip_scan;
+    o.model_prompts = 3;
+    o.model_steps = 16;
+    o.quiet = getenv("HONE_TEST_VERBOSE") == NULL;
+    int rc = hone_guard_run(res, &o, stderr);
+    CHECK_MSG(rc == 0, "guard could not run %s: %d", file, rc);
+    return rc;
+}
+
+typedef struct {
+    const char *file, *slot;
+    hone_guard_code code;
+    const char *text; /* a substring of the reason */
+} redteam;
+
+static const redteam RT[] = {
+    {"wrong_math.c", "swiglu", HONE_GUARD_PARITY, "faithful bound"},
+    {"odd_sizes.c", "swiglu", HONE_GUARD_PARITY, "n="},
+    {"writes_nothing.c", "swiglu", HONE_GUARD_WROTE_NOTHING, "wrote nothing"},
+    {"constant_zero.c", "swiglu", HONE_GUARD_CONSTANT, "constant output"},
+    {"cache_by_pointer.c", "swiglu", HONE_GUARD_ELF, "mutable global 'last_gate'"},
+    {"cache_by_count.c", "swiglu", HONE_GUARD_ELF, "mutable global 'calls'"},
+    {"mutates_input.c", "swiglu", HONE_GUARD_INPUT_MUTATED, "mutates its input"},
+    {"oob_write.c", "swiglu", HONE_GUARD_CANARY, "past the end of its output"},
+    {"loops_forever.c", "swiglu", HONE_GUARD_TIMEOUT, "timed out after 3 s"},
+    {"crashes.c", "swiglu", HONE_GUARD_CRASH, "killed by SIGSEGV"},
+    {"calls_exit.c", "swiglu", HONE_GUARD_SCAN, "<stdlib.h> not allowed"},
+    {"calls_fork.c", "swiglu", HONE_GUARD_SCAN, "'fork' (processes)"},
+    {"calls_system.c", "swiglu", HONE_GUARD_SCAN, "'system' (processes)"},
+    {"opens_file.c", "swiglu", HONE_GUARD_SCAN, "<stdio.h> not allowed"},
+    {"reads_clock.c", "swiglu", HONE_GUARD_SCAN, "'__rdtsc' (clocks)"},
+    {"nan_edge.c", "swiglu", HONE_GUARD_NONFINITE, "NaN/Inf mismatch"},
+    {"low_precision.c", "matvec_f32", HONE_GUARD_PARITY, "faithful bound"},
+    {"shape_special.c", "matvec_f32", HONE_GUARD_PARITY, "cols="},
+    {"share_violation.c", "swiglu", HONE_GUARD_SHARE, "share contract"},
+    {"address_dependent.c", "rmsnorm", HONE_GUARD_NONDETERMINISTIC, "not bitwise identical"},
+    {"compile_error.c", "swiglu", HONE_GUARD_COMPILE, "undefined_identifier"},
+    {"slower.c", "swiglu", HONE_GUARD_SLOWER, "not faster"},
+};
+
+static void test_redteam(void)
+{
+    setup();
+    for (size_t i = 0; i < sizeof RT / sizeof RT[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, SRC "redteam/%s", RT[i].file);
+        hone_guard_result res;
+        if (run_guard(&res, path, RT[i].slot, 0)) continue;
+        fprintf(stderr, "  %-22s -> %-16s %s\n", RT[i].file, hone_guard_code_name(res.code), res.reason);
+        CHECK_MSG(!res.accepted && res.code == RT[i].code, "%s: expected %s, got %s (%s)", RT[i].file,
+                  hone_guard_code_name(RT[i].code), hone_guard_code_name(res.code), res.reason);
+        CHECK_STR_CONTAINS(res.reason, RT[i].text);
+    }
+}
+
+/* With the static scans off, the dynamic gates still refuse what the scans would have. */
+static void test_dynamic_without_scan(void)
+{
+    setup();
+    static const struct { const char *file; hone_guard_code code; const char *text; } D[] = {
+        /* same inputs at the same address within a case: only the model, which reuses its
+         * buffers with new contents, shows the stale cache */
+        {"cache_by_pointer.c", HONE_GUARD_MODEL_PARITY, "model parity"},
+        /* the fourth call on changes its results: nth = 2 (calls 4 and 5) differs */
+        {"cache_by_count.c", HONE_GUARD_SHARE, "other bits"},
+        {"calls_exit.c", HONE_GUARD_CRASH, "SIGKILL"},
+        {"calls_system.c", HONE_GUARD_CRASH, "killed by"},
+    };
+    for (size_t i = 0; i < sizeof D / sizeof D[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, SRC "redteam/%s", D[i].file);
+        hone_guard_result res;
+        if (run_guard(&res, path, "swiglu", 1)) continue;
+        fprintf(stderr, "  %-22s (no scan) -> %-16s %s\n", D[i].file, hone_guard_code_name(res.code), res.reason);
+        CHECK_MSG(!res.accepted && res.code == D[i].code, "%s without scan: expected %s, got %s (%s)",
+                  D[i].file, hone_guard_code_name(D[i].code), hone_guard_code_name(res.code), res.reason);
+        CHECK_STR_CONTAINS(res.reason, D[i].text);
+    }
+    struct stat st;
+    CHECK_MSG(stat("/tmp/hone-pwned", &st) != 0, "a candidate ran a shell command");
+}
+
+static void test_good(void)
+{
+    setup();
+    static const char *const G[][2] = {{"swiglu_vexp.c", "swiglu"}, {"rmsnorm_vec.c", "rmsnorm"}};
+    for (size_t i = 0; i < sizeof G / sizeof G[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, SRC "good/%s", G[i][0]);
+        hone_guard_result res;
+        for (int attempt = 0; attempt < 2; attempt++) { /* the speed gate once more if noisy */
+            if (run_guard(&res, path, G[i][1], 0)) break;
+            if (res.accepted || (res.code != HONE_GUARD_SLOWER && res.code != HONE_GUARD_E2E_REGRESSION &&
+                                 res.code != HONE_GUARD_SUSPECT))
+                break;
+        }
+        fprintf(stderr, "  %-22s -> %s, %s tier, %.2fx [%.2f, %.2f]\n", G[i][0],
+                res.accepted ? "accepted" : res.reason, res.tier, res.speedup, res.ci_low, res.ci_high);
+        CHECK_MSG(res.accepted, "%s: %s", G[i][0], res.reason);
+        CHECK(res.speedup > 1.3 && res.speedup < 10);
+        CHECK(res.ev.model_prompts == 3 && res.ev.reps >= 30);
+        /* the store recorded the verdict */
+        char meta[1024];
+        snprintf(meta, sizeof meta, "%s/candidates/%s/meta.json", STATE, res.hash);
+        FILE *f = fopen(meta, "r");
+        CHECK(f != NULL);
+        if (f) {
+            char buf[1 << 16];
+            size_t n = fread(buf, 1, sizeof buf - 1, f);
+            buf[n] = 0;
+            fclose(f);
+            CHECK_STR_CONTAINS(buf, "\"state\":\t\"accepted\"");
+            CHECK_STR_CONTAINS(buf, "kernel-parity");
+        }
+    }
+}
+
+/* Every crash above happened in a worker: this process still computes correctly. */
+static void test_parent_unaffected(void)
+{
+    setup();
+    hone_guard_result res;
+    run_guard(&res, SRC "redteam/crashes.c", "swiglu", 0);
+    CHECK_EQ_INT(res.code, HONE_GUARD_CRASH);
+    CHECK(PARENT_CANARY == 0x1234567890abcdefull);
+    hone_slot_table t;
+    hone_slots_cpu_baseline(&t);
+    float g[33], u[33], o[33];
+    double ref[33];
+    for (int i = 0; i < 33; i++) {
+        g[i] = (float)(i - 16) * 0.25f;
+        u[i] = 1.0f + (float)i / 64;
+    }
+    t.swiglu(o, g, u, 33, 0, 1);
+    hone_oracle_swiglu(ref, g, u, 33);
+    for (int i = 0; i < 33; i++) CHECK_NEAR(o[i], ref[i], 1e-6);
+}
+
+static void test_cli(void)
+{
+    setup();
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s guard >/dev/null 2>&1", HONE_BIN);
+    CHECK_EQ_INT(WEXITSTATUS(system(cmd)), 2);
+    snprintf(cmd, sizeof cmd,
+             "%s guard -m %s --slot swiglu --backend cpu %sredteam/wrong_math.c --state-dir %s "
+             "--evidence %s/ev.json >/dev/null 2>&1", HONE_BIN, MODEL, SRC, STATE, STATE);
+    CHECK_EQ_INT(WEXITSTATUS(system(cmd)), 1);
+    char ev[512];
+    snprintf(ev, sizeof ev, "%s/ev.json", STATE);
+    FILE *f = fopen(ev, "r");
+    CHECK(f != NULL);
+    if (f) {
+        char buf[1 << 15];
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = 0;
+        fclose(f);
+        CHECK_STR_CONTAINS(buf, "\"verdict\":\t\"rejected\"");
+        CHECK_STR_CONTAINS(buf, "\"code\":\t\"parity\"");
+    }
+}
+
+TEST_MAIN(TEST_CASE(test_redteam), TEST_CASE(test_dynamic_without_scan), TEST_CASE(test_good),
+          TEST_CASE(test_parent_unaffected), TEST_CASE(test_cli))
