@@ -85,7 +85,7 @@ static int profile_model(hone_ctx *ctx, const hone_model *m, int n_threads, hone
     hone_profile_step_begin(p, 32, 0);
     rc = logits ? hone_ctx_forward(ctx, &seq, prompt, 32, logits, 0) : HONE_ENOMEM;
     hone_profile_step_end(p);
-    for (int i = 0; i < 16 && !rc; i++) {
+    for (int i = 0; i < 64 && !rc; i++) { /* decode dominates serving: weigh it so */
         int32_t next = (int32_t)((i * 31 + 7) % hp->n_vocab);
         hone_profile_step_begin(p, 1, seq.n_tokens);
         rc = hone_ctx_forward(ctx, &seq, &next, 1, logits, 0);
@@ -232,7 +232,7 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
     int have_tmp = 0, rc;
     hone_ctx_opts co = HONE_CTX_OPTS_INIT;
     co.n_threads = o.n_threads;
-    co.n_ctx = 128;
+    co.n_ctx = 160;
     if ((rc = hone_model_load(&m, o.model_path)) || (rc = hone_ctx_new(&ctx, m, &co))) goto done;
     if (!mkdtemp(tmpdir)) {
         rc = hone_error_set(HONE_EIO, "cannot create a temporary directory: %s", strerror(errno));
@@ -252,15 +252,11 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
         rc = hone_error_set(HONE_EUNSUPPORTED, "no profiled slot can be tuned with this proposer");
         goto done;
     }
-    for (int r = 0; r < 3; r++) { /* warm-up and median of 3 */
-        double v[3];
-        for (int i = 0; i < 3 && !rc; i++) rc = decode_rate(ctx, m, &v[i]);
-        qsort(v, 3, sizeof v[0], cmp_d);
-        out->tok_s_before = v[1];
-        if (r == 0) continue;
-        break;
-    }
+    double v[3] = {0, 0, 0};
+    for (int i = 0; i < 3 && !rc; i++) rc = decode_rate(ctx, m, &v[i]); /* median of 3 */
     if (rc) goto done;
+    qsort(v, 3, sizeof v[0], cmp_d);
+    out->tok_s_before = v[1];
     if (log) fprintf(log, "tune: decode before: %.1f tok/s; proposer: %s; budget %d candidates\n",
                      out->tok_s_before, search ? "search" : self ? "self (this model on loopback)" : llm,
                      o.budget);
@@ -286,7 +282,9 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
     char hist_text[MAX_HISTORY][2][600];
     int n_hist = 0;
 
-    int per_slot_cap = search ? 3 : o.budget;
+    /* search: the first points of each slot's space; an LLM: the budget shared by up to three
+     * slots, each kept while its rounds learn from the last (an acceptance included) */
+    int per_slot_cap = search ? 3 : (o.budget / (n_plan < 3 ? n_plan : 3) > 0 ? o.budget / (n_plan < 3 ? n_plan : 3) : 1);
     int slot_i = 0, tried_here = 0, next_point = 0;
     hone_search_point pts[64];
     int n_pts = search ? hone_search_space(plan[0], pts, 64) : 0;
@@ -302,8 +300,7 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
         const char *slot_name = hone_slots_name(slot);
         hone_tune_slot_result *sr = slot_result(out, slot_name);
         /* move on once this slot's share is spent or (search) its space is exhausted */
-        if (tried_here >= per_slot_cap || (search && next_point >= n_pts) ||
-            (!search && sr->accepted)) {
+        if (tried_here >= per_slot_cap || (search && next_point >= n_pts)) {
             slot_i++;
             tried_here = 0;
             next_point = 0;

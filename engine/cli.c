@@ -7,6 +7,7 @@ int hone_cli_profile(int argc, char **argv); /* profiler/profile_cli.c */
 int hone_cli_review(int argc, char **argv);  /* candidates/review.c */
 int hone_cli_tune(int argc, char **argv);    /* agent/tune.c */
 int hone_cli_guard(int argc, char **argv);   /* guard/guard.c */
+int hone_cli_serve(int argc, char **argv);   /* engine/server.c */
 
 const hone_cli_command hone_cli_commands[] = {
     {"profile", hone_cli_profile,
@@ -17,6 +18,11 @@ const hone_cli_command hone_cli_commands[] = {
      "  review list|show|verify|prune [BRANCH] [--repo DIR]\n"
      "                          kernel proposals on hone/* branches of the kernels repository\n"
      "                          (`hone review help` for details)\n"},
+    {"serve", hone_cli_serve,
+     "  serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--ctx N] [--max-batch N]\n"
+     "        [--kv-blocks N] [-t THREADS] [--log-requests]\n"
+     "                          OpenAI-compatible HTTP API with continuous batching\n"
+     "                          (`hone serve --help` for all options)\n"},
     {"guard", hone_cli_guard,
      "  guard -m MODEL --slot SLOT --backend cpu|cuda FILE [--state-dir DIR] [--evidence OUT.json]\n"
      "        [--threshold 1.05] [--seed S]\n"

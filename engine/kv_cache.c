@@ -111,3 +111,24 @@ void hone_kv_cache_release(hone_kv_cache *kv, hone_kv_seq *seq)
     free(seq->blocks);
     memset(seq, 0, sizeof *seq);
 }
+
+int hone_kv_cache_share(hone_kv_cache *kv, hone_kv_seq *seq, int32_t block)
+{
+    if (block < 0 || block >= kv->n_blocks || kv->refs[block] == 0)
+        return hone_error_set(HONE_EINVAL, "KV block %d is not held by any sequence", block);
+    if (seq->n_tokens != seq->n_blocks * kv->block_size)
+        return hone_error_set(HONE_EINVAL, "sharing a KV block needs a sequence that ends on a "
+                              "block boundary (%lld tokens in %lld blocks)",
+                              (long long)seq->n_tokens, (long long)seq->n_blocks);
+    if (seq->n_blocks == seq->cap) {
+        int64_t cap = seq->cap ? seq->cap * 2 : 8;
+        int32_t *b = realloc(seq->blocks, (size_t)cap * sizeof *b);
+        if (!b) return hone_error_set(HONE_ENOMEM, "out of memory");
+        seq->blocks = b;
+        seq->cap = cap;
+    }
+    kv->refs[block]++;
+    seq->blocks[seq->n_blocks++] = block;
+    seq->n_tokens += kv->block_size;
+    return 0;
+}

@@ -35,5 +35,11 @@ int hone_kv_cache_reserve(hone_kv_cache *kv, hone_kv_seq *seq, int64_t n_tokens)
 void hone_kv_cache_release(hone_kv_cache *kv, hone_kv_seq *seq);
 /* Keeps the first n_tokens of seq, releasing blocks past them. */
 void hone_kv_cache_truncate(hone_kv_cache *kv, hone_kv_seq *seq, int64_t n_tokens);
+/* Prefix caching: appends block, already held by another sequence (its block_size tokens
+ * stored), to seq with one more reference, and counts its tokens as stored in seq. seq must
+ * end on a block boundary (n_tokens == n_blocks * block_size). HONE_EINVAL for a free or
+ * out-of-range block or an unaligned seq, leaving seq as it was.
+ *   hone_kv_cache_share(kv, &b, a.blocks[0]);  // b now starts with a's first block_size tokens */
+int hone_kv_cache_share(hone_kv_cache *kv, hone_kv_seq *seq, int32_t block);
 
 #endif

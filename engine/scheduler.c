@@ -1,0 +1,829 @@
+/* The engine thread of the server: admission, step planning (decode rows, chunked prefill
+ * under a token budget, KV blocks, preemption), one hone_ctx_forward_batch per step,
+ * per-request sampling, detokenising and stop strings. Policies: scheduler.h. */
+#include "scheduler.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "error.h"
+#include "kv_cache.h"
+#include "prefix_cache.h"
+
+#if defined(__has_include)
+#if __has_include("profiler/profile.h")
+#include "profiler/profile.h"
+#define HONE_SCHEDULER_PROFILE 1
+#endif
+#endif
+
+enum { ST_QUEUED = 0, ST_RUNNING = 1, ST_DONE = 2 };
+
+struct hone_request {
+    int refs;                 /* the caller's and the engine's; freed at 0 (under mu) */
+    int state;                /* ST_* (under mu) */
+    int cancel;               /* set by hone_request_cancel (under mu) */
+    int admitted_once;
+    /* engine thread only */
+    int32_t *toks;            /* [n_ctx + 1] the prompt, then the sampled tokens */
+    int64_t n_toks, n_prompt, max_tokens;
+    hone_sampler *smp;
+    hone_detok *dt;
+    char **stop;              /* [n_stop] */
+    size_t *stop_len;
+    int n_stop;
+    size_t stop_max;
+    int ignore_eos;
+    double t_submit, deadline, t_last;
+    hone_kv_seq seq;
+    int32_t *chain;           /* [n_ctx / bs + 1] prefix-cache entries of blocks 0.. */
+    int64_t n_chain;
+    int chain_stopped;        /* 1: registering further blocks is off for this request */
+    int64_t rows;             /* rows in this step */
+    int64_t logit_slot;       /* this step's logits row, -1 for none */
+    int32_t sampled;
+    /* output (under mu) */
+    char *text;
+    size_t text_len, text_cap, emit_len;
+    int64_t completion_tokens, cached_tokens;
+    hone_finish finish;
+    hone_request_error err;
+    char error[256];
+    hone_request *qprev, *qnext;
+};
+
+struct hone_scheduler {
+    hone_ctx *ctx;
+    hone_kv_cache *kv;
+    const hone_tokenizer *tok;
+    hone_scheduler_opts o;
+    int64_t n_vocab, n_ctx, bs;
+    hone_prefix_cache *pc;    /* NULL when prefix caching is off */
+    pthread_t thread;
+    int thread_started;
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv;   /* engine waits for work */
+    pthread_cond_t out_cv;    /* HTTP threads wait for output */
+    int stop;
+    hone_request *qhead, *qtail;
+    int64_t n_queued;
+    /* engine thread only */
+    hone_request **running;   /* [max_batch], admission order (oldest first) */
+    int n_running;
+    int32_t *b_tokens, *b_pos;/* [step_tokens] */
+    hone_kv_seq **b_seqs;     /* [step_tokens] */
+    float **b_out;            /* [step_tokens] */
+    float *logits;            /* [max_batch][n_vocab] */
+    int32_t *match;           /* [n_ctx / bs + 1] */
+    /* statistics (under mu) */
+    hone_scheduler_stats st;
+    /* profile: prof_mu is held by the engine for a whole step and by readers */
+    pthread_mutex_t prof_mu;
+    void *prof;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void hist_init(hone_histogram *h, const double *le, int n)
+{
+    memset(h, 0, sizeof *h);
+    h->n = n;
+    memcpy(h->le, le, (size_t)n * sizeof *le);
+}
+
+static void hist_observe(hone_histogram *h, double v)
+{
+    int i = 0;
+    while (i < h->n && v > h->le[i]) i++;
+    h->counts[i]++;
+    h->sum += v;
+    h->count++;
+}
+
+/* ---- requests ---- */
+
+static void request_free(hone_request *r)
+{
+    if (!r) return;
+    free(r->toks);
+    hone_sampler_free(r->smp);
+    hone_detok_free(r->dt);
+    for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
+    free(r->stop);
+    free(r->stop_len);
+    free(r->chain);
+    free(r->text);
+    free(r->seq.blocks);
+    free(r);
+}
+
+static void unref_locked(hone_request *r)
+{
+    if (--r->refs == 0) request_free(r);
+}
+
+static int text_append(hone_request *r, const char *p, size_t n)
+{
+    if (r->text_len + n + 1 > r->text_cap) {
+        size_t cap = r->text_cap ? r->text_cap : 256;
+        while (cap < r->text_len + n + 1) cap *= 2;
+        char *t = realloc(r->text, cap);
+        if (!t) return hone_error_set(HONE_ENOMEM, "out of memory");
+        r->text = t;
+        r->text_cap = cap;
+    }
+    memcpy(r->text + r->text_len, p, n);
+    r->text_len += n;
+    r->text[r->text_len] = 0;
+    return 0;
+}
+
+/* Looks for a stop string in the text appended since old_len (a match may start up to
+ * stop_max - 1 bytes earlier). Found: truncates the text before it and returns 1. Otherwise
+ * moves emit_len up to the text minus the longest suffix that begins some stop string. */
+static int stop_scan(hone_request *r, size_t old_len)
+{
+    if (r->n_stop == 0) {
+        r->emit_len = r->text_len;
+        return 0;
+    }
+    size_t from = old_len > r->stop_max - 1 ? old_len - (r->stop_max - 1) : 0;
+    size_t best = SIZE_MAX;
+    for (int i = 0; i < r->n_stop; i++) {
+        const char *hit = r->text_len > from
+                              ? memmem(r->text + from, r->text_len - from, r->stop[i], r->stop_len[i])
+                              : NULL;
+        if (hit && (size_t)(hit - r->text) < best) best = (size_t)(hit - r->text);
+    }
+    if (best != SIZE_MAX) {
+        r->text_len = best;
+        r->text[best] = 0;
+        if (r->emit_len > best) r->emit_len = best; /* cannot happen: the stop text was held */
+        return 1;
+    }
+    size_t hold = 0;
+    for (int i = 0; i < r->n_stop; i++) {
+        size_t k = r->stop_len[i] - 1 < r->text_len ? r->stop_len[i] - 1 : r->text_len;
+        for (; k > hold; k--)
+            if (memcmp(r->text + r->text_len - k, r->stop[i], k) == 0) {
+                hold = k;
+                break;
+            }
+    }
+    if (r->text_len - hold > r->emit_len) r->emit_len = r->text_len - hold;
+    return 0;
+}
+
+/* ---- queue (under mu) ---- */
+
+static void queue_remove(hone_scheduler *s, hone_request *r)
+{
+    if (r->qprev) r->qprev->qnext = r->qnext;
+    else s->qhead = r->qnext;
+    if (r->qnext) r->qnext->qprev = r->qprev;
+    else s->qtail = r->qprev;
+    r->qprev = r->qnext = NULL;
+    s->n_queued--;
+}
+
+static void queue_push(hone_scheduler *s, hone_request *r, int front)
+{
+    if (front) {
+        r->qprev = NULL;
+        r->qnext = s->qhead;
+        if (s->qhead) s->qhead->qprev = r;
+        else s->qtail = r;
+        s->qhead = r;
+    } else {
+        r->qnext = NULL;
+        r->qprev = s->qtail;
+        if (s->qtail) s->qtail->qnext = r;
+        else s->qhead = r;
+        s->qtail = r;
+    }
+    s->n_queued++;
+}
+
+/* ---- engine (engine thread, under mu unless said otherwise) ---- */
+
+/* Gives r's KV blocks back (its prefix-cache entries become idle unless others use them). */
+static void release_kv(hone_scheduler *s, hone_request *r)
+{
+    if (s->pc) hone_prefix_cache_unuse(s->pc, r->chain, r->n_chain);
+    r->n_chain = 0;
+    r->chain_stopped = s->pc == NULL;
+    hone_kv_cache_release(s->kv, &r->seq);
+}
+
+static void running_remove(hone_scheduler *s, hone_request *r)
+{
+    for (int i = 0; i < s->n_running; i++)
+        if (s->running[i] == r) {
+            memmove(s->running + i, s->running + i + 1,
+                    (size_t)(s->n_running - i - 1) * sizeof *s->running);
+            s->n_running--;
+            return;
+        }
+}
+
+/* Ends r (queued or running): its final text, its blocks freed, the engine's reference
+ * dropped. */
+static void finish(hone_scheduler *s, hone_request *r, hone_finish how, hone_request_error err,
+                   const char *msg)
+{
+    if (r->state == ST_QUEUED) queue_remove(s, r);
+    else if (r->state == ST_RUNNING) running_remove(s, r);
+    release_kv(s, r);
+    if (how == HONE_FINISH_LENGTH || (how == HONE_FINISH_STOP && !msg)) {
+        /* what the detokeniser still holds is output (a stop string may hide in it) */
+        const char *p;
+        size_t n = 0;
+        size_t old = r->text_len;
+        if (hone_detok_flush(r->dt, &p, &n) == 0 && n && text_append(r, p, n) == 0 &&
+            stop_scan(r, old))
+            how = HONE_FINISH_STOP;
+        r->emit_len = r->text_len;
+    }
+    r->finish = how;
+    r->err = err;
+    if (msg && how == HONE_FINISH_ERROR) snprintf(r->error, sizeof r->error, "%s", msg);
+    r->state = ST_DONE;
+    s->st.finished++;
+    if (err == HONE_REQUEST_ERR_CANCELLED) s->st.cancelled++;
+    if (err == HONE_REQUEST_ERR_TIMEOUT) s->st.timed_out++;
+    pthread_cond_broadcast(&s->out_cv);
+    unref_locked(r);
+}
+
+/* Sends the youngest running request back to the head of the queue, freeing its blocks; it
+ * recomputes its tokens when readmitted (bitwise the same logits, so the same output). */
+static void preempt(hone_scheduler *s, hone_request *r)
+{
+    running_remove(s, r);
+    release_kv(s, r);
+    r->state = ST_QUEUED;
+    queue_push(s, r, 1);
+    s->st.preemptions++;
+}
+
+static int64_t blocks_for(const hone_scheduler *s, int64_t n_tokens)
+{
+    return (n_tokens + s->bs - 1) / s->bs;
+}
+
+static void admit(hone_scheduler *s)
+{
+    while (s->qhead && s->n_running < s->o.max_batch) {
+        hone_request *r = s->qhead;
+        int64_t full = (r->n_toks - 1) / s->bs; /* the last token is always computed */
+        int64_t m = s->pc ? hone_prefix_cache_match(s->pc, r->toks, full, s->match) : 0;
+        int64_t need = blocks_for(s, r->n_toks + 1) - m;
+        int64_t idle = s->pc ? hone_prefix_cache_n_idle(s->pc) : 0;
+        for (int64_t i = 0; i < m; i++) idle -= hone_prefix_cache_is_idle(s->pc, s->match[i]);
+        int64_t avail = hone_kv_cache_n_free(s->kv) + idle;
+        if (s->n_running > 0 && need + s->n_running > avail) break;
+        queue_remove(s, r);
+        if (m && hone_prefix_cache_attach(s->pc, &r->seq, s->match, m) != 0) m = 0;
+        memcpy(r->chain, s->match, (size_t)m * sizeof *r->chain);
+        r->n_chain = m;
+        r->chain_stopped = s->pc == NULL;
+        if (!r->admitted_once) {
+            r->admitted_once = 1;
+            r->cached_tokens = m * s->bs;
+            if (s->pc) {
+                s->st.prefix_hit_blocks += (uint64_t)m;
+                s->st.prefix_miss_blocks += (uint64_t)(full - m);
+                s->st.prefix_hit_tokens += (uint64_t)(m * s->bs);
+            }
+        }
+        r->state = ST_RUNNING;
+        s->running[s->n_running++] = r;
+    }
+}
+
+/* Sweeps cancelled and expired requests. */
+static void sweep(hone_scheduler *s, double now)
+{
+    for (hone_request *r = s->qhead, *next; r; r = next) {
+        next = r->qnext;
+        if (r->cancel) finish(s, r, HONE_FINISH_ERROR, HONE_REQUEST_ERR_CANCELLED, "cancelled");
+        else if (now > r->deadline) {
+            if (r->completion_tokens > 0) finish(s, r, HONE_FINISH_LENGTH, HONE_REQUEST_ERR_NONE, NULL);
+            else finish(s, r, HONE_FINISH_ERROR, HONE_REQUEST_ERR_TIMEOUT,
+                        "the request's time limit passed before it produced a token");
+        }
+    }
+    for (int i = s->n_running - 1; i >= 0; i--) {
+        hone_request *r = s->running[i];
+        if (r->cancel) finish(s, r, HONE_FINISH_ERROR, HONE_REQUEST_ERR_CANCELLED, "cancelled");
+        else if (now > r->deadline) {
+            if (r->completion_tokens > 0) finish(s, r, HONE_FINISH_LENGTH, HONE_REQUEST_ERR_NONE, NULL);
+            else finish(s, r, HONE_FINISH_ERROR, HONE_REQUEST_ERR_TIMEOUT,
+                        "the request's time limit passed before it produced a token");
+        }
+    }
+}
+
+/* Decides every running request's rows for this step and makes room for their blocks
+ * (evicting idle prefix blocks, then preempting the youngest). Returns the batch's rows. */
+static int64_t plan(hone_scheduler *s)
+{
+    for (;;) {
+        int64_t budget = s->o.step_tokens;
+        for (int i = 0; i < s->n_running; i++) {
+            hone_request *r = s->running[i];
+            r->rows = r->n_toks - r->seq.n_tokens == 1 ? 1 : 0;
+            budget -= r->rows;
+        }
+        for (int i = 0; i < s->n_running; i++) {
+            hone_request *r = s->running[i];
+            int64_t rem = r->n_toks - r->seq.n_tokens;
+            if (rem > 1) {
+                r->rows = rem < budget ? rem : budget;
+                budget -= r->rows;
+            }
+        }
+        int64_t need = 0;
+        for (int i = 0; i < s->n_running; i++) {
+            hone_request *r = s->running[i];
+            int64_t b = blocks_for(s, r->seq.n_tokens + r->rows) - r->seq.n_blocks;
+            if (b > 0) need += b;
+        }
+        if (need > hone_kv_cache_n_free(s->kv) && s->pc) hone_prefix_cache_evict(s->pc, need);
+        if (need <= hone_kv_cache_n_free(s->kv)) break;
+        if (s->n_running > 1) {
+            preempt(s, s->running[s->n_running - 1]);
+            continue;
+        }
+        if (s->n_running == 1)
+            finish(s, s->running[0], HONE_FINISH_ERROR, HONE_REQUEST_ERR_INTERNAL,
+                   "KV cache full: the request does not fit even alone (raise --kv-blocks)");
+        return 0;
+    }
+    int64_t n = 0, k = 0;
+    for (int i = 0; i < s->n_running; i++) {
+        hone_request *r = s->running[i];
+        r->logit_slot = -1;
+        int64_t base = r->seq.n_tokens;
+        for (int64_t j = 0; j < r->rows; j++, n++) {
+            s->b_tokens[n] = r->toks[base + j];
+            s->b_pos[n] = (int32_t)(base + j);
+            s->b_seqs[n] = &r->seq;
+            s->b_out[n] = NULL;
+        }
+        if (r->rows && base + r->rows == r->n_toks) {
+            s->b_out[n - 1] = s->logits + k * s->n_vocab;
+            r->logit_slot = k++;
+        }
+    }
+    return n;
+}
+
+/* Caches the full blocks r has completed (not under mu: the prefix cache is engine-only). */
+static void register_blocks(hone_scheduler *s, hone_request *r)
+{
+    while (!r->chain_stopped && (r->n_chain + 1) * s->bs <= r->seq.n_tokens) {
+        int64_t j = r->n_chain;
+        int32_t e;
+        int rc = hone_prefix_cache_insert(s->pc, j ? r->chain[j - 1] : -1, r->toks + j * s->bs,
+                                          r->seq.blocks[j], &e);
+        if (rc != 0) {
+            r->chain_stopped = 1; /* an equal block is cached already (or an error) */
+            break;
+        }
+        r->chain[r->n_chain++] = e;
+    }
+}
+
+/* Takes r's new token: usage, latency, text, and whether it is finished. */
+static void take_token(hone_scheduler *s, hone_request *r, double now)
+{
+    int32_t t = r->sampled;
+    if (t < 0) {
+        finish(s, r, HONE_FINISH_ERROR, HONE_REQUEST_ERR_INTERNAL, "sampling failed (NaN logits)");
+        return;
+    }
+    r->toks[r->n_toks++] = t;
+    r->completion_tokens++;
+    s->st.generated_tokens++;
+    if (r->completion_tokens == 1) hist_observe(&s->st.ttft, now - r->t_submit);
+    else hist_observe(&s->st.itl, now - r->t_last);
+    r->t_last = now;
+    if (!r->ignore_eos && hone_tokenizer_is_eog(s->tok, t)) {
+        finish(s, r, HONE_FINISH_STOP, HONE_REQUEST_ERR_NONE, NULL);
+        return;
+    }
+    const char *p;
+    size_t n = 0;
+    size_t old = r->text_len;
+    if (hone_detok_push(r->dt, t, &p, &n) == 0 && n) {
+        if (text_append(r, p, n) != 0) {
+            finish(s, r, HONE_FINISH_ERROR, HONE_REQUEST_ERR_INTERNAL, "out of memory");
+            return;
+        }
+        if (stop_scan(r, old)) {
+            /* the stop text and anything after it are dropped: no flush */
+            r->emit_len = r->text_len;
+            finish(s, r, HONE_FINISH_STOP, HONE_REQUEST_ERR_NONE, "");
+            return;
+        }
+    }
+    if (r->completion_tokens >= r->max_tokens || r->n_toks - 1 >= s->n_ctx)
+        finish(s, r, HONE_FINISH_LENGTH, HONE_REQUEST_ERR_NONE, NULL);
+}
+
+static void publish_kv_stats(hone_scheduler *s)
+{
+    s->st.running = s->n_running;
+    s->st.queued = s->n_queued;
+    s->st.kv_blocks_used = hone_kv_cache_n_blocks(s->kv) - hone_kv_cache_n_free(s->kv);
+    s->st.prefix_entries = s->pc ? hone_prefix_cache_n_entries(s->pc) : 0;
+    s->st.prefix_idle = s->pc ? hone_prefix_cache_n_idle(s->pc) : 0;
+}
+
+static void *engine_main(void *arg)
+{
+    hone_scheduler *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        sweep(s, now_s());
+        if (s->stop) {
+            while (s->n_running)
+                finish(s, s->running[0], HONE_FINISH_ERROR, HONE_REQUEST_ERR_SHUTDOWN,
+                       "the server is shutting down");
+            while (s->qhead)
+                finish(s, s->qhead, HONE_FINISH_ERROR, HONE_REQUEST_ERR_SHUTDOWN,
+                       "the server is shutting down");
+            publish_kv_stats(s);
+            break;
+        }
+        admit(s);
+        int64_t n = s->n_running ? plan(s) : 0;
+        publish_kv_stats(s);
+        if (n == 0) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_nsec += 200 * 1000000L;
+            if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+            if (!s->qhead || s->n_running) pthread_cond_timedwait(&s->work_cv, &s->mu, &ts);
+            continue;
+        }
+        int n_seqs = 0;
+        for (int i = 0; i < s->n_running; i++) n_seqs += s->running[i]->rows > 0;
+        pthread_mutex_unlock(&s->mu);
+
+        hone_batch b = {n, s->b_tokens, s->b_seqs, s->b_pos, s->b_out};
+        pthread_mutex_lock(&s->prof_mu);
+#ifdef HONE_SCHEDULER_PROFILE
+        if (s->prof) hone_profile_step_begin(s->prof, n, 0);
+#endif
+        int rc = hone_ctx_forward_batch(s->ctx, &b);
+#ifdef HONE_SCHEDULER_PROFILE
+        if (s->prof) hone_profile_step_end(s->prof);
+#endif
+        pthread_mutex_unlock(&s->prof_mu);
+        char msg[200] = "";
+        if (rc) snprintf(msg, sizeof msg, "engine step failed: %s", hone_error_last());
+        for (int i = 0; !rc && i < s->n_running; i++) {
+            hone_request *r = s->running[i];
+            if (s->pc && r->rows) register_blocks(s, r);
+            if (r->logit_slot >= 0) {
+                r->sampled = hone_sampler_sample(r->smp, s->logits + r->logit_slot * s->n_vocab);
+                if (r->sampled >= 0) hone_sampler_accept(r->smp, r->sampled);
+            }
+        }
+
+        pthread_mutex_lock(&s->mu);
+        s->st.steps++;
+        s->st.rows += (uint64_t)n;
+        hist_observe(&s->st.batch, n_seqs);
+        double now = now_s();
+        for (int i = s->n_running - 1; i >= 0; i--) {
+            hone_request *r = s->running[i];
+            if (rc && r->rows) finish(s, r, HONE_FINISH_ERROR, HONE_REQUEST_ERR_INTERNAL, msg);
+        }
+        /* oldest first, so that finishing (which removes from running) keeps order */
+        for (int i = 0; !rc && i < s->n_running;) {
+            hone_request *r = s->running[i];
+            int before = s->n_running;
+            if (r->logit_slot >= 0) {
+                r->logit_slot = -1;
+                take_token(s, r, now);
+            }
+            if (s->n_running == before) i++;
+        }
+        pthread_cond_broadcast(&s->out_cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* ---- public ---- */
+
+int hone_scheduler_new(hone_scheduler **out, hone_ctx *ctx, const hone_tokenizer *tok,
+                       const hone_scheduler_opts *opts)
+{
+    hone_scheduler_opts dflt = HONE_SCHEDULER_OPTS_INIT;
+    int rc = 0;
+    *out = NULL;
+    hone_scheduler *s = calloc(1, sizeof *s);
+    if (!s) return hone_error_set(HONE_ENOMEM, "out of memory");
+    s->o = opts ? *opts : dflt;
+    if (s->o.max_batch < 1 || s->o.max_batch > 4096 || s->o.max_queue < 0 || s->o.timeout_s <= 0 ||
+        s->o.step_tokens > (1 << 20)) {
+        free(s);
+        return hone_error_set(HONE_EINVAL, "scheduler options out of range");
+    }
+    if (s->o.step_tokens < s->o.max_batch) s->o.step_tokens = s->o.max_batch;
+    s->ctx = ctx;
+    s->kv = hone_ctx_kv(ctx);
+    s->tok = tok;
+    s->n_vocab = hone_model_hparams(hone_ctx_model(ctx))->n_vocab;
+    s->n_ctx = hone_ctx_n_ctx(ctx);
+    s->bs = hone_kv_cache_block_size(s->kv);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->prof_mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->work_cv, &ca);
+    pthread_cond_init(&s->out_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    int64_t st = s->o.step_tokens;
+    s->running = calloc((size_t)s->o.max_batch, sizeof *s->running);
+    s->b_tokens = malloc((size_t)st * sizeof *s->b_tokens);
+    s->b_pos = malloc((size_t)st * sizeof *s->b_pos);
+    s->b_seqs = malloc((size_t)st * sizeof *s->b_seqs);
+    s->b_out = malloc((size_t)st * sizeof *s->b_out);
+    s->logits = malloc((size_t)(s->o.max_batch * s->n_vocab) * sizeof *s->logits);
+    s->match = malloc((size_t)(s->n_ctx / s->bs + 2) * sizeof *s->match);
+    if (!s->running || !s->b_tokens || !s->b_pos || !s->b_seqs || !s->b_out || !s->logits ||
+        !s->match) {
+        rc = hone_error_set(HONE_ENOMEM, "out of memory for the scheduler");
+        goto fail;
+    }
+    if (s->o.prefix_cache && (rc = hone_prefix_cache_new(&s->pc, s->kv))) goto fail;
+    static const double ttft_le[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+    static const double itl_le[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5};
+    static const double batch_le[] = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+    hist_init(&s->st.ttft, ttft_le, 12);
+    hist_init(&s->st.itl, itl_le, 11);
+    hist_init(&s->st.batch, batch_le, 10);
+    s->st.kv_blocks_total = hone_kv_cache_n_blocks(s->kv);
+    s->st.kv_block_size = s->bs;
+#ifdef HONE_SCHEDULER_PROFILE
+    if (s->o.profile) {
+        hone_profile_opts po = HONE_PROFILE_OPTS_INIT;
+        hone_profile *p = NULL;
+        po.model = hone_ctx_model(ctx);
+        po.n_threads = hone_ctx_n_threads(ctx);
+        if (hone_profile_new(&p, &po) == 0 && hone_profile_attach(p, ctx) == 0) s->prof = p;
+        else hone_profile_free(p); /* profiling is optional: serve without it */
+    }
+#endif
+    if (pthread_create(&s->thread, NULL, engine_main, s) != 0) {
+        rc = hone_error_set(HONE_EINTERNAL, "cannot start the engine thread");
+        goto fail;
+    }
+    s->thread_started = 1;
+    *out = s;
+    return 0;
+fail:
+    hone_scheduler_free(s);
+    return rc;
+}
+
+void hone_scheduler_shutdown(hone_scheduler *s)
+{
+    if (!s->thread_started) return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1;
+    pthread_cond_signal(&s->work_cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    s->thread_started = 0;
+}
+
+void hone_scheduler_free(hone_scheduler *s)
+{
+    if (!s) return;
+    hone_scheduler_shutdown(s);
+#ifdef HONE_SCHEDULER_PROFILE
+    if (s->prof) {
+        hone_profile_detach(s->prof, s->ctx);
+        hone_profile_free(s->prof);
+    }
+#endif
+    hone_prefix_cache_free(s->pc);
+    free(s->running);
+    free(s->b_tokens);
+    free(s->b_pos);
+    free(s->b_seqs);
+    free(s->b_out);
+    free(s->logits);
+    free(s->match);
+    pthread_cond_destroy(&s->work_cv);
+    pthread_cond_destroy(&s->out_cv);
+    pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->prof_mu);
+    free(s);
+}
+
+int hone_scheduler_submit(hone_scheduler *s, const hone_request_params *p, hone_request **out)
+{
+    *out = NULL;
+    if (p->n_prompt < 1 || p->n_prompt >= s->n_ctx)
+        return hone_error_set(HONE_EINVAL, "the prompt has %lld tokens; this server takes 1 to %lld",
+                              (long long)p->n_prompt, (long long)(s->n_ctx - 1));
+    if (p->max_tokens < 1) return hone_error_set(HONE_EINVAL, "max_tokens must be at least 1");
+    if (p->n_stop < 0 || p->n_stop > 16) return hone_error_set(HONE_EINVAL, "too many stop strings");
+    for (int64_t i = 0; i < p->n_prompt; i++)
+        if (p->prompt[i] < 0 || p->prompt[i] >= s->n_vocab)
+            return hone_error_set(HONE_EINVAL, "token id %d out of range [0, %lld)", p->prompt[i],
+                                  (long long)s->n_vocab);
+    hone_request *r = calloc(1, sizeof *r);
+    if (!r) return hone_error_set(HONE_ENOMEM, "out of memory");
+    int rc;
+    r->refs = 2;
+    r->toks = malloc((size_t)(s->n_ctx + 1) * sizeof *r->toks);
+    r->chain = malloc((size_t)(s->n_ctx / s->bs + 2) * sizeof *r->chain);
+    r->stop = calloc((size_t)p->n_stop + 1, sizeof *r->stop);
+    r->stop_len = calloc((size_t)p->n_stop + 1, sizeof *r->stop_len);
+    if (!r->toks || !r->chain || !r->stop || !r->stop_len) {
+        rc = hone_error_set(HONE_ENOMEM, "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < p->n_stop; i++) {
+        size_t len = strlen(p->stop[i]);
+        if (!len) {
+            rc = hone_error_set(HONE_EINVAL, "stop strings must not be empty");
+            goto fail;
+        }
+        if (!(r->stop[i] = strdup(p->stop[i]))) {
+            rc = hone_error_set(HONE_ENOMEM, "out of memory");
+            goto fail;
+        }
+        r->n_stop = i + 1;
+        r->stop_len[i] = len;
+        if (len > r->stop_max) r->stop_max = len;
+    }
+    if ((rc = hone_sampler_new(&r->smp, &p->sampling, (int32_t)s->n_vocab)) ||
+        (rc = hone_detok_new(&r->dt, s->tok, 0)))
+        goto fail;
+    memcpy(r->toks, p->prompt, (size_t)p->n_prompt * sizeof *r->toks);
+    r->n_toks = r->n_prompt = p->n_prompt;
+    r->max_tokens = p->max_tokens;
+    r->ignore_eos = p->ignore_eos;
+    r->chain_stopped = s->pc == NULL;
+    r->logit_slot = -1;
+    r->t_submit = now_s();
+    r->deadline = r->t_submit + s->o.timeout_s;
+    pthread_mutex_lock(&s->mu);
+    if (s->stop || s->n_queued >= s->o.max_queue) {
+        int stopping = s->stop;
+        pthread_mutex_unlock(&s->mu);
+        rc = stopping ? hone_error_set(HONE_ERANGE, "the server is shutting down")
+                      : hone_error_set(HONE_ERANGE, "the request queue is full (%d waiting)",
+                                       s->o.max_queue);
+        goto fail;
+    }
+    r->state = ST_QUEUED;
+    queue_push(s, r, 0);
+    s->st.prompt_tokens += (uint64_t)p->n_prompt;
+    s->st.queued = s->n_queued;
+    pthread_cond_signal(&s->work_cv);
+    pthread_mutex_unlock(&s->mu);
+    *out = r;
+    return 0;
+fail:
+    request_free(r);
+    return rc;
+}
+
+int hone_request_wait(hone_scheduler *s, hone_request *r, size_t from, int timeout_ms,
+                      hone_request_state *st, char **text, size_t *text_len)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += timeout_ms / 1000;
+    ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+    if (text) *text = NULL;
+    if (text_len) *text_len = 0;
+    pthread_mutex_lock(&s->mu);
+    while (r->state != ST_DONE && r->emit_len <= from)
+        if (pthread_cond_timedwait(&s->out_cv, &s->mu, &ts) == ETIMEDOUT) break;
+    memset(st, 0, sizeof *st);
+    st->done = r->state == ST_DONE;
+    st->finish = r->finish;
+    st->error_kind = r->err;
+    memcpy(st->error, r->error, sizeof st->error);
+    st->prompt_tokens = r->n_prompt;
+    st->completion_tokens = r->completion_tokens;
+    st->cached_tokens = r->cached_tokens;
+    st->text_len = r->emit_len;
+    int rc = 0;
+    if (text && r->emit_len > from) {
+        size_t n = r->emit_len - from;
+        if ((*text = malloc(n + 1))) {
+            memcpy(*text, r->text + from, n);
+            (*text)[n] = 0;
+            if (text_len) *text_len = n;
+        } else {
+            rc = hone_error_set(HONE_ENOMEM, "out of memory");
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void hone_request_cancel(hone_scheduler *s, hone_request *r)
+{
+    pthread_mutex_lock(&s->mu);
+    r->cancel = 1;
+    pthread_cond_signal(&s->work_cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void hone_request_release(hone_scheduler *s, hone_request *r)
+{
+    if (!r) return;
+    pthread_mutex_lock(&s->mu);
+    unref_locked(r);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void hone_scheduler_stats_get(hone_scheduler *s, hone_scheduler_stats *out)
+{
+    pthread_mutex_lock(&s->mu);
+    *out = s->st;
+    out->queued = s->n_queued;
+    pthread_mutex_unlock(&s->mu);
+}
+
+int64_t hone_scheduler_n_active(hone_scheduler *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int64_t n = s->n_queued + s->st.running;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+int hone_scheduler_profile_json(hone_scheduler *s, struct cJSON **out)
+{
+    *out = NULL;
+#ifdef HONE_SCHEDULER_PROFILE
+    if (s->prof) {
+        pthread_mutex_lock(&s->prof_mu);
+        int rc = hone_profile_json(s->prof, out);
+        pthread_mutex_unlock(&s->prof_mu);
+        return rc;
+    }
+#else
+    (void)s;
+#endif
+    return hone_error_set(HONE_EUNSUPPORTED, "profiling is off (serve without --no-profile, in a "
+                          "build with profiler/profile.h)");
+}
+
+int hone_scheduler_slot_shares(hone_scheduler *s, char (*names)[64], double *shares, int cap)
+{
+    int n_out = 0;
+#ifdef HONE_SCHEDULER_PROFILE
+    if (!s->prof) return 0;
+    int cap_rows = 1024, n = 0;
+    hone_profile_row *rows = malloc((size_t)cap_rows * sizeof *rows);
+    if (!rows) return 0;
+    pthread_mutex_lock(&s->prof_mu);
+    hone_profile_rows(s->prof, rows, cap_rows, &n);
+    pthread_mutex_unlock(&s->prof_mu);
+    if (n > cap_rows) n = cap_rows;
+    for (int i = 0; i < n; i++) {
+        const char *name = rows[i].slot >= 0 ? hone_slots_name((hone_slot_id)rows[i].slot)
+                                             : rows[i].name;
+        int j;
+        for (j = 0; j < n_out; j++)
+            if (strcmp(names[j], name) == 0) break;
+        if (j == n_out) {
+            if (n_out == cap) continue;
+            snprintf(names[n_out], 64, "%s", name);
+            shares[n_out++] = 0;
+        }
+        shares[j] += rows[i].share;
+    }
+    free(rows);
+#else
+    (void)s; (void)names; (void)shares; (void)cap;
+#endif
+    return n_out;
+}

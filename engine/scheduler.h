@@ -1,0 +1,140 @@
+/* Continuous batching for the server: one engine thread runs steps; each step is one
+ * hone_batch with a decode row for every running sequence plus chunked-prefill rows of
+ * newly admitted ones, up to a token budget. Requests join and leave at step boundaries,
+ * hold their KV in the paged cache, reuse cached prompt prefixes, and turn their tokens into
+ * text (streaming detokeniser, stop strings with hold-back) that HTTP threads read.
+ *
+ * Policies (docs/architecture.md, "Serving"):
+ *  - admission: FIFO; the queue head is admitted when a batch slot is free and the blocks for
+ *    its prompt (+1 token), beyond the prefix-cache hit, fit in the free blocks plus idle
+ *    cached ones, keeping one block of headroom per running sequence; otherwise it waits.
+ *    Submitting to a full queue fails (the server answers 503).
+ *  - cache full mid-generation: idle prefix-cache blocks are evicted first (LRU, leaves
+ *    first); then the youngest running request is preempted: its blocks are released and it
+ *    goes back to the head of the queue with its prompt and the tokens generated so far; on
+ *    readmission it recomputes them (mostly from the prefix cache) and continues with its
+ *    own sampler, so its output is exactly what it would have been (logits are bitwise
+ *    independent of batching).
+ *  - time limit: a request past its deadline finishes with finish_reason "length" (what it
+ *    has generated so far), or with a timeout error if it produced nothing yet.
+ *  - cancellation (client gone): the request leaves at the next step boundary and its blocks
+ *    are freed then. */
+#ifndef HONE_SCHEDULER_H
+#define HONE_SCHEDULER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "forward.h"
+#include "sampler.h"
+#include "tokenizer.h"
+
+struct cJSON;
+
+typedef struct {
+    int max_batch;          /* running sequences at most */
+    int64_t step_tokens;    /* rows per step at most (decode rows + prefill chunks); >= max_batch */
+    int max_queue;          /* waiting requests at most; a submit beyond fails */
+    double timeout_s;       /* per-request time limit, from submission */
+    int prefix_cache;       /* 1: reuse cached block-aligned prompt prefixes */
+    int profile;            /* 1: time every slot (profiler/profile.h) when it is built in */
+} hone_scheduler_opts;
+
+#define HONE_SCHEDULER_OPTS_INIT {16, 256, 64, 600.0, 1, 1}
+
+typedef struct {
+    const int32_t *prompt;       /* [n_prompt] token ids, copied */
+    int64_t n_prompt;            /* 1 .. n_ctx - 1 */
+    int64_t max_tokens;          /* >= 1 */
+    hone_sampler_params sampling;
+    const char *const *stop;     /* [n_stop] non-empty strings, copied */
+    int n_stop;
+    int ignore_eos;              /* 1: an end-of-generation token does not stop */
+} hone_request_params;
+
+typedef enum {
+    HONE_FINISH_NONE = 0,    /* still running */
+    HONE_FINISH_STOP = 1,    /* end-of-generation token or a stop string */
+    HONE_FINISH_LENGTH = 2,  /* max_tokens, the context length, or the time limit */
+    HONE_FINISH_ERROR = 3    /* see error / error_kind */
+} hone_finish;
+
+typedef enum {
+    HONE_REQUEST_ERR_NONE = 0,
+    HONE_REQUEST_ERR_TIMEOUT = 1,    /* the time limit passed before any token */
+    HONE_REQUEST_ERR_SHUTDOWN = 2,   /* the server stopped before it finished */
+    HONE_REQUEST_ERR_CANCELLED = 3,  /* hone_request_cancel */
+    HONE_REQUEST_ERR_INTERNAL = 4    /* the engine failed (message in error) */
+} hone_request_error;
+
+/* A snapshot of a request, for the HTTP side. */
+typedef struct {
+    int done;
+    hone_finish finish;
+    hone_request_error error_kind;
+    char error[256];
+    int64_t prompt_tokens;
+    int64_t completion_tokens;   /* tokens sampled, an end-of-generation token included */
+    int64_t cached_tokens;       /* prompt tokens served from the prefix cache */
+    size_t text_len;             /* text that may be sent: complete UTF-8, no stop text, no
+                                  * held-back prefix of a stop string */
+} hone_request_state;
+
+typedef struct {
+    int n;                 /* buckets; counts[n] is +Inf */
+    double le[16];
+    uint64_t counts[17];   /* non-cumulative */
+    double sum;
+    uint64_t count;
+} hone_histogram;
+
+typedef struct {
+    uint64_t prompt_tokens, generated_tokens;
+    uint64_t prefix_hit_blocks, prefix_miss_blocks, prefix_hit_tokens;
+    uint64_t preemptions, cancelled, timed_out, finished, steps, rows;
+    int64_t running, queued;
+    int64_t kv_blocks_total, kv_blocks_used, kv_block_size;
+    int64_t prefix_entries, prefix_idle;
+    hone_histogram ttft, itl, batch;   /* seconds, seconds, sequences per step */
+} hone_scheduler_stats;
+
+typedef struct hone_scheduler hone_scheduler;
+typedef struct hone_request hone_request;
+
+/* Borrows ctx (whose KV cache it manages) and tok; both must outlive the scheduler. Starts
+ * the engine thread. */
+int hone_scheduler_new(hone_scheduler **out, hone_ctx *ctx, const hone_tokenizer *tok,
+                       const hone_scheduler_opts *opts);
+/* Stops the engine thread: requests still queued or running finish with
+ * HONE_REQUEST_ERR_SHUTDOWN (their waiters wake) and new submissions fail. Idempotent. */
+void hone_scheduler_shutdown(hone_scheduler *s);
+/* Shuts down, then frees everything but requests still referenced by callers, which stay
+ * readable until hone_request_release. Accepts NULL. */
+void hone_scheduler_free(hone_scheduler *s);
+
+/* Queues a request; *out holds a reference the caller drops with hone_request_release.
+ * HONE_ERANGE when the queue is full, HONE_EINVAL for bad params (message says which). */
+int hone_scheduler_submit(hone_scheduler *s, const hone_request_params *p, hone_request **out);
+
+/* Waits up to timeout_ms until r has more than `from` bytes of sendable text or is done;
+ * fills *st and, when text is non-NULL, a malloc'd copy of the sendable text from `from`
+ * (*text_len bytes, NUL-terminated; caller frees). */
+int hone_request_wait(hone_scheduler *s, hone_request *r, size_t from, int timeout_ms,
+                      hone_request_state *st, char **text, size_t *text_len);
+/* Asks the engine to drop r at the next step boundary (its KV blocks are freed then). */
+void hone_request_cancel(hone_scheduler *s, hone_request *r);
+/* Drops the caller's reference; accepts NULL. */
+void hone_request_release(hone_scheduler *s, hone_request *r);
+
+void hone_scheduler_stats_get(hone_scheduler *s, hone_scheduler_stats *out);
+/* Requests queued or running. */
+int64_t hone_scheduler_n_active(hone_scheduler *s);
+
+/* The slot profile (profiler/profile.h's JSON) of every step so far; HONE_EUNSUPPORTED when
+ * profiling is off or the profiler is not built in. Caller owns *out. */
+int hone_scheduler_profile_json(hone_scheduler *s, struct cJSON **out);
+/* Per-slot share of step time: up to cap (name, share) pairs summed over shapes; returns
+ * the count (0 without a profile). */
+int hone_scheduler_slot_shares(hone_scheduler *s, char (*names)[64], double *shares, int cap);
+
+#endif

@@ -1,0 +1,1288 @@
+/* The HTTP side of `hone serve`: routing, authentication, request validation into
+ * OpenAI-style errors, JSON and server-sent-event responses, Prometheus metrics, and the
+ * serve command (signals, graceful drain). Generation itself is engine/scheduler.c. */
+#include "server.h"
+
+#include <arpa/inet.h>
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "error.h"
+#include "forward.h"
+#include "model.h"
+
+/* libmicrohttpd failures, wrapped like every library error (CONVENTIONS.md rule 3): the
+ * expression, where, and what the library says (it reports through errno and its log). */
+#define HONE_MHD_CHECK(expr, what)                                                          \
+    ((expr) ? 0 : hone_error_set(HONE_EIO, "microhttpd: %s: `%s` failed at %s:%d (%s)", what, \
+                                 #expr, __FILE__, __LINE__, errno ? strerror(errno) : "see its log"))
+
+enum { R_MODELS, R_COMPLETIONS, R_CHAT, R_HEALTH, R_METRICS, R_PROFILE, R_OTHER, R_COUNT };
+static const char *const route_path[R_COUNT] = {
+    "/v1/models", "/v1/completions", "/v1/chat/completions", "/health", "/metrics",
+    "/v1/hone/profile", "other"};
+
+#define MAX_STATUS_ROWS 64
+#define DISCARD_FACTOR 8      /* bodies up to 8 x max_body are read before the 413 */
+#define MAX_STOP 4
+
+struct hone_server {
+    hone_server_opts o;
+    hone_scheduler *sched;
+    const hone_tokenizer *tok;
+    const hone_chat_template *tmpl;
+    struct MHD_Daemon *d;
+    int port;
+    MHD_socket listen_fd;
+    atomic_int draining;
+    atomic_ullong next_id;
+    pthread_mutex_t mu;       /* inflight, status counters */
+    pthread_cond_t idle_cv;
+    int64_t inflight;         /* generation requests submitted and not yet completed */
+    struct { int route, status; uint64_t n; } counts[MAX_STATUS_ROWS];
+    int n_counts;
+};
+
+/* One HTTP request on a connection. */
+typedef struct {
+    hone_server *srv;
+    struct MHD_Connection *conn;
+    int route;
+    int is_post;
+    char *body;
+    size_t body_len, body_cap;
+    int too_big;
+    size_t discarded;         /* body bytes read and dropped after too_big */
+    int responded;
+    int status;
+    double t0;
+    /* a generation */
+    hone_request *req;
+    int counted;              /* counted in srv->inflight */
+    int chat, stream, include_usage;
+    char id[48];
+    long long created;
+    size_t sent;              /* text bytes already sent (stream) */
+    int stage;                /* stream: 0 role chunk due (chat), 1 text, 2 all sent */
+    char *pend;               /* SSE bytes ready to go */
+    size_t pend_len, pend_off, pend_cap;
+    hone_request_state last;
+} conn_ctx;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- small helpers ---- */
+
+/* 1 if s[0..n) is valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
+static int utf8_valid(const unsigned char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        size_t len;
+        unsigned cp;
+        if (c < 0x80) { i++; continue; }
+        if (c >= 0xC2 && c <= 0xDF) { len = 2; cp = c & 0x1F; }
+        else if (c >= 0xE0 && c <= 0xEF) { len = 3; cp = c & 0x0F; }
+        else if (c >= 0xF0 && c <= 0xF4) { len = 4; cp = c & 0x07; }
+        else return 0;
+        if (i + len > n) return 0;
+        for (size_t k = 1; k < len; k++) {
+            if ((s[i + k] & 0xC0) != 0x80) return 0;
+            cp = cp << 6 | (s[i + k] & 0x3F);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+            return 0;
+        i += len;
+    }
+    return 1;
+}
+
+/* A malloc'd copy of s[0..n) with each invalid UTF-8 byte replaced by U+FFFD (model output
+ * may end in raw bytes the detokeniser had to flush; JSON needs valid UTF-8). */
+static char *utf8_sanitize(const char *s, size_t n)
+{
+    char *out = malloc(n * 3 + 1);
+    if (!out) return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        size_t len = 1;
+        unsigned c = (unsigned char)s[i];
+        if (c >= 0x80) {
+            len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
+            if (i + len > n || !utf8_valid((const unsigned char *)s + i, len)) {
+                memcpy(out + o, "\xEF\xBF\xBD", 3);
+                o += 3;
+                i++;
+                continue;
+            }
+        }
+        memcpy(out + o, s + i, len);
+        o += len;
+        i += len;
+    }
+    out[o] = 0;
+    return out;
+}
+
+static int route_of(const char *url)
+{
+    for (int r = 0; r < R_OTHER; r++)
+        if (strcmp(url, route_path[r]) == 0) return r;
+    return R_OTHER;
+}
+
+static void count_status(hone_server *s, int route, int status)
+{
+    pthread_mutex_lock(&s->mu);
+    int i;
+    for (i = 0; i < s->n_counts; i++)
+        if (s->counts[i].route == route && s->counts[i].status == status) break;
+    if (i == s->n_counts && s->n_counts < MAX_STATUS_ROWS) {
+        s->counts[i].route = route;
+        s->counts[i].status = status;
+        s->counts[i].n = 0;
+        s->n_counts++;
+    }
+    if (i < s->n_counts) s->counts[i].n++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static enum MHD_Result send_body(conn_ctx *cc, int status, const char *type, const char *body,
+                                 size_t len)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!resp) return MHD_NO;
+    MHD_add_response_header(resp, "Content-Type", type);
+    if (status == 401) MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
+    if (atomic_load(&cc->srv->draining) || cc->too_big)
+        MHD_add_response_header(resp, "Connection", "close");
+    enum MHD_Result ok = MHD_queue_response(cc->conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    cc->responded = 1;
+    cc->status = status;
+    count_status(cc->srv, cc->route, status);
+    return ok;
+}
+
+static enum MHD_Result send_json(conn_ctx *cc, int status, cJSON *j)
+{
+    char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    if (!text) {
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":"
+                                  "\"server_error\",\"param\":null,\"code\":null}}";
+        return send_body(cc, 500, "application/json", oom, sizeof oom - 1);
+    }
+    enum MHD_Result ok = send_body(cc, status, "application/json", text, strlen(text));
+    free(text);
+    return ok;
+}
+
+static cJSON *error_object(const char *type, const char *param, const char *code, const char *msg)
+{
+    cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
+    cJSON_AddStringToObject(e, "message", msg);
+    cJSON_AddStringToObject(e, "type", type);
+    if (param) cJSON_AddStringToObject(e, "param", param);
+    else cJSON_AddNullToObject(e, "param");
+    if (code) cJSON_AddStringToObject(e, "code", code);
+    else cJSON_AddNullToObject(e, "code");
+    return root;
+}
+
+static enum MHD_Result send_error(conn_ctx *cc, int status, const char *type, const char *param,
+                                  const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+static enum MHD_Result send_error(conn_ctx *cc, int status, const char *type, const char *param,
+                                  const char *code, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char *clean = utf8_sanitize(msg, strlen(msg));
+    enum MHD_Result ok = send_json(cc, status, error_object(type, param, code, clean ? clean : ""));
+    free(clean);
+    return ok;
+}
+
+/* Request validation fills one of these instead of answering at once. */
+typedef struct {
+    int status;
+    const char *type, *code;
+    char param[64];
+    char msg[400];
+} bad_request;
+
+static int bad(bad_request *b, int status, const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static int bad(bad_request *b, int status, const char *param, const char *code, const char *fmt, ...)
+{
+    va_list ap;
+    b->status = status;
+    b->type = "invalid_request_error";
+    b->code = code;
+    snprintf(b->param, sizeof b->param, "%s", param ? param : "");
+    va_start(ap, fmt);
+    vsnprintf(b->msg, sizeof b->msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static enum MHD_Result send_bad(conn_ctx *cc, const bad_request *b)
+{
+    return send_error(cc, b->status, b->type, b->param[0] ? b->param : NULL, b->code, "%s", b->msg);
+}
+
+/* ---- request parsing ---- */
+
+typedef struct {
+    int chat;
+    int32_t *ids;
+    int64_t n_ids;
+    int64_t max_tokens;
+    hone_sampler_params sp;
+    const char *stop[MAX_STOP];
+    int n_stop;
+    int stream, include_usage, ignore_eos;
+} gen_request;
+
+static int get_number(cJSON *root, const char *name, double lo, double hi, int integral,
+                      int *present, double *out, bad_request *b)
+{
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
+    *present = 0;
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsNumber(v))
+        return bad(b, 400, name, "invalid_type", "'%s' must be a %s", name,
+                   integral ? "integer" : "number");
+    double x = v->valuedouble;
+    if (!isfinite(x) || (integral && x != floor(x)))
+        return bad(b, 400, name, "invalid_type", "'%s' must be %s", name,
+                   integral ? "an integer" : "a finite number");
+    if (x < lo || x > hi)
+        return bad(b, 400, name, "invalid_value", "'%s' is %g; it must be between %g and %g", name,
+                   x, lo, hi);
+    *present = 1;
+    *out = x;
+    return 0;
+}
+
+static int get_bool(cJSON *root, const char *name, int *out, bad_request *b)
+{
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(root, name);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsBool(v)) return bad(b, 400, name, "invalid_type", "'%s' must be a boolean", name);
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+/* Text of a message's content: a string, or an array of {"type": "text", "text": ...}. */
+static int content_text(cJSON *c, int i, char **out, bad_request *b)
+{
+    char param[48];
+    snprintf(param, sizeof param, "messages[%d].content", i);
+    if (cJSON_IsString(c)) {
+        *out = strdup(c->valuestring);
+        return *out ? 0 : bad(b, 500, NULL, NULL, "out of memory");
+    }
+    if (!cJSON_IsArray(c))
+        return bad(b, 400, param, "invalid_type", "'%s' must be a string or an array of text parts",
+                   param);
+    size_t len = 0;
+    cJSON *part;
+    cJSON_ArrayForEach(part, c) {
+        cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+        cJSON *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsObject(part) || !cJSON_IsString(type) || strcmp(type->valuestring, "text") ||
+            !cJSON_IsString(text))
+            return bad(b, 400, param, "invalid_value",
+                       "'%s' parts must be {\"type\": \"text\", \"text\": \"...\"}", param);
+        len += strlen(text->valuestring);
+    }
+    char *s = malloc(len + 1);
+    if (!s) return bad(b, 500, NULL, NULL, "out of memory");
+    s[0] = 0;
+    cJSON_ArrayForEach(part, c) strcat(s, cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring);
+    *out = s;
+    return 0;
+}
+
+static int chat_prompt(hone_server *s, cJSON *root, gen_request *g, bad_request *b)
+{
+    cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
+    if (!msgs) return bad(b, 400, "messages", "missing_required_parameter", "'messages' is required");
+    if (!cJSON_IsArray(msgs)) return bad(b, 400, "messages", "invalid_type", "'messages' must be an array");
+    int n = cJSON_GetArraySize(msgs);
+    if (n == 0) return bad(b, 400, "messages", "invalid_value", "'messages' must not be empty");
+    if (n > 4096) return bad(b, 400, "messages", "invalid_value", "too many messages (%d)", n);
+    hone_chat_msg *m = calloc((size_t)n, sizeof *m);
+    char **texts = calloc((size_t)n, sizeof *texts);
+    char *formatted = NULL;
+    int rc = -1, i = 0;
+    if (!m || !texts) { bad(b, 500, NULL, NULL, "out of memory"); goto done; }
+    cJSON *msg;
+    cJSON_ArrayForEach(msg, msgs) {
+        char param[48];
+        snprintf(param, sizeof param, "messages[%d]", i);
+        if (!cJSON_IsObject(msg)) { bad(b, 400, param, "invalid_type", "'%s' must be an object", param); goto done; }
+        cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
+        snprintf(param, sizeof param, "messages[%d].role", i);
+        if (!cJSON_IsString(role)) { bad(b, 400, param, "invalid_type", "'%s' must be a string", param); goto done; }
+        const char *r = role->valuestring;
+        if (strcmp(r, "developer") == 0) r = "system";
+        if (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant")) {
+            bad(b, 400, param, "invalid_value",
+                "'%s' is '%.40s'; it must be one of system, developer, user, assistant", param, r);
+            goto done;
+        }
+        cJSON *content = cJSON_GetObjectItemCaseSensitive(msg, "content");
+        if (!content) {
+            snprintf(param, sizeof param, "messages[%d].content", i);
+            bad(b, 400, param, "missing_required_parameter", "'%s' is required", param);
+            goto done;
+        }
+        if (content_text(content, i, &texts[i], b)) goto done;
+        m[i].role = r;
+        m[i].content = texts[i];
+        i++;
+    }
+    if (hone_chat_format(&formatted, s->tmpl, m, n, 1)) {
+        bad(b, 400, "messages", "invalid_value", "%s", hone_error_last());
+        goto done;
+    }
+    if (hone_tokenizer_encode(s->tok, formatted, strlen(formatted), s->tmpl->emits_bos ? 0 : -1, 1,
+                              &g->ids, &g->n_ids)) {
+        bad(b, 400, "messages", "invalid_value", "%s", hone_error_last());
+        goto done;
+    }
+    rc = 0;
+done:
+    for (int k = 0; texts && k < n; k++) free(texts[k]);
+    free(texts);
+    free(m);
+    free(formatted);
+    return rc;
+}
+
+static int completion_prompt(hone_server *s, cJSON *root, gen_request *g, bad_request *b)
+{
+    cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
+    if (!p) return bad(b, 400, "prompt", "missing_required_parameter", "'prompt' is required");
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
+        p = cJSON_GetArrayItem(p, 0);
+    if (cJSON_IsString(p)) {
+        if (hone_tokenizer_encode(s->tok, p->valuestring, strlen(p->valuestring), -1, 0, &g->ids,
+                                  &g->n_ids))
+            return bad(b, 400, "prompt", "invalid_value", "%s", hone_error_last());
+        return 0;
+    }
+    if (!cJSON_IsArray(p))
+        return bad(b, 400, "prompt", "invalid_type",
+                   "'prompt' must be a string, an array of one string, or an array of token ids");
+    int n = cJSON_GetArraySize(p);
+    if (!(g->ids = malloc((size_t)(n ? n : 1) * sizeof *g->ids))) return bad(b, 500, NULL, NULL, "out of memory");
+    int64_t nv = hone_tokenizer_n_vocab(s->tok);
+    cJSON *x;
+    cJSON_ArrayForEach(x, p) {
+        if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 ||
+            x->valuedouble >= (double)nv)
+            return bad(b, 400, "prompt", "invalid_value",
+                       "'prompt' as an array must hold one string or token ids in [0, %lld) "
+                       "(batched prompts are not supported)", (long long)nv);
+        g->ids[g->n_ids++] = (int32_t)x->valuedouble;
+    }
+    return 0;
+}
+
+/* Validates and tokenises a generation request. */
+static int parse_generation(hone_server *s, cJSON *root, int chat, gen_request *g, bad_request *b)
+{
+    hone_sampler_params sp = HONE_SAMPLER_PARAMS_INIT;
+    double x;
+    int has;
+    memset(g, 0, sizeof *g);
+    g->chat = chat;
+    g->sp = sp;
+    g->sp.repeat_last_n = 0;
+    g->sp.seed = ((uint64_t)time(NULL) << 20) ^ atomic_fetch_add(&s->next_id, 1) * 0x9e3779b97f4a7c15ull;
+    g->max_tokens = chat ? s->o.n_ctx : 16;
+
+    cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (model && !cJSON_IsNull(model)) {
+        if (!cJSON_IsString(model)) return bad(b, 400, "model", "invalid_type", "'model' must be a string");
+        if (strcmp(model->valuestring, s->o.model_id))
+            return bad(b, 404, "model", "model_not_found",
+                       "The model '%.100s' does not exist; this server serves '%s'",
+                       model->valuestring, s->o.model_id);
+    }
+    if (get_number(root, "max_tokens", 1, (double)s->o.n_ctx, 1, &has, &x, b)) return -1;
+    if (has) g->max_tokens = (int64_t)x;
+    if (get_number(root, "max_completion_tokens", 1, (double)s->o.n_ctx, 1, &has, &x, b)) return -1;
+    if (has) g->max_tokens = (int64_t)x;
+    if (get_number(root, "temperature", 0, 2, 0, &has, &x, b)) return -1;
+    if (has) g->sp.temperature = (float)x;
+    if (get_number(root, "top_p", 0, 1, 0, &has, &x, b)) return -1;
+    if (has) {
+        if (x <= 0) return bad(b, 400, "top_p", "invalid_value", "'top_p' must be in (0, 1]");
+        g->sp.top_p = (float)x;
+    }
+    if (get_number(root, "top_k", 0, 1 << 30, 1, &has, &x, b)) return -1;
+    if (has) g->sp.top_k = (int32_t)x;
+    if (get_number(root, "min_p", 0, 1, 0, &has, &x, b)) return -1;
+    if (has) g->sp.min_p = (float)x;
+    if (get_number(root, "repetition_penalty", 0.01, 100, 0, &has, &x, b)) return -1;
+    if (has) { g->sp.repeat_penalty = (float)x; g->sp.repeat_last_n = 64; }
+    if (get_number(root, "seed", -9.2e18, 1.8e19, 1, &has, &x, b)) return -1;
+    if (has) g->sp.seed = x < 0 ? (uint64_t)(int64_t)x : (uint64_t)x;
+    if (get_number(root, "n", 1, 1, 1, &has, &x, b)) return -1;
+    static const char *const zero_only[] = {"frequency_penalty", "presence_penalty"};
+    for (int i = 0; i < 2; i++) {
+        if (get_number(root, zero_only[i], -2, 2, 0, &has, &x, b)) return -1;
+        if (has && x != 0)
+            return bad(b, 400, zero_only[i], "unsupported_parameter", "'%s' is not supported (only 0)",
+                       zero_only[i]);
+    }
+    cJSON *lp = cJSON_GetObjectItemCaseSensitive(root, "logprobs");
+    if (lp && !cJSON_IsNull(lp) && !cJSON_IsFalse(lp))
+        return bad(b, 400, "logprobs", "unsupported_parameter", "'logprobs' is not supported");
+    int echo = 0;
+    if (get_bool(root, "echo", &echo, b)) return -1;
+    if (echo) return bad(b, 400, "echo", "unsupported_parameter", "'echo' is not supported");
+    if (get_bool(root, "stream", &g->stream, b) || get_bool(root, "ignore_eos", &g->ignore_eos, b))
+        return -1;
+    cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
+    if (so && !cJSON_IsNull(so)) {
+        if (!cJSON_IsObject(so))
+            return bad(b, 400, "stream_options", "invalid_type", "'stream_options' must be an object");
+        if (!g->stream)
+            return bad(b, 400, "stream_options", "invalid_value",
+                       "'stream_options' is only allowed when 'stream' is true");
+        if (get_bool(so, "include_usage", &g->include_usage, b)) return -1;
+    }
+    cJSON *stop = cJSON_GetObjectItemCaseSensitive(root, "stop");
+    if (stop && !cJSON_IsNull(stop)) {
+        if (cJSON_IsString(stop)) {
+            g->stop[g->n_stop++] = stop->valuestring;
+        } else if (cJSON_IsArray(stop)) {
+            if (cJSON_GetArraySize(stop) > MAX_STOP)
+                return bad(b, 400, "stop", "invalid_value", "'stop' takes at most %d strings", MAX_STOP);
+            cJSON *it;
+            cJSON_ArrayForEach(it, stop) {
+                if (!cJSON_IsString(it))
+                    return bad(b, 400, "stop", "invalid_type", "'stop' must hold strings");
+                g->stop[g->n_stop++] = it->valuestring;
+            }
+        } else {
+            return bad(b, 400, "stop", "invalid_type", "'stop' must be a string or an array of strings");
+        }
+        for (int i = 0; i < g->n_stop; i++) {
+            if (!g->stop[i][0]) return bad(b, 400, "stop", "invalid_value", "stop strings must not be empty");
+            if (!utf8_valid((const unsigned char *)g->stop[i], strlen(g->stop[i])))
+                return bad(b, 400, "stop", "invalid_value", "stop strings must be valid UTF-8");
+        }
+    }
+    if (chat ? chat_prompt(s, root, g, b) : completion_prompt(s, root, g, b)) return -1;
+    const char *what = chat ? "messages" : "prompt";
+    if (g->n_ids == 0) return bad(b, 400, what, "invalid_value", "the prompt is empty");
+    if (g->n_ids >= s->o.n_ctx)
+        return bad(b, 400, what, "context_length_exceeded",
+                   "This model's maximum context length is %lld tokens; the prompt has %lld tokens "
+                   "(at most %lld leaves room for one generated token)",
+                   (long long)s->o.n_ctx, (long long)g->n_ids, (long long)(s->o.n_ctx - 1));
+    return 0;
+}
+
+/* ---- responses ---- */
+
+static void add_usage(cJSON *obj, const hone_request_state *st)
+{
+    cJSON *u = cJSON_AddObjectToObject(obj, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", (double)st->prompt_tokens);
+    cJSON_AddNumberToObject(u, "completion_tokens", (double)st->completion_tokens);
+    cJSON_AddNumberToObject(u, "total_tokens", (double)(st->prompt_tokens + st->completion_tokens));
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", (double)st->cached_tokens);
+}
+
+static const char *finish_name(hone_finish f)
+{
+    return f == HONE_FINISH_STOP ? "stop" : "length";
+}
+
+static cJSON *response_head(conn_ctx *cc, const char *object)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "id", cc->id);
+    cJSON_AddStringToObject(j, "object", object);
+    cJSON_AddNumberToObject(j, "created", (double)cc->created);
+    cJSON_AddStringToObject(j, "model", cc->srv->o.model_id);
+    return j;
+}
+
+/* One choice: chat delta / message or completion text; text NULL for none. */
+static void add_choice(cJSON *j, conn_ctx *cc, const char *text, size_t len, int role,
+                       const char *finish, int whole_message)
+{
+    cJSON *choices = cJSON_AddArrayToObject(j, "choices");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    char *clean = text ? utf8_sanitize(text, len) : NULL;
+    if (cc->chat) {
+        cJSON *m = cJSON_AddObjectToObject(c, whole_message ? "message" : "delta");
+        if (role || whole_message) cJSON_AddStringToObject(m, "role", "assistant");
+        if (clean) cJSON_AddStringToObject(m, "content", clean);
+    } else {
+        cJSON_AddStringToObject(c, "text", clean ? clean : "");
+    }
+    cJSON_AddNullToObject(c, "logprobs");
+    if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
+    else cJSON_AddNullToObject(c, "finish_reason");
+    free(clean);
+}
+
+static int pend_add(conn_ctx *cc, const char *p, size_t n)
+{
+    if (cc->pend_len + n > cc->pend_cap) {
+        size_t cap = cc->pend_cap ? cc->pend_cap : 1024;
+        while (cap < cc->pend_len + n) cap *= 2;
+        char *b = realloc(cc->pend, cap);
+        if (!b) return -1;
+        cc->pend = b;
+        cc->pend_cap = cap;
+    }
+    memcpy(cc->pend + cc->pend_len, p, n);
+    cc->pend_len += n;
+    return 0;
+}
+
+static int pend_event(conn_ctx *cc, cJSON *j)
+{
+    char *text = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!text) return -1;
+    int rc = pend_add(cc, "data: ", 6) || pend_add(cc, text, strlen(text)) || pend_add(cc, "\n\n", 2);
+    free(text);
+    return rc;
+}
+
+/* 1 when the client has closed its end (EOF or an error on the socket). */
+static int client_gone(conn_ctx *cc)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(cc->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return 0;
+    char c;
+    ssize_t n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Waits until the request has text past `from` (or, with until_done, until it is done),
+ * checking every 100 ms whether the client left (then it cancels and returns -1). */
+static int wait_request(conn_ctx *cc, size_t from, int until_done, char **text, size_t *len)
+{
+    hone_server *s = cc->srv;
+    for (;;) {
+        if (hone_request_wait(s->sched, cc->req, until_done ? SIZE_MAX : from, 100, &cc->last,
+                              until_done ? NULL : text, until_done ? NULL : len))
+            return -1;
+        if (cc->last.done) {
+            if (until_done && text) return hone_request_wait(s->sched, cc->req, from, 0, &cc->last, text, len);
+            return 0;
+        }
+        if (!until_done && cc->last.text_len > from) return 0;
+        if (client_gone(cc)) {
+            hone_request_cancel(s->sched, cc->req);
+            return -1;
+        }
+    }
+}
+
+static enum MHD_Result send_request_error(conn_ctx *cc)
+{
+    const hone_request_state *st = &cc->last;
+    switch (st->error_kind) {
+    case HONE_REQUEST_ERR_TIMEOUT:
+        return send_error(cc, 504, "server_error", NULL, "timeout", "%s", st->error);
+    case HONE_REQUEST_ERR_SHUTDOWN:
+        return send_error(cc, 503, "server_error", NULL, "shutting_down", "%s", st->error);
+    default:
+        return send_error(cc, 500, "server_error", NULL, NULL, "%s", st->error);
+    }
+}
+
+/* Fills cc->pend with the next events of a stream; -1 when the client is gone. */
+static int stream_more(conn_ctx *cc)
+{
+    const char *obj = cc->chat ? "chat.completion.chunk" : "text_completion";
+    cc->pend_len = cc->pend_off = 0;
+    if (cc->chat && cc->stage == 0) {
+        cJSON *j = response_head(cc, obj);
+        add_choice(j, cc, "", 0, 1, NULL, 0);
+        cc->stage = 1;
+        return pend_event(cc, j);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (wait_request(cc, cc->sent, 0, &text, &len)) {
+        free(text);
+        return -1;
+    }
+    int rc = 0;
+    if (len) {
+        cJSON *j = response_head(cc, obj);
+        add_choice(j, cc, text, len, 0, NULL, 0);
+        rc |= pend_event(cc, j);
+        cc->sent += len;
+    }
+    free(text);
+    if (cc->last.done && cc->last.text_len <= cc->sent) {
+        if (cc->last.finish == HONE_FINISH_ERROR) {
+            cJSON *e = error_object("server_error", NULL, NULL, cc->last.error);
+            rc |= pend_event(cc, e);
+        } else {
+            cJSON *j = response_head(cc, obj);
+            add_choice(j, cc, NULL, 0, 0, finish_name(cc->last.finish), 0);
+            rc |= pend_event(cc, j);
+            if (cc->include_usage) {
+                j = response_head(cc, obj);
+                cJSON_AddArrayToObject(j, "choices");
+                add_usage(j, &cc->last);
+                rc |= pend_event(cc, j);
+            }
+        }
+        rc |= pend_add(cc, "data: [DONE]\n\n", 14);
+        cc->stage = 2;
+    }
+    return rc ? -1 : 0;
+}
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    conn_ctx *cc = cls;
+    (void)pos;
+    while (cc->pend_off == cc->pend_len) {
+        if (cc->stage == 2) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (stream_more(cc)) return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    size_t n = cc->pend_len - cc->pend_off < max ? cc->pend_len - cc->pend_off : max;
+    memcpy(buf, cc->pend + cc->pend_off, n);
+    cc->pend_off += n;
+    return (ssize_t)n;
+}
+
+static enum MHD_Result handle_generation(conn_ctx *cc)
+{
+    hone_server *s = cc->srv;
+    bad_request b;
+    gen_request g;
+    memset(&g, 0, sizeof g);
+    enum MHD_Result ok;
+    cJSON *root = NULL;
+    int chat = cc->route == R_CHAT;
+    if (cc->too_big)
+        return send_error(cc, 413, "invalid_request_error", NULL, "request_too_large",
+                          "the request body exceeds %zu bytes", s->o.max_body);
+    if (s->o.log_requests)
+        fprintf(stderr, "hone serve: request %s: %.*s\n", route_path[cc->route],
+                (int)(cc->body_len < 4000 ? cc->body_len : 4000), cc->body ? cc->body : "");
+    if (!utf8_valid((const unsigned char *)cc->body, cc->body_len))
+        return send_error(cc, 400, "invalid_request_error", NULL, "invalid_encoding",
+                          "the request body is not valid UTF-8");
+    root = cc->body_len ? cJSON_ParseWithLength(cc->body, cc->body_len) : NULL;
+    if (!root)
+        return send_error(cc, 400, "invalid_request_error", NULL, "invalid_json",
+                          "the request body is not valid JSON");
+    if (!cJSON_IsObject(root)) {
+        ok = send_error(cc, 400, "invalid_request_error", NULL, "invalid_json",
+                        "the request body must be a JSON object");
+        goto done;
+    }
+    if (parse_generation(s, root, chat, &g, &b)) {
+        ok = send_bad(cc, &b);
+        goto done;
+    }
+    if (atomic_load(&s->draining)) {
+        ok = send_error(cc, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
+        goto done;
+    }
+    hone_request_params p = {g.ids, g.n_ids, g.max_tokens, g.sp, g.stop, g.n_stop, g.ignore_eos};
+    int rc = hone_scheduler_submit(s->sched, &p, &cc->req);
+    if (rc == HONE_ERANGE) {
+        ok = send_error(cc, 503, "server_error", NULL, "overloaded", "%s; retry later", hone_error_last());
+        goto done;
+    }
+    if (rc) {
+        ok = send_error(cc, 400, "invalid_request_error", NULL, "invalid_value", "%s", hone_error_last());
+        goto done;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->inflight++;
+    cc->counted = 1;
+    pthread_mutex_unlock(&s->mu);
+    cJSON_Delete(root);
+    root = NULL;
+    free(g.ids);
+    g.ids = NULL;
+
+    cc->chat = chat;
+    cc->stream = g.stream;
+    cc->include_usage = g.include_usage;
+    snprintf(cc->id, sizeof cc->id, "%s-%016llx", chat ? "chatcmpl" : "cmpl",
+             (unsigned long long)(atomic_fetch_add(&s->next_id, 1) * 0x9e3779b97f4a7c15ull ^
+                                  (uint64_t)time(NULL)));
+    cc->created = (long long)time(NULL);
+    if (g.stream) {
+        /* wait for the first text (or the end) so that early failures get a real status */
+        char *text = NULL;
+        size_t len = 0;
+        if (wait_request(cc, 0, 0, &text, &len)) return MHD_NO; /* client gone */
+        free(text);
+        if (cc->last.done && cc->last.finish == HONE_FINISH_ERROR && cc->last.completion_tokens == 0)
+            return send_request_error(cc);
+        struct MHD_Response *resp =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, cc, NULL);
+        if (!resp) return MHD_NO;
+        MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(resp, "Cache-Control", "no-cache");
+        if (atomic_load(&s->draining)) MHD_add_response_header(resp, "Connection", "close");
+        ok = MHD_queue_response(cc->conn, 200, resp);
+        MHD_destroy_response(resp);
+        cc->responded = 1;
+        cc->status = 200;
+        count_status(s, cc->route, 200);
+        return ok;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (wait_request(cc, 0, 1, &text, &len)) {
+        free(text);
+        return MHD_NO;
+    }
+    if (cc->last.finish == HONE_FINISH_ERROR) {
+        free(text);
+        return send_request_error(cc);
+    }
+    cJSON *j = response_head(cc, chat ? "chat.completion" : "text_completion");
+    add_choice(j, cc, text ? text : "", len, 1, finish_name(cc->last.finish), 1);
+    add_usage(j, &cc->last);
+    free(text);
+    return send_json(cc, 200, j);
+done:
+    cJSON_Delete(root);
+    free(g.ids);
+    return ok;
+}
+
+static void metric(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void metric(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
+{
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = *buf ? vsnprintf(*buf + *len, *cap - *len, fmt, ap) : -1;
+        va_end(ap);
+        if (n >= 0 && *len + (size_t)n < *cap) {
+            *len += (size_t)n;
+            return;
+        }
+        size_t nc = *cap ? *cap * 2 : 16384;
+        char *nb = realloc(*buf, nc);
+        if (!nb) return;
+        *buf = nb;
+        *cap = nc;
+    }
+}
+
+static void metric_hist(char **b, size_t *l, size_t *c, const char *name, const char *help,
+                        const hone_histogram *h)
+{
+    metric(b, l, c, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    uint64_t cum = 0;
+    for (int i = 0; i < h->n; i++) {
+        cum += h->counts[i];
+        metric(b, l, c, "%s_bucket{le=\"%g\"} %llu\n", name, h->le[i], (unsigned long long)cum);
+    }
+    cum += h->counts[h->n];
+    metric(b, l, c, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
+           (unsigned long long)cum, name, h->sum, name, (unsigned long long)h->count);
+}
+
+static enum MHD_Result handle_metrics(conn_ctx *cc)
+{
+    hone_server *s = cc->srv;
+    hone_scheduler_stats st;
+    hone_scheduler_stats_get(s->sched, &st);
+    char *b = NULL;
+    size_t l = 0, c = 0;
+#define COUNTER(name, help, v) \
+    metric(&b, &l, &c, "# HELP " name " " help "\n# TYPE " name " counter\n" name " %llu\n", \
+           (unsigned long long)(v))
+#define GAUGE(name, help, v) \
+    metric(&b, &l, &c, "# HELP " name " " help "\n# TYPE " name " gauge\n" name " %lld\n", \
+           (long long)(v))
+    metric(&b, &l, &c, "# HELP hone_requests_total HTTP requests answered, by route and status.\n"
+                       "# TYPE hone_requests_total counter\n");
+    pthread_mutex_lock(&s->mu);
+    int64_t inflight = s->inflight;
+    for (int i = 0; i < s->n_counts; i++)
+        metric(&b, &l, &c, "hone_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
+               route_path[s->counts[i].route], s->counts[i].status, (unsigned long long)s->counts[i].n);
+    pthread_mutex_unlock(&s->mu);
+    COUNTER("hone_prompt_tokens_total", "Prompt tokens of submitted requests.", st.prompt_tokens);
+    COUNTER("hone_generated_tokens_total", "Tokens generated.", st.generated_tokens);
+    metric_hist(&b, &l, &c, "hone_time_to_first_token_seconds",
+                "From submission to the first generated token.", &st.ttft);
+    metric_hist(&b, &l, &c, "hone_inter_token_latency_seconds",
+                "Between consecutive generated tokens of a request.", &st.itl);
+    metric_hist(&b, &l, &c, "hone_batch_size", "Sequences in each engine step.", &st.batch);
+    COUNTER("hone_steps_total", "Engine steps (batched forward calls).", st.steps);
+    COUNTER("hone_batch_rows_total", "Token rows computed (decode and prefill).", st.rows);
+    GAUGE("hone_requests_running", "Requests in the running batch.", st.running);
+    GAUGE("hone_requests_queued", "Requests waiting for admission.", st.queued);
+    GAUGE("hone_http_inflight", "Generation requests not yet fully answered.", inflight);
+    GAUGE("hone_kv_cache_blocks_total", "KV cache blocks.", st.kv_blocks_total);
+    GAUGE("hone_kv_cache_block_tokens", "Tokens per KV cache block.", st.kv_block_size);
+    GAUGE("hone_kv_cache_blocks_used", "KV cache blocks not free (running sequences and prefix cache).",
+          st.kv_blocks_used);
+    GAUGE("hone_kv_cache_blocks_active", "KV cache blocks held by running sequences.",
+          st.kv_blocks_used - st.prefix_idle);
+    GAUGE("hone_prefix_cache_blocks", "Blocks in the prefix cache.", st.prefix_entries);
+    GAUGE("hone_prefix_cache_blocks_idle", "Prefix cache blocks no running sequence uses (evictable).",
+          st.prefix_idle);
+    COUNTER("hone_prefix_cache_hits_total", "Full prompt blocks found in the prefix cache.",
+            st.prefix_hit_blocks);
+    COUNTER("hone_prefix_cache_misses_total", "Full prompt blocks not found in the prefix cache.",
+            st.prefix_miss_blocks);
+    COUNTER("hone_prefix_cache_hit_tokens_total", "Prompt tokens served from the prefix cache.",
+            st.prefix_hit_tokens);
+    COUNTER("hone_preemptions_total", "Requests preempted (recomputed later) for KV space.",
+            st.preemptions);
+    COUNTER("hone_requests_cancelled_total", "Requests cancelled (client gone).", st.cancelled);
+    COUNTER("hone_requests_timed_out_total", "Requests that hit the time limit before a token.",
+            st.timed_out);
+#undef COUNTER
+#undef GAUGE
+    char names[64][64];
+    double shares[64];
+    int n = hone_scheduler_slot_shares(s->sched, names, shares, 64);
+    if (n) metric(&b, &l, &c, "# HELP hone_slot_time_share Share of engine step time per kernel slot.\n"
+                              "# TYPE hone_slot_time_share gauge\n");
+    for (int i = 0; i < n; i++)
+        metric(&b, &l, &c, "hone_slot_time_share{slot=\"%s\"} %.6f\n", names[i], shares[i]);
+    enum MHD_Result ok = b ? send_body(cc, 200, "text/plain; version=0.0.4", b, l)
+                           : send_error(cc, 500, "server_error", NULL, NULL, "out of memory");
+    free(b);
+    return ok;
+}
+
+static enum MHD_Result handle_get(conn_ctx *cc)
+{
+    hone_server *s = cc->srv;
+    switch (cc->route) {
+    case R_HEALTH: {
+        int draining = atomic_load(&s->draining);
+        const char *body = draining ? "{\"status\":\"draining\"}" : "{\"status\":\"ok\"}";
+        return send_body(cc, draining ? 503 : 200, "application/json", body, strlen(body));
+    }
+    case R_MODELS: {
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "object", "list");
+        cJSON *data = cJSON_AddArrayToObject(j, "data");
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "id", s->o.model_id);
+        cJSON_AddStringToObject(m, "object", "model");
+        cJSON_AddNumberToObject(m, "created", 0);
+        cJSON_AddStringToObject(m, "owned_by", "hone");
+        cJSON_AddNumberToObject(m, "context_length", (double)s->o.n_ctx);
+        cJSON_AddItemToArray(data, m);
+        return send_json(cc, 200, j);
+    }
+    case R_METRICS:
+        return handle_metrics(cc);
+    case R_PROFILE: {
+        cJSON *j = NULL;
+        if (hone_scheduler_profile_json(s->sched, &j))
+            return send_error(cc, 404, "invalid_request_error", NULL, "profile_unavailable", "%s",
+                              hone_error_last());
+        return send_json(cc, 200, j);
+    }
+    default:
+        return send_error(cc, 404, "invalid_request_error", NULL, "not_found", "no route %s",
+                          route_path[cc->route]);
+    }
+}
+
+static int auth_ok(hone_server *s, struct MHD_Connection *conn)
+{
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7) != 0) return 0;
+    h += 7;
+    size_t a = strlen(h), b = strlen(s->o.api_key);
+    unsigned diff = (unsigned)(a != b);
+    for (size_t i = 0; i < b; i++) diff |= (unsigned char)(h[i < a ? i : 0] ^ s->o.api_key[i]);
+    return diff == 0;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls)
+{
+    hone_server *s = cls;
+    conn_ctx *cc = *con_cls;
+    (void)version;
+    if (!cc) {
+        if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
+        *con_cls = cc;
+        cc->srv = s;
+        cc->conn = conn;
+        cc->t0 = now_s();
+        cc->route = route_of(url);
+        cc->is_post = strcmp(method, "POST") == 0;
+        int gen = cc->route == R_COMPLETIONS || cc->route == R_CHAT;
+        int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+        if (s->o.api_key && cc->route != R_HEALTH && !auth_ok(s, conn))
+            return send_error(cc, 401, "authentication_error", NULL, "invalid_api_key",
+                              "a valid 'Authorization: Bearer <key>' header is required");
+        if (cc->route != R_OTHER && ((gen && !cc->is_post) || (!gen && !get)))
+            return send_error(cc, 405, "invalid_request_error", NULL, "method_not_allowed",
+                              "%s is not allowed on %s", method, route_path[cc->route]);
+        if (!gen) return handle_get(cc);
+        /* a body a little too big is read and dropped, so that clients that send it all
+         * before reading get the 413; a huge one is refused at once (the connection closes) */
+        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+        if (cl && strtoull(cl, NULL, 10) > DISCARD_FACTOR * s->o.max_body) {
+            cc->too_big = 1;
+            return send_error(cc, 413, "invalid_request_error", NULL, "request_too_large",
+                              "the request body exceeds %zu bytes", s->o.max_body);
+        }
+        return MHD_YES;
+    }
+    if (cc->responded) {
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (cc->too_big || cc->body_len + n > s->o.max_body) {
+            cc->too_big = 1;
+            cc->discarded += n;
+            if (cc->discarded > DISCARD_FACTOR * s->o.max_body)
+                return send_error(cc, 413, "invalid_request_error", NULL, "request_too_large",
+                                  "the request body exceeds %zu bytes", s->o.max_body);
+            return MHD_YES;
+        }
+        if (cc->body_len + n + 1 > cc->body_cap) {
+            size_t cap = cc->body_cap ? cc->body_cap : 4096;
+            while (cap < cc->body_len + n + 1) cap *= 2;
+            char *b = realloc(cc->body, cap);
+            if (!b) return MHD_NO;
+            cc->body = b;
+            cc->body_cap = cap;
+        }
+        memcpy(cc->body + cc->body_len, upload, n);
+        cc->body_len += n;
+        cc->body[cc->body_len] = 0;
+        return MHD_YES;
+    }
+    return handle_generation(cc);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    hone_server *s = cls;
+    conn_ctx *cc = *con_cls;
+    (void)conn;
+    if (!cc) return;
+    *con_cls = NULL;
+    if (cc->req) {
+        if (!cc->last.done) hone_request_cancel(s->sched, cc->req);
+        hone_request_release(s->sched, cc->req);
+    }
+    if (cc->route == R_COMPLETIONS || cc->route == R_CHAT) {
+        const char *how = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (client gone)";
+        if (cc->req)
+            fprintf(stderr, "hone serve: POST %s %d %.3fs prompt=%lld completion=%lld cached=%lld%s\n",
+                    route_path[cc->route], cc->status, now_s() - cc->t0, (long long)cc->last.prompt_tokens,
+                    (long long)cc->last.completion_tokens, (long long)cc->last.cached_tokens, how);
+        else
+            fprintf(stderr, "hone serve: POST %s %d %.3fs%s\n", route_path[cc->route], cc->status,
+                    now_s() - cc->t0, how);
+    }
+    pthread_mutex_lock(&s->mu);
+    if (cc->counted && --s->inflight == 0) pthread_cond_broadcast(&s->idle_cv);
+    pthread_mutex_unlock(&s->mu);
+    free(cc->body);
+    free(cc->pend);
+    free(cc);
+}
+
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t len)
+{
+    hone_server *s = cls;
+    (void)addr;
+    (void)len;
+    return atomic_load(&s->draining) ? MHD_NO : MHD_YES;
+}
+
+/* ---- lifecycle ---- */
+
+int hone_server_new(hone_server **out, hone_scheduler *sched, const hone_tokenizer *tok,
+                    const hone_chat_template *tmpl, const hone_server_opts *opts)
+{
+    hone_server_opts dflt = HONE_SERVER_OPTS_INIT;
+    struct addrinfo hints, *ai = NULL;
+    int rc;
+    *out = NULL;
+    hone_server *s = calloc(1, sizeof *s);
+    if (!s) return hone_error_set(HONE_ENOMEM, "out of memory");
+    s->o = opts ? *opts : dflt;
+    s->sched = sched;
+    s->tok = tok;
+    s->tmpl = tmpl;
+    s->listen_fd = MHD_INVALID_SOCKET;
+    atomic_init(&s->draining, 0);
+    atomic_init(&s->next_id, (unsigned long long)time(NULL));
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->idle_cv, &ca);
+    pthread_condattr_destroy(&ca);
+    if (s->o.port < 0 || s->o.port > 65535) {
+        rc = hone_error_set(HONE_EINVAL, "port %d out of range", s->o.port);
+        goto fail;
+    }
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    int gai = getaddrinfo(s->o.host, NULL, &hints, &ai);
+    if (gai || !ai) {
+        rc = hone_error_set(HONE_EINVAL, "cannot resolve host '%s': %s", s->o.host, gai_strerror(gai));
+        goto fail;
+    }
+    struct sockaddr_storage addr;
+    memset(&addr, 0, sizeof addr);
+    memcpy(&addr, ai->ai_addr, ai->ai_addrlen);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG;
+    if (ai->ai_family == AF_INET6) {
+        ((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)s->o.port);
+        flags |= MHD_USE_IPv6;
+    } else {
+        ((struct sockaddr_in *)&addr)->sin_port = htons((uint16_t)s->o.port);
+    }
+    freeaddrinfo(ai);
+    s->d = MHD_start_daemon(flags, (uint16_t)s->o.port, on_accept, s, on_request, s,
+                            MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+                            MHD_OPTION_END);
+    if ((rc = HONE_MHD_CHECK(s->d != NULL, "cannot listen (address in use?)"))) goto fail;
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : s->o.port;
+    *out = s;
+    return 0;
+fail:
+    hone_server_free(s);
+    return rc;
+}
+
+int hone_server_port(const hone_server *s) { return s->port; }
+
+int hone_server_drain(hone_server *s, double timeout_s)
+{
+    atomic_store(&s->draining, 1);
+    s->listen_fd = MHD_quiesce_daemon(s->d);
+    /* refuse new connections now; the socket itself is closed after MHD_stop_daemon */
+    if (s->listen_fd != MHD_INVALID_SOCKET) shutdown(s->listen_fd, SHUT_RDWR);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += (time_t)timeout_s;
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    while (s->inflight > 0)
+        if (pthread_cond_timedwait(&s->idle_cv, &s->mu, &ts) == ETIMEDOUT) {
+            rc = hone_error_set(HONE_ERANGE, "%lld requests still in flight after %.0f s",
+                                (long long)s->inflight, timeout_s);
+            break;
+        }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+void hone_server_free(hone_server *s)
+{
+    if (!s) return;
+    if (s->d) MHD_stop_daemon(s->d);
+    if (s->listen_fd != MHD_INVALID_SOCKET) close(s->listen_fd);
+    pthread_cond_destroy(&s->idle_cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+/* ---- hone serve ---- */
+
+static const char serve_usage[] =
+    "usage: hone serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--ctx N]\n"
+    "                  [--max-batch N] [--kv-blocks N] [-t THREADS] [--log-requests]\n"
+    "                  [--step-tokens N] [--max-queue N] [--timeout SECONDS] [--model-name NAME]\n"
+    "                  [--no-prefix-cache] [--no-profile]\n"
+    "  --port 0 picks a free port (printed on stderr). The API key may also come from\n"
+    "  $HONE_API_KEY. SIGTERM or SIGINT: stop accepting, finish in-flight requests, exit 0.\n";
+
+static int parse_int(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long x = v ? strtoll(v, &end, 10) : 0;
+    if (!v || errno || end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "hone serve: %s expects an integer in [%lld, %lld]\n", flag, (long long)lo,
+                (long long)hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int hone_cli_serve(int argc, char **argv)
+{
+    const char *model_path = NULL, *model_name = NULL;
+    hone_server_opts so = HONE_SERVER_OPTS_INIT;
+    hone_scheduler_opts sco = HONE_SCHEDULER_OPTS_INIT;
+    hone_ctx_opts co = HONE_CTX_OPTS_INIT;
+    int64_t v, kv_blocks = 0;
+    so.api_key = getenv("HONE_API_KEY");
+    if (so.api_key && !*so.api_key) so.api_key = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+#define IS(x) (strcmp(a, x) == 0)
+        if (IS("-h") || IS("--help")) { fputs(serve_usage, stdout); return 0; }
+        else if (IS("--log-requests")) { so.log_requests = 1; continue; }
+        else if (IS("--no-prefix-cache")) { sco.prefix_cache = 0; continue; }
+        else if (IS("--no-profile")) { sco.profile = 0; continue; }
+        if (!val) { fprintf(stderr, "hone serve: unknown option or missing value: %s\n%s", a, serve_usage); return 2; }
+        i++;
+        if (IS("-m") || IS("--model")) model_path = val;
+        else if (IS("--host")) so.host = val;
+        else if (IS("--api-key")) so.api_key = val;
+        else if (IS("--model-name")) model_name = val;
+        else if (IS("--port")) { if (parse_int(a, val, 0, 65535, &v)) return 2; so.port = (int)v; }
+        else if (IS("--ctx")) { if (parse_int(a, val, 16, 1 << 20, &v)) return 2; co.n_ctx = v; }
+        else if (IS("--max-batch")) { if (parse_int(a, val, 1, 1024, &v)) return 2; sco.max_batch = (int)v; }
+        else if (IS("--kv-blocks")) { if (parse_int(a, val, 1, INT32_MAX, &v)) return 2; kv_blocks = v; }
+        else if (IS("-t") || IS("--threads")) { if (parse_int(a, val, 0, 1024, &v)) return 2; co.n_threads = (int)v; }
+        else if (IS("--step-tokens")) { if (parse_int(a, val, 1, 1 << 16, &v)) return 2; sco.step_tokens = v; }
+        else if (IS("--max-queue")) { if (parse_int(a, val, 0, 1 << 20, &v)) return 2; sco.max_queue = (int)v; }
+        else if (IS("--timeout")) { if (parse_int(a, val, 1, 86400 * 7, &v)) return 2; sco.timeout_s = (double)v; }
+        else { fprintf(stderr, "hone serve: unknown option: %s\n%s", a, serve_usage); return 2; }
+#undef IS
+    }
+    if (!model_path) { fprintf(stderr, "hone serve: -m MODEL is required\n%s", serve_usage); return 2; }
+
+    hone_model *m = NULL;
+    hone_tokenizer *tok = NULL;
+    hone_backend *be = NULL;
+    hone_scheduler *sched = NULL;
+    hone_server *srv = NULL;
+    hone_chat_template tmpl;
+    int have_tmpl = 0, rc = 1;
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    /* every thread started from here on inherits the mask: only sigwait below sees them */
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (hone_model_load(&m, model_path) || hone_tokenizer_new(&tok, hone_model_gguf(m))) goto fail;
+    if (hone_chat_load(&tmpl, hone_model_gguf(m), tok)) goto fail;
+    have_tmpl = 1;
+    const hone_hparams *hp = hone_model_hparams(m);
+    if (co.n_ctx <= 0) co.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    int64_t per_seq = (co.n_ctx + co.kv_block_size - 1) / co.kv_block_size + 1;
+    if (kv_blocks == 0) {
+        /* room for 2 full contexts or 512 tokens per batch slot, whichever is more */
+        int64_t tokens = 2 * co.n_ctx > 512 * (int64_t)sco.max_batch ? 2 * co.n_ctx
+                                                                     : 512 * (int64_t)sco.max_batch;
+        kv_blocks = (tokens + co.kv_block_size - 1) / co.kv_block_size;
+    }
+    if (kv_blocks < per_seq) {
+        hone_error_set(HONE_EINVAL, "--kv-blocks %lld is too few: one full-context request needs %lld "
+                       "blocks of %lld tokens", (long long)kv_blocks, (long long)per_seq,
+                       (long long)co.kv_block_size);
+        goto fail;
+    }
+    co.kv_blocks = kv_blocks;
+    if (hone_backend_new(&be, m, HONE_DEVICE_CPU, &co)) goto fail;
+    if (!be->cpu) {
+        hone_error_set(HONE_EUNSUPPORTED, "serving needs the CPU context (batched forward)");
+        goto fail;
+    }
+    if (hone_scheduler_new(&sched, be->cpu, tok, &sco)) goto fail;
+    so.n_ctx = hone_ctx_n_ctx(be->cpu);
+    so.model_id = model_name ? model_name : hone_model_name(m);
+    if (hone_server_new(&srv, sched, tok, &tmpl, &so)) goto fail;
+    double kv_mib = (double)kv_blocks * (double)co.kv_block_size * (double)hp->n_layers *
+                    (double)(hp->n_kv_heads * hp->head_dim) * 8.0 / (1 << 20);
+    fprintf(stderr, "hone serve: model '%s' on %s; ctx %lld, batch %d, step %lld tokens, KV %lld blocks "
+            "of %lld tokens (%.0f MiB), prefix cache %s, api key %s\n",
+            so.model_id, be->iface.describe(be->ctx), (long long)so.n_ctx, sco.max_batch,
+            (long long)(sco.step_tokens < sco.max_batch ? sco.max_batch : sco.step_tokens),
+            (long long)kv_blocks, (long long)co.kv_block_size, kv_mib, sco.prefix_cache ? "on" : "off",
+            so.api_key ? "required" : "off");
+    fprintf(stderr, "hone serve: listening on http://%s%s%s:%d\n", strchr(so.host, ':') ? "[" : "",
+            so.host, strchr(so.host, ':') ? "]" : "", hone_server_port(srv));
+    fflush(stderr);
+
+    int sig = 0;
+    while (sigwait(&sigs, &sig) != 0) {}
+    fprintf(stderr, "hone serve: %s: draining (%lld requests in flight)\n",
+            sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)hone_scheduler_n_active(sched));
+    if (hone_server_drain(srv, sco.timeout_s + 10))
+        fprintf(stderr, "hone serve: %s; closing them\n", hone_error_last());
+    rc = 0;
+    fprintf(stderr, "hone serve: stopped\n");
+fail:
+    if (rc) fprintf(stderr, "hone serve: %s\n", hone_error_last());
+    /* whatever is left (a drain that timed out) ends now, so connection threads return */
+    if (sched) hone_scheduler_shutdown(sched);
+    hone_server_free(srv);
+    hone_scheduler_free(sched);
+    hone_backend_free(be);
+    if (have_tmpl) hone_chat_clear(&tmpl);
+    hone_tokenizer_free(tok);
+    hone_model_free(m);
+    return rc;
+}

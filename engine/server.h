@@ -1,0 +1,44 @@
+/* The OpenAI-compatible HTTP server (libmicrohttpd, a thread per connection): /v1/models,
+ * /v1/completions, /v1/chat/completions (JSON or server-sent events), /health, /metrics
+ * (Prometheus text) and /v1/hone/profile, in front of the continuous-batching scheduler
+ * (engine/scheduler.h). `hone serve` is hone_cli_serve. */
+#ifndef HONE_SERVER_H
+#define HONE_SERVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "chat.h"
+#include "scheduler.h"
+#include "tokenizer.h"
+
+typedef struct {
+    const char *host;        /* numeric address or a name; "127.0.0.1" by default */
+    int port;                /* 0: any free port (see hone_server_port) */
+    const char *api_key;     /* non-NULL: every route but /health needs "Bearer KEY" */
+    int log_requests;        /* 1: log request bodies (text is never logged otherwise) */
+    size_t max_body;         /* bytes; larger bodies get 413 */
+    const char *model_id;    /* the id /v1/models lists and requests must name */
+    int64_t n_ctx;           /* the context length (prompts must be shorter) */
+} hone_server_opts;
+
+#define HONE_SERVER_OPTS_INIT {"127.0.0.1", 8080, NULL, 0, (size_t)1 << 20, "hone", 0}
+
+typedef struct hone_server hone_server;
+
+/* Starts listening. Borrows sched, tok and tmpl, which must outlive the server. */
+int hone_server_new(hone_server **out, hone_scheduler *sched, const hone_tokenizer *tok,
+                     const hone_chat_template *tmpl, const hone_server_opts *opts);
+/* The port actually bound. */
+int hone_server_port(const hone_server *s);
+/* Graceful shutdown, first half: stops accepting connections, answers new requests on open
+ * connections with 503, and waits up to timeout_s for in-flight requests to finish and be
+ * sent. Returns 0 when all finished, HONE_ERANGE on timeout. */
+int hone_server_drain(hone_server *s, double timeout_s);
+/* Stops the daemon (closing any connection left) and frees; accepts NULL. */
+void hone_server_free(hone_server *s);
+
+/* `hone serve -m MODEL [...]`: argv[0] is "serve". Returns the exit code. */
+int hone_cli_serve(int argc, char **argv);
+
+#endif

@@ -1,0 +1,183 @@
+/* `hone tune` against a scripted OpenAI-compatible endpoint on loopback (fake_llm.py): a
+ * correct faster kernel is accepted and committed for review; a broken one, prose without
+ * code, HTTP 500s and a timeout are each rejected or survived with a reason; the run stays
+ * within its budget; later prompts carry the earlier rejections. Also `--llm none`. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "agent/search.h"
+#include "harness.h"
+
+static char tmpdir[] = "/tmp/hone-tune-test-XXXXXX";
+static pid_t server_pid;
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strdup(buf);
+}
+
+static int run(const char *cmd, char **out)
+{
+    char full[16384];
+    snprintf(full, sizeof full, "%s > %s/out.txt 2>&1", cmd, tmpdir);
+    int st = system(full);
+    snprintf(full, sizeof full, "%s/out.txt", tmpdir);
+    *out = slurp(full);
+    fprintf(stderr, "$ %s\n%s\n", cmd, *out ? *out : "");
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int start_server(const char *script_path, const char *log_path)
+{
+    int fds[2];
+    if (pipe(fds)) return -1;
+    server_pid = fork();
+    if (server_pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "exec python3 %s/tests/agent/fake_llm.py --script %s --log %s",
+                 HONE_SOURCE_DIR, script_path, log_path);
+        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    char buf[32] = {0};
+    size_t got = 0;
+    while (got < sizeof buf - 1 && !strchr(buf, '\n')) {
+        ssize_t n = read(fds[0], buf + got, sizeof buf - 1 - got);
+        if (n <= 0) break;
+        got += (size_t)n;
+    }
+    close(fds[0]);
+    return got ? atoi(buf) : -1;
+}
+
+static int make_repo(const char *dir)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "git init -q %s && git -C %s -c user.email=t@t -c user.name=t commit -q "
+             "--allow-empty -m base", dir, dir);
+    return system(cmd);
+}
+
+static void test_scripted_llm(void)
+{
+    char model[512], script[512], log[512], good[512], repo[512], cmd[8192];
+    snprintf(model, sizeof model, "%s/tiny-llama-q8_0.gguf", HONE_TEST_DATA_DIR);
+    if (access(model, R_OK)) { fprintf(stderr, "no test model\n"); exit(77); }
+    snprintf(script, sizeof script, "%s/script.json", tmpdir);
+    snprintf(log, sizeof log, "%s/requests.jsonl", tmpdir);
+    snprintf(good, sizeof good, "%s/good.md", tmpdir);
+    snprintf(repo, sizeof repo, "%s/repo", tmpdir);
+    CHECK_EQ_INT(make_repo(repo), 0);
+    /* the correct, faster kernel: the search template with far prefetch, as an LLM would reply */
+    hone_search_point p = {4, 8192, 4};
+    char *src = NULL;
+    CHECK_EQ_INT(hone_search_render(HONE_SLOT_MATVEC_Q8_0, p, &src), 0);
+    FILE *f = fopen(good, "w");
+    fprintf(f, "Here is a version that prefetches further ahead.\n\n```c\n%s```\n", src);
+    fclose(f);
+    free(src);
+    f = fopen(script, "w");
+    fprintf(f, "[{\"reply_file\": \"%s\"},\n"
+               " {\"reply\": \"```c\\n#include \\\"kernels/cpu/common.h\\\"\\nvoid hone_cpu_matvec_q8_0(float *y, const void *W, const float *x, int64_t rows, int64_t cols, int ith, int nth)\\n{\\n    this does not compile;\\n}\\n```\"},\n"
+               " {\"reply\": \"You could try unrolling the loop and using prefetch instructions.\"},\n"
+               " {\"status\": 500}, {\"status\": 500}, {\"status\": 500}, {\"status\": 500},\n"
+               " {\"sleep\": 3, \"reply\": \"too late\"}]\n", good);
+    fclose(f);
+    int port = start_server(script, log);
+    CHECK(port > 0);
+    snprintf(cmd, sizeof cmd, "%s tune -m %s --llm http://127.0.0.1:%d/v1 --llm-model scripted "
+             "--llm-timeout 1 --slot matvec_q8_0 --budget 5 --repo %s --state-dir %s/state", HONE_BIN,
+             model, port, repo, tmpdir);
+    char *out = NULL;
+    CHECK_EQ_INT(run(cmd, &out), 0);
+    CHECK_STR_CONTAINS(out, "[1/5] matvec_q8_0");
+    CHECK_STR_CONTAINS(out, "ACCEPTED exact");
+    CHECK_STR_CONTAINS(out, "committed for review: hone/matvec_q8_0/cpu/");
+    CHECK_STR_CONTAINS(out, "[2/5] matvec_q8_0");
+    CHECK_STR_CONTAINS(out, "rejected: compile");
+    CHECK_STR_CONTAINS(out, "[3/5] matvec_q8_0      rejected: no code");
+    CHECK_STR_CONTAINS(out, "[4/5] matvec_q8_0      LLM call failed");
+    CHECK_STR_CONTAINS(out, "HTTP 500");
+    CHECK_STR_CONTAINS(out, "[5/5] matvec_q8_0      LLM call failed");
+    CHECK_STR_CONTAINS(out, "unreachable"); /* the timeout */
+    CHECK(!strstr(out, "[6/5]"));
+    CHECK_STR_CONTAINS(out, "5 candidates, 1 without usable code, 2 LLM errors");
+    free(out);
+    kill(server_pid, SIGKILL);
+    waitpid(server_pid, NULL, 0);
+    /* the requests: 1 + 1 + 1 + 4 (500, retried) + 4 (timeouts, retried) = 11; later prompts
+     * carry the earlier rejections */
+    char *reqs = slurp(log);
+    int lines = 0;
+    for (char *q = reqs; q && *q; q++) lines += *q == '\n';
+    CHECK_EQ_INT(lines, 11);
+    char *third = reqs;
+    for (int i = 0; i < 2 && third; i++) third = strchr(third, '\n') ? strchr(third, '\n') + 1 : NULL;
+    CHECK(third && strstr(third, "Earlier candidates for this slot"));
+    CHECK(third && strstr(third, "compile"));
+    CHECK(reqs && strstr(reqs, "\"model\": \"scripted\""));
+    free(reqs);
+    /* the branch is in the repository, with the trailers */
+    snprintf(cmd, sizeof cmd, "git -C %s log --all --format=%%B | grep -c '^Hone-Slot: matvec_q8_0'", repo);
+    CHECK_EQ_INT(run(cmd, &out), 0);
+    CHECK(out && atoi(out) == 1);
+    free(out);
+}
+
+static void test_search_none(void)
+{
+    char model[512], repo[512], cmd[4096];
+    snprintf(model, sizeof model, "%s/tiny-llama-q4_1.gguf", HONE_TEST_DATA_DIR);
+    snprintf(repo, sizeof repo, "%s/repo2", tmpdir);
+    CHECK_EQ_INT(make_repo(repo), 0);
+    snprintf(cmd, sizeof cmd, "%s tune -m %s --llm none --slot matvec_q4_1 --budget 2 --repo %s --state-dir %s/state",
+             HONE_BIN, model, repo, tmpdir);
+    char *out = NULL;
+    CHECK_EQ_INT(run(cmd, &out), 0);
+    CHECK_STR_CONTAINS(out, "proposer: search");
+    CHECK_STR_CONTAINS(out, "[1/2] matvec_q4_1");
+    CHECK_STR_CONTAINS(out, "rows=4 prefetch=8192");
+    CHECK_STR_CONTAINS(out, "[2/2]");
+    CHECK(!strstr(out, "[3/2]"));
+    CHECK_STR_CONTAINS(out, "decode");
+    free(out);
+    /* an unreachable endpoint is a clear failure of each call, not a crash */
+    snprintf(cmd, sizeof cmd, "%s tune -m %s --llm http://127.0.0.1:9/v1 --llm-timeout 1 --budget 1 "
+             "--no-commit --state-dir %s/state", HONE_BIN, model, tmpdir);
+    CHECK_EQ_INT(run(cmd, &out), 0);
+    CHECK_STR_CONTAINS(out, "LLM call failed");
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s tune -m %s --llm none --slot swiglu --budget 1", HONE_BIN, model);
+    CHECK_EQ_INT(run(cmd, &out), 1);
+    CHECK_STR_CONTAINS(out, "no template for swiglu");
+    free(out);
+}
+
+static void cleanup(void)
+{
+    if (server_pid > 0) { kill(server_pid, SIGKILL); waitpid(server_pid, NULL, 0); }
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+    if (system(cmd)) { /* best effort */ }
+}
+
+int main(int argc, char **argv)
+{
+    if (!mkdtemp(tmpdir)) return 1;
+    atexit(cleanup);
+    static const harness_case cases[] = {TEST_CASE(test_scripted_llm), TEST_CASE(test_search_none)};
+    return harness_run(cases, 2, argc, argv);
+}
