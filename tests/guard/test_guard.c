@@ -121,7 +121,8 @@ static void test_dynamic_without_scan(void)
 static void test_good(void)
 {
     setup();
-    static const char *const G[][2] = {{"swiglu_vexp.c", "swiglu"}, {"rmsnorm_vec.c", "rmsnorm"}};
+    static const char *const G[][2] = {{"swiglu_vexp.c", "swiglu"}, {"rmsnorm_vec.c", "rmsnorm"},
+                                       {"matvec_q4_1_prefetch.c", "matvec_q4_1"}};
     for (size_t i = 0; i < sizeof G / sizeof G[0]; i++) {
         char path[512];
         snprintf(path, sizeof path, SRC "good/%s", G[i][0]);
