@@ -72,6 +72,16 @@ class Server:
         with open(self.log.name, "rb") as f:
             return f.read().decode("utf-8", "replace")
 
+    def wait_log(self, needle, timeout=5.0):
+        """The log once it contains needle (a request is logged after its response is sent,
+        so a test reading the log at once can race it), or as it is after timeout."""
+        deadline = time.time() + timeout
+        while True:
+            text = self.log_text()
+            if needle in text or time.time() > deadline:
+                return text
+            time.sleep(0.05)
+
     def __enter__(self):
         return self
 

@@ -1,5 +1,6 @@
-/* Red team: accurate, but its rounding depends on the output buffer's address (one of two
- * association orders of x * scale * w). Expected: nondeterministic (three runs, three buffers). */
+/* Red team: accurate, but its rounding depends on the output buffer's address: one path rounds
+ * x * scale * w twice in f32 (the incumbent's), the other once from double (more accurate, so
+ * the parity gate passes either way). Expected: nondeterministic (three runs, three buffers). */
 #include "kernels/cpu/common.h"
 void hone_cpu_rmsnorm(float *y, const float *x, const float *w, int64_t n, int64_t dim, float eps,
                       int ith, int nth)
@@ -13,6 +14,6 @@ void hone_cpu_rmsnorm(float *y, const float *x, const float *w, int64_t n, int64
         for (int64_t i = 0; i < dim; i++) ss += (double)xr[i] * xr[i];
         float scale = (float)(1.0 / sqrt(ss / (double)dim + (double)eps));
         for (int64_t i = 0; i < dim; i++)
-            y[r * dim + i] = alt ? xr[i] * (scale * w[i]) : xr[i] * scale * w[i];
+            y[r * dim + i] = alt ? (float)((double)xr[i] * scale * w[i]) : xr[i] * scale * w[i];
     }
 }
