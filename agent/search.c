@@ -15,7 +15,7 @@ int hone_search_supports(hone_slot_id slot) { return is_matvec(slot) || is_matmu
 hone_search_point hone_search_incumbent(hone_slot_id slot)
 {
     (void)slot;
-    hone_search_point p = {4, 0, 4};
+    hone_search_point p = {4, 0, 8};
     return p;
 }
 
@@ -34,7 +34,7 @@ int hone_search_space(hone_slot_id slot, hone_search_point *pts, int cap)
                 if (n < cap) pts[n++] = p;
             }
     } else if (is_matmul(slot)) {
-        static const int tile[] = {8, 4, 2};
+        static const int tile[] = {16, 4, 8};
         static const int pf[] = {4096, 0};
         for (size_t j = 0; j < 2; j++)
             for (size_t i = 0; i < 3; i++) {
@@ -164,6 +164,19 @@ static const char matmul_tmpl[] =
     "            int nt = n - t0 < TILE ? (int)(n - t0) : TILE;\n"
     "            __m512 acc[TILE];\n"
     "            for (int t = 0; t < TILE; t++) acc[t] = _mm512_setzero_ps();\n"
+    "            if (nt == TILE) { /* a full tile: constant bounds keep acc in registers */\n"
+    "                for (int64_t b = 0; b < nb; b++) {\n"
+    "                    __m512 lo, hi;\n"
+    "                    if (PREFETCH) _mm_prefetch((const char *)rw + b * bb + PREFETCH, _MM_HINT_T0);\n"
+    "                    hone_cpu_deqv_%1$s(rw, b, &lo, &hi);\n"
+    "#pragma GCC unroll 16\n"
+    "                    for (int t = 0; t < TILE; t++) {\n"
+    "                        const float *xt = X + (t0 + t) * cols + b * 32;\n"
+    "                        acc[t] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xt), acc[t]);\n"
+    "                        acc[t] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xt + 16), acc[t]);\n"
+    "                    }\n"
+    "                }\n"
+    "            } else\n"
     "            for (int64_t b = 0; b < nb; b++) {\n"
     "                __m512 lo, hi;\n"
     "                if (PREFETCH) _mm_prefetch((const char *)rw + b * bb + PREFETCH, _MM_HINT_T0);\n"

@@ -136,7 +136,7 @@ hone_cpu_matvec_generic(float *restrict y, const void *W, const float *restrict 
     }
 }
 
-#define HONE_CPU_MATMUL_TILE 4
+#define HONE_CPU_MATMUL_TILE 8
 
 /* Y[t][r] = W[r] . X[t]: each weight block is dequantised once per tile of tokens, and every
  * (t, r) follows exactly the matvec order, so Y[t] is bitwise the matvec of X[t]. */
@@ -294,6 +294,18 @@ hone_cpu_matmul_simd(float *restrict Y, const void *W, const float *restrict X, 
             int nt = n - t0 < HONE_CPU_MATMUL_TILE ? (int)(n - t0) : HONE_CPU_MATMUL_TILE;
             __m512 acc[HONE_CPU_MATMUL_TILE];
             for (int t = 0; t < HONE_CPU_MATMUL_TILE; t++) acc[t] = _mm512_setzero_ps();
+            if (nt == HONE_CPU_MATMUL_TILE) { /* a full tile: constant bounds keep acc in registers */
+                for (int64_t b = 0; b < nb; b++) {
+                    __m512 lo, hi;
+                    deqv(rw, b, &lo, &hi);
+#pragma GCC unroll 16
+                    for (int t = 0; t < HONE_CPU_MATMUL_TILE; t++) {
+                        const float *xt = X + (t0 + t) * cols + b * 32;
+                        acc[t] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xt), acc[t]);
+                        acc[t] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xt + 16), acc[t]);
+                    }
+                }
+            } else
             for (int64_t b = 0; b < nb; b++) {
                 __m512 lo, hi;
                 deqv(rw, b, &lo, &hi);

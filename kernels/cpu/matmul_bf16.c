@@ -1,7 +1,7 @@
 /* matmul_bf16: Y[n][rows] = X[n][cols] W^T (prefill). Contract: engine/slots.h.
  * Ideas: bf16 weights: converted exactly by a 16-bit shift;
  * AVX-512: one zmm of 16 lanes per token of the tile (portable C elsewhere);
- * each block dequantised once per tile of 4 tokens; per output the matvec_bf16 order exactly. */
+ * each block dequantised once per tile of 8 tokens; per output the matvec_bf16 order exactly. */
 #include "kernels/cpu/common.h"
 
 static void deq(const void *row, int64_t c0, int n, float *out)

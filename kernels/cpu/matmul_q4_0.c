@@ -1,7 +1,7 @@
 /* matmul_q4_0: Y[n][rows] = X[n][cols] W^T (prefill). Contract: engine/slots.h.
  * Ideas: q4_0 weights: each block of 32 dequantised exactly ((q - 8) * d) before use;
  * AVX-512: one zmm of 16 lanes per token of the tile (portable C elsewhere);
- * each block dequantised once per tile of 4 tokens; per output the matvec_q4_0 order exactly. */
+ * each block dequantised once per tile of 8 tokens; per output the matvec_q4_0 order exactly. */
 #include "kernels/cpu/common.h"
 
 static void deq(const void *row, int64_t c0, int n, float *out)
