@@ -42,17 +42,22 @@ def main():
         assert run(git + ["add", "-A"]).returncode == 0
         assert run(git + ["commit", "-q", "-m", "shipped kernels"]).returncode == 0
 
-        # the lm head of SmolLM2 (49152 x 576, q8_0) is its hottest single call
-        p = run([HONE, "tune", "-m", model, "--llm", "none", "--slot", "matvec_q8_0", "--budget", "1",
+        # the hottest slot of SmolLM2 on the CPU; two search points, so one noisy speed
+        # measurement on a loaded machine cannot fail the test on its own
+        p = run([HONE, "tune", "-m", model, "--llm", "none", "--slot", "matvec_q4_1", "--budget", "2",
                  "--repo", repo, "--state-dir", os.path.join(tmp, "state")])
         assert p.returncode == 0, "tune failed"
-        assert "ACCEPTED" in p.stderr, "the search candidate was not accepted"
+        assert "ACCEPTED" in p.stderr, "no search candidate was accepted"
+        best = [ln.split()[-1] for ln in p.stderr.splitlines()
+                if ln.startswith("tune: matvec_q4_1") and "hone/" in ln]
+        assert len(best) == 1 and best[0].startswith("hone/matvec_q4_1/cpu/"), best
         branches = run(["git", "-C", repo, "branch", "--list", "hone/*", "--format=%(refname:short)"]).stdout.split()
-        assert len(branches) == 1 and branches[0].startswith("hone/matvec_q8_0/cpu/"), branches
+        assert best[0] in branches, branches
+        branches = best
 
         # a person merges the branch
         assert run(git + ["merge", "-q", "--no-edit", branches[0]]).returncode == 0
-        ev_path = os.path.join(repo, "kernels", "cpu", "matvec_q8_0.evidence.json")
+        ev_path = os.path.join(repo, "kernels", "cpu", "matvec_q4_1.evidence.json")
         with open(ev_path) as f:
             ev = json.load(f)
         tier = ev["kernel_parity"]["tier"]
@@ -64,7 +69,7 @@ def main():
         assert run([HONE] + args + ["--out", base_out]).returncode == 0
         p = run([HONE] + args + ["--kernels", os.path.join(repo, "kernels"), "--out", tuned_out])
         assert p.returncode == 0
-        assert "installed for matvec_q8_0" in p.stderr, "the merged kernel was not served"
+        assert "installed for matvec_q4_1" in p.stderr, "the merged kernel was not served"
         base, tuned = read_logits(base_out), read_logits(tuned_out)
         import numpy as np
         d = float(np.max(np.abs(base.logits.astype(np.float64) - tuned.logits.astype(np.float64))))
