@@ -208,6 +208,34 @@ static int plan_slots(const hone_tune_opts *o, int search, const hone_profile_ro
     return k;
 }
 
+int hone_tune_propose_llm(hone_tune_proposal *out, hone_llm *client, const void *prompt_opts)
+{
+    const hone_prompt_opts *po = prompt_opts;
+    memset(out, 0, sizeof *out);
+    out->status = HONE_EXTRACT_NO_CODE;
+    char *sys = NULL, *user = NULL, *reply = NULL;
+    int rc = hone_prompt_build(po, &sys, &user);
+    if (rc) return rc;
+    hone_llm_msg msgs[2] = {{"system", sys}, {"user", user}};
+    hone_llm_usage u;
+    int lrc = hone_llm_chat(client, msgs, 2, &reply, &u);
+    free(sys);
+    free(user);
+    snprintf(out->origin, sizeof out->origin,
+             "llm %s via %s, %lld prompt + %lld completion tokens, %d attempt(s)",
+             hone_llm_model(client), hone_llm_endpoint(client), (long long)u.prompt_tokens,
+             (long long)u.completion_tokens, u.attempts);
+    if (lrc) {
+        out->llm_failed = 1;
+        return 0;
+    }
+    hone_extract_status st;
+    rc = hone_extract_code(reply, po->slot, po->backend ? po->backend : "cpu", &out->src, &st);
+    free(reply);
+    out->status = (int)st;
+    return rc;
+}
+
 int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
 {
     hone_tune_opts o = *opts;
@@ -338,30 +366,19 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
             po.device = device;
             po.history = hist;
             po.n_history = n_hist;
-            char *sys = NULL, *user = NULL, *reply = NULL;
-            if ((rc = hone_prompt_build(&po, &sys, &user))) goto done;
-            hone_llm_msg msgs[2] = {{"system", sys}, {"user", user}};
-            hone_llm_usage u;
-            int lrc = hone_llm_chat(client, msgs, 2, &reply, &u);
-            free(sys);
-            free(user);
+            hone_tune_proposal pr;
+            if ((rc = hone_tune_propose_llm(&pr, client, &po))) goto done;
             snprintf(origin_kind, sizeof origin_kind, "llm");
-            snprintf(origin, sizeof origin, "llm %s via %s, %lld prompt + %lld completion tokens, %d attempt(s)",
-                     hone_llm_model(client), hone_llm_endpoint(client), (long long)u.prompt_tokens,
-                     (long long)u.completion_tokens, u.attempts);
-            if (lrc) {
+            snprintf(origin, sizeof origin, "%s", pr.origin);
+            if (pr.llm_failed) {
                 out->llm_errors++;
                 if (log) fprintf(log, "tune: [%d/%d] %-16s LLM call failed: %s\n", out->candidates,
                                  o.budget, slot_name, hone_error_last());
                 rc = 0;
                 continue;
             }
-            hone_extract_status st;
-            if ((rc = hone_extract_code(reply, slot, "cpu", &src, &st))) {
-                free(reply);
-                goto done;
-            }
-            free(reply);
+            src = pr.src;
+            hone_extract_status st = (hone_extract_status)pr.status;
             if (st != HONE_EXTRACT_OK) {
                 out->no_code++;
                 if (log) fprintf(log, "tune: [%d/%d] %-16s rejected: %s (%s)\n", out->candidates,

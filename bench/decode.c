@@ -4,6 +4,7 @@
  * With --device cuda: the same on the GPU, against the device's DRAM (HBM) peak bandwidth.
  *
  *   decode [-m MODEL]... [-t THREADS] [--prompt N] [--tokens N] [--reps N] [--device cpu|cuda]
+ *          [--kernels DIR]   (approved CPU kernels, loaded as `hone generate --kernels` does)
  *
  * Without -m: SmolLM2-135M-Instruct Q4_1 (tools/find_smollm2.py) and its f16 and f32
  * conversions (tools/convert_gguf.py, cached under $HONE_BENCH_DIR, default build/bench-models). */
@@ -18,6 +19,7 @@
 
 #include "engine/backend.h"
 #include "engine/cuda.h"
+#include "candidates/kernel_loader.h"
 #include "engine/error.h"
 #include "engine/forward.h"
 #include "engine/model.h"
@@ -92,11 +94,14 @@ static cJSON *stats_json(stats s)
     return o;
 }
 
+static const char *kernels_dir; /* --kernels DIR, or NULL for the shipped baselines */
+
 static int bench_model(const char *path, hone_device device, int n_threads, int n_prompt,
                        int n_tokens, int reps, double bw_gbps, cJSON *results)
 {
     hone_model *m = NULL;
     hone_backend *be = NULL;
+    hone_kernel_loader *kl = NULL;
     hone_ctx_opts co = HONE_CTX_OPTS_INIT;
     float *logits = NULL;
     int32_t *prompt = NULL;
@@ -105,6 +110,12 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
     co.n_threads = n_threads;
     co.n_ctx = n_prompt + n_tokens + 1;
     if ((rc = hone_model_load(&m, path)) || (rc = hone_backend_new(&be, m, device, &co))) goto done;
+    if (kernels_dir && be->cpu) {
+        hone_kernel_loader_opts ko = HONE_KERNEL_LOADER_OPTS_INIT;
+        ko.kernels_dir = kernels_dir;
+        ko.model = m;
+        if ((rc = hone_kernel_loader_new(&kl, hone_ctx_slots(be->cpu), &ko))) goto done;
+    }
     const hone_hparams *hp = hone_model_hparams(m);
     logits = malloc((size_t)hp->n_vocab * sizeof *logits);
     prompt = malloc((size_t)n_prompt * sizeof *prompt);
@@ -145,6 +156,8 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
     cJSON_AddStringToObject(o, "path", path);
     cJSON_AddStringToObject(o, "dtype", dt);
     cJSON_AddStringToObject(o, "backend", be->iface.describe(be->ctx));
+    cJSON_AddStringToObject(o, "kernels", kernels_dir ? kernels_dir : "shipped baselines");
+    cJSON_AddNumberToObject(o, "kernels_installed", kl ? hone_kernel_loader_n_installed(kl) : 0);
     cJSON_AddNumberToObject(o, "threads", be->cpu ? hone_ctx_n_threads(be->cpu) : 0);
     cJSON_AddNumberToObject(o, "prompt_tokens", n_prompt);
     cJSON_AddNumberToObject(o, "decode_tokens", n_tokens);
@@ -168,6 +181,7 @@ done:
     free(dec);
     free(pre);
     hone_backend_free(be);
+    hone_kernel_loader_free(kl); /* after the backend: its slot table points into the loader */
     hone_model_free(m);
     return rc;
 }
@@ -218,6 +232,7 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--prompt")) n_prompt = atoi(v);
         else if (!strcmp(a, "--tokens")) n_tokens = atoi(v);
         else if (!strcmp(a, "--reps")) reps = atoi(v);
+        else if (!strcmp(a, "--kernels")) kernels_dir = v;
         else if (!strcmp(a, "--device")) {
             int d = hone_backend_parse_device(v);
             if (d < 0) { fprintf(stderr, "decode: --device must be cpu, cuda or auto\n"); return 2; }

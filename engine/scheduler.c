@@ -85,6 +85,9 @@ struct hone_scheduler {
     /* profile: prof_mu is held by the engine for a whole step and by readers */
     pthread_mutex_t prof_mu;
     void *prof;
+    /* step hook (set under mu; called by the engine thread without mu) */
+    hone_scheduler_step_hook hook;
+    void *hook_user;
 };
 
 static double now_s(void)
@@ -476,11 +479,22 @@ static void *engine_main(void *arg)
             ts.tv_nsec += 200 * 1000000L;
             if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
             if (!s->qhead || s->n_running) pthread_cond_timedwait(&s->work_cv, &s->mu, &ts);
+            if (s->hook && !s->stop) { /* an idle step boundary */
+                hone_scheduler_step_hook hook = s->hook;
+                void *hu = s->hook_user;
+                hone_scheduler_step idle = {0, 0, 0, 0.0, 0};
+                pthread_mutex_unlock(&s->mu);
+                hook(hu, &idle);
+                pthread_mutex_lock(&s->mu);
+            }
             continue;
         }
         int n_seqs = 0;
         for (int i = 0; i < s->n_running; i++) n_seqs += s->running[i]->rows > 0;
+        hone_scheduler_step_hook hook = s->hook;
+        void *hook_user = s->hook_user;
         pthread_mutex_unlock(&s->mu);
+        double t_step = now_s();
 
         hone_batch b = {n, s->b_tokens, s->b_seqs, s->b_pos, s->b_out};
         pthread_mutex_lock(&s->prof_mu);
@@ -492,6 +506,10 @@ static void *engine_main(void *arg)
         if (s->prof) hone_profile_step_end(s->prof);
 #endif
         pthread_mutex_unlock(&s->prof_mu);
+        if (hook) { /* a step boundary: the step is over, the next has not begun */
+            hone_scheduler_step last = {n, n_seqs, n == n_seqs, now_s() - t_step, rc};
+            hook(hook_user, &last);
+        }
         char msg[200] = "";
         if (rc) snprintf(msg, sizeof msg, "engine step failed: %s", hone_error_last());
         for (int i = 0; !rc && i < s->n_running; i++) {
@@ -760,6 +778,21 @@ void hone_request_release(hone_scheduler *s, hone_request *r)
     if (!r) return;
     pthread_mutex_lock(&s->mu);
     unref_locked(r);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void hone_scheduler_set_step_hook(hone_scheduler *s, hone_scheduler_step_hook fn, void *user)
+{
+    pthread_mutex_lock(&s->mu);
+    s->hook = fn;
+    s->hook_user = user;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void hone_scheduler_wake(hone_scheduler *s)
+{
+    pthread_mutex_lock(&s->mu);
+    pthread_cond_signal(&s->work_cv);
     pthread_mutex_unlock(&s->mu);
 }
 

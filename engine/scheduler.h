@@ -130,6 +130,26 @@ void hone_scheduler_stats_get(hone_scheduler *s, hone_scheduler_stats *out);
 /* Requests queued or running. */
 int64_t hone_scheduler_n_active(hone_scheduler *s);
 
+/* What one engine step did, for a step hook. */
+typedef struct {
+    int64_t rows;       /* token rows computed; 0: no step ran (an idle boundary) */
+    int seqs;           /* sequences with rows in the step */
+    int decode_only;    /* 1: every row was a decode row (rows == seqs) */
+    double seconds;     /* wall time of the step's hone_ctx_forward_batch */
+    int rc;             /* its return code (0, or a negative HONE_E* code) */
+} hone_scheduler_step;
+
+typedef void (*hone_scheduler_step_hook)(void *user, const hone_scheduler_step *last);
+
+/* Installs fn (NULL removes it). It is called on the engine thread at every step boundary:
+ * after each step (last describes it) and after each idle wait (last->rows == 0, at least
+ * every 200 ms). No step runs during the call and the scheduler's lock is not held, so the
+ * hook may replace entries of hone_ctx_slots(ctx) (a kernel hot swap). It must be quick:
+ * requests wait while it runs. user must stay valid until hone_scheduler_shutdown. */
+void hone_scheduler_set_step_hook(hone_scheduler *s, hone_scheduler_step_hook fn, void *user);
+/* Wakes an idle engine thread, so that an idle boundary (and the hook) comes soon. */
+void hone_scheduler_wake(hone_scheduler *s);
+
 /* The slot profile (profiler/profile.h's JSON) of every step so far; HONE_EUNSUPPORTED when
  * profiling is off or the profiler is not built in. Caller owns *out. */
 int hone_scheduler_profile_json(hone_scheduler *s, struct cJSON **out);

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/tuner.h"
 #include "backend.h"
 #include "error.h"
 #include "forward.h"
@@ -31,10 +32,10 @@
     ((expr) ? 0 : hone_error_set(HONE_EIO, "microhttpd: %s: `%s` failed at %s:%d (%s)", what, \
                                  #expr, __FILE__, __LINE__, errno ? strerror(errno) : "see its log"))
 
-enum { R_MODELS, R_COMPLETIONS, R_CHAT, R_HEALTH, R_METRICS, R_PROFILE, R_OTHER, R_COUNT };
+enum { R_MODELS, R_COMPLETIONS, R_CHAT, R_HEALTH, R_METRICS, R_PROFILE, R_TUNING, R_OTHER, R_COUNT };
 static const char *const route_path[R_COUNT] = {
     "/v1/models", "/v1/completions", "/v1/chat/completions", "/health", "/metrics",
-    "/v1/hone/profile", "other"};
+    "/v1/hone/profile", "/v1/hone/tuning", "other"};
 
 #define MAX_STATUS_ROWS 64
 #define DISCARD_FACTOR 8      /* bodies up to 8 x max_body are read before the 413 */
@@ -898,6 +899,9 @@ static enum MHD_Result handle_metrics(conn_ctx *cc)
                               "# TYPE hone_slot_time_share gauge\n");
     for (int i = 0; i < n; i++)
         metric(&b, &l, &c, "hone_slot_time_share{slot=\"%s\"} %.6f\n", names[i], shares[i]);
+    char *tm = s->o.tuning_metrics ? s->o.tuning_metrics(s->o.tuning_user) : NULL;
+    if (tm) metric(&b, &l, &c, "%s", tm);
+    free(tm);
     enum MHD_Result ok = b ? send_body(cc, 200, "text/plain; version=0.0.4", b, l)
                            : send_error(cc, 500, "server_error", NULL, NULL, "out of memory");
     free(b);
@@ -934,6 +938,15 @@ static enum MHD_Result handle_get(conn_ctx *cc)
             return send_error(cc, 404, "invalid_request_error", NULL, "profile_unavailable", "%s",
                               hone_error_last());
         return send_json(cc, 200, j);
+    }
+    case R_TUNING: {
+        char *body = s->o.tuning_json ? s->o.tuning_json(s->o.tuning_user) : NULL;
+        if (!body)
+            return send_error(cc, 404, "invalid_request_error", NULL, "tuning_off",
+                              "tuning is off (serve with --tune)");
+        enum MHD_Result ok = send_body(cc, 200, "application/json", body, strlen(body));
+        free(body);
+        return ok;
     }
     default:
         return send_error(cc, 404, "invalid_request_error", NULL, "not_found", "no route %s",
@@ -1159,6 +1172,12 @@ static const char serve_usage[] =
     "                  [--max-batch N] [--kv-blocks N] [-t THREADS] [--log-requests]\n"
     "                  [--step-tokens N] [--max-queue N] [--timeout SECONDS] [--model-name NAME]\n"
     "                  [--no-prefix-cache] [--no-profile]\n"
+    "                  [--tune [--llm URL|self|none] [--llm-model NAME] [--auto-apply]\n"
+    "                   [--tune-budget N] [--tune-interval S] [--tune-watch S] [--tune-spot S]\n"
+    "                   [--tune-margin X] [--tune-repo DIR] [--tune-state-dir DIR]]\n"
+    "  --tune: a low-priority thread (nice 19, SCHED_IDLE) tunes the hottest served slots and\n"
+    "  commits accepted kernels for review; --auto-apply (staging only) also hot-swaps them\n"
+    "  at a step boundary and rolls them back on a regression (agent/tuner.h).\n"
     "  --port 0 picks a free port (printed on stderr). The API key may also come from\n"
     "  $HONE_API_KEY. SIGTERM or SIGINT: stop accepting, finish in-flight requests, exit 0.\n";
 
@@ -1182,6 +1201,8 @@ int hone_cli_serve(int argc, char **argv)
     hone_server_opts so = HONE_SERVER_OPTS_INIT;
     hone_scheduler_opts sco = HONE_SCHEDULER_OPTS_INIT;
     hone_ctx_opts co = HONE_CTX_OPTS_INIT;
+    hone_tuner_opts to = HONE_TUNER_OPTS_INIT;
+    int tune = 0;
     int64_t v, kv_blocks = 0;
     so.api_key = getenv("HONE_API_KEY");
     if (so.api_key && !*so.api_key) so.api_key = NULL;
@@ -1192,6 +1213,8 @@ int hone_cli_serve(int argc, char **argv)
         else if (IS("--log-requests")) { so.log_requests = 1; continue; }
         else if (IS("--no-prefix-cache")) { sco.prefix_cache = 0; continue; }
         else if (IS("--no-profile")) { sco.profile = 0; continue; }
+        else if (IS("--tune")) { tune = 1; continue; }
+        else if (IS("--auto-apply")) { to.auto_apply = 1; continue; }
         if (!val) { fprintf(stderr, "hone serve: unknown option or missing value: %s\n%s", a, serve_usage); return 2; }
         i++;
         if (IS("-m") || IS("--model")) model_path = val;
@@ -1206,6 +1229,15 @@ int hone_cli_serve(int argc, char **argv)
         else if (IS("--step-tokens")) { if (parse_int(a, val, 1, 1 << 16, &v)) return 2; sco.step_tokens = v; }
         else if (IS("--max-queue")) { if (parse_int(a, val, 0, 1 << 20, &v)) return 2; sco.max_queue = (int)v; }
         else if (IS("--timeout")) { if (parse_int(a, val, 1, 86400 * 7, &v)) return 2; sco.timeout_s = (double)v; }
+        else if (IS("--llm")) to.llm = val;
+        else if (IS("--llm-model")) to.llm_model = val;
+        else if (IS("--tune-repo")) to.repo = val;
+        else if (IS("--tune-state-dir")) to.state_dir = val;
+        else if (IS("--tune-budget")) { if (parse_int(a, val, 1, 10000, &v)) return 2; to.budget = (int)v; }
+        else if (IS("--tune-interval")) to.interval_s = atof(val);
+        else if (IS("--tune-watch")) to.watch_s = atof(val);
+        else if (IS("--tune-spot")) to.spot_s = atof(val);
+        else if (IS("--tune-margin")) to.margin = atof(val);
         else { fprintf(stderr, "hone serve: unknown option: %s\n%s", a, serve_usage); return 2; }
 #undef IS
     }
@@ -1216,6 +1248,7 @@ int hone_cli_serve(int argc, char **argv)
     hone_backend *be = NULL;
     hone_scheduler *sched = NULL;
     hone_server *srv = NULL;
+    hone_tuner *tuner = NULL;
     hone_chat_template tmpl;
     int have_tmpl = 0, rc = 1;
     sigset_t sigs;
@@ -1253,7 +1286,23 @@ int hone_cli_serve(int argc, char **argv)
     if (hone_scheduler_new(&sched, be->cpu, tok, &sco)) goto fail;
     so.n_ctx = hone_ctx_n_ctx(be->cpu);
     so.model_id = model_name ? model_name : hone_model_name(m);
+    if (tune) {
+        if (!sco.profile) {
+            hone_error_set(HONE_EINVAL, "--tune reads the live profile: drop --no-profile");
+            goto fail;
+        }
+        to.model_path = model_path;
+        if (hone_tuner_new(&tuner, sched, be->cpu, m, &to)) goto fail;
+        so.tuning_json = hone_tuner_json;
+        so.tuning_metrics = hone_tuner_metrics;
+        so.tuning_user = tuner;
+    }
     if (hone_server_new(&srv, sched, tok, &tmpl, &so)) goto fail;
+    if (tuner) {
+        char self_url[96];
+        snprintf(self_url, sizeof self_url, "http://127.0.0.1:%d/v1", hone_server_port(srv));
+        if (hone_tuner_start(tuner, self_url, so.api_key)) goto fail;
+    }
     double kv_mib = (double)kv_blocks * (double)co.kv_block_size * (double)hp->n_layers *
                     (double)(hp->n_kv_heads * hp->head_dim) * 8.0 / (1 << 20);
     fprintf(stderr, "hone serve: model '%s' on %s; ctx %lld, batch %d, step %lld tokens, KV %lld blocks "
@@ -1279,6 +1328,7 @@ fail:
     /* whatever is left (a drain that timed out) ends now, so connection threads return */
     if (sched) hone_scheduler_shutdown(sched);
     hone_server_free(srv);
+    hone_tuner_free(tuner); /* after the engine stopped: it unloads the tuned kernels */
     hone_scheduler_free(sched);
     hone_backend_free(be);
     if (have_tmpl) hone_chat_clear(&tmpl);

@@ -20,9 +20,14 @@ typedef struct {
     size_t max_body;         /* bytes; larger bodies get 413 */
     const char *model_id;    /* the id /v1/models lists and requests must name */
     int64_t n_ctx;           /* the context length (prompts must be shorter) */
+    /* `hone serve --tune` (agent/tuner.h): the body of /v1/hone/tuning (404 while NULL) and
+     * extra /metrics lines; each returns malloc'd text (the server frees it) or NULL. */
+    char *(*tuning_json)(void *user);
+    char *(*tuning_metrics)(void *user);
+    void *tuning_user;
 } hone_server_opts;
 
-#define HONE_SERVER_OPTS_INIT {"127.0.0.1", 8080, NULL, 0, (size_t)1 << 20, "hone", 0}
+#define HONE_SERVER_OPTS_INIT {"127.0.0.1", 8080, NULL, 0, (size_t)1 << 20, "hone", 0, NULL, NULL, NULL}
 
 typedef struct hone_server hone_server;
 
