@@ -168,7 +168,7 @@ static hone_tune_slot_result *slot_result(hone_tune_result *r, const char *slot)
     return s;
 }
 
-static int write_file(const char *path, const char *text)
+int hone_tune_write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
     if (!f) return hone_error_set(HONE_EIO, "%s: %s", path, strerror(errno));
@@ -394,7 +394,7 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
         }
         char cand_path[4400];
         snprintf(cand_path, sizeof cand_path, "%s/candidate-%d.c", tmpdir, out->candidates);
-        rc = write_file(cand_path, src);
+        rc = hone_tune_write_file(cand_path, src);
         if (rc) { free(src); goto done; }
         hone_guard_opts go = HONE_GUARD_OPTS_INIT;
         go.model_path = o.model_path;
@@ -433,7 +433,7 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
                 snprintf(sr->best_hash, sizeof sr->best_hash, "%s", gr.hash);
                 char kpath[4400];
                 snprintf(kpath, sizeof kpath, "%s/%s.c", accepted_dir, slot_name);
-                write_file(kpath, src);
+                hone_tune_write_file(kpath, src);
                 if (o.commit) {
                     hone_review_opts ro = HONE_REVIEW_OPTS_INIT;
                     ro.repo = o.repo;

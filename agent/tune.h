@@ -64,6 +64,9 @@ int hone_tune_propose_llm(hone_tune_proposal *out, struct hone_llm *client, cons
  * Returns 0 when the loop ran (whatever was accepted), a negative HONE_E* code otherwise. */
 int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log);
 
+/* Writes text to path (HONE_EIO naming the path, "disk full?" when the write fails). */
+int hone_tune_write_file(const char *path, const char *text);
+
 int hone_cli_tune(int argc, char **argv);
 
 #endif

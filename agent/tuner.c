@@ -410,15 +410,6 @@ done:
     return chosen;
 }
 
-static int write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    if (!f) return hone_error_set(HONE_EIO, "%s: %s", path, strerror(errno));
-    int ok = fputs(text, f) >= 0;
-    ok = (fclose(f) == 0) && ok;
-    return ok ? 0 : hone_error_set(HONE_EIO, "%s: write failed", path);
-}
-
 /* Auto-apply of an accepted candidate: final self-check on the model's shapes, probe before,
  * swap at a step boundary, watch, and keep or roll back. */
 static void apply_and_watch(hone_tuner *t, hone_slot_id id, const char *src, const hone_guard_result *gr,
@@ -431,7 +422,7 @@ static void apply_and_watch(hone_tuner *t, hone_slot_id id, const char *src, con
     snprintf(path, sizeof path, "%s/%s.c", sub, name);
     mkdir(dir, 0700);
     mkdir(sub, 0700);
-    if (write_file(path, src)) return;
+    if (hone_tune_write_file(path, src)) return;
     hone_slot_table before = *hone_ctx_slots(t->ctx); /* only the hook writes it, on our request */
     hone_slot_table after = before;
     hone_kernel_loader_opts ko = HONE_KERNEL_LOADER_OPTS_INIT;
@@ -666,7 +657,7 @@ static void *tuner_main(void *arg)
         if (!src) continue;
         char cand[128];
         snprintf(cand, sizeof cand, "%s/candidate-%d.c", t->tmpdir, k);
-        if (write_file(cand, src)) { free(src); continue; }
+        if (hone_tune_write_file(cand, src)) { free(src); continue; }
         pthread_mutex_lock(&t->mu);
         log_event(t, "proposed", name, NULL, "%s", origin);
         snprintf(t->state, sizeof t->state, "guarding");
