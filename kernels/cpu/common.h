@@ -172,7 +172,7 @@ hone_cpu_matmul_generic(float *restrict Y, const void *W, const float *restrict 
  * the paged cache (kv head kvh). Scores are dot products in the lane order above; the softmax
  * normaliser is summed in double; V is accumulated in key order. Shared by attention_decode
  * and attention_prefill so that both give the same bits for the same row. */
-static inline void hone_cpu_attend_row(float *restrict out, const float *restrict q,
+static inline void hone_cpu_attend_row_generic(float *restrict out, const float *restrict q,
                                        const float *k_cache, const float *v_cache,
                                        const int32_t *block_table, int64_t n_kv,
                                        int64_t block_size, int64_t n_kv_heads, int64_t kvh,
@@ -280,6 +280,54 @@ hone_cpu_matvec_simd(float *restrict y, const void *W, const float *restrict x, 
     }
 }
 
+/* One weight row against a full tile of TILE tokens (constant bounds keep acc in registers). */
+#define HONE_CPU_MATMUL_FULL_TILE(TILE)                                                         \
+    do {                                                                                       \
+        __m512 acc[TILE];                                                                      \
+        for (int t = 0; t < TILE; t++) acc[t] = _mm512_setzero_ps();                           \
+        for (int64_t b = 0; b < nb; b++) {                                                     \
+            __m512 lo, hi;                                                                     \
+            deqv(rw, b, &lo, &hi);                                                             \
+            _Pragma("GCC unroll 16") for (int t = 0; t < TILE; t++) {                          \
+                const float *xt = X + (t0 + t) * cols + b * 32;                                \
+                acc[t] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xt), acc[t]);                     \
+                acc[t] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xt + 16), acc[t]);                \
+            }                                                                                  \
+        }                                                                                      \
+        for (int t = 0; t < TILE; t++)                                                         \
+            Y[(t0 + t) * rows + r] = hone_cpu_zmm_finish(acc[t], rw, X + (t0 + t) * cols,      \
+                                                         full, cols, deq);                     \
+    } while (0)
+
+/* One weight row against the tokens t0 .. t0 + nt - 1 (any nt <= 8). */
+#define HONE_CPU_MATMUL_ROW()                                                                  \
+    do {                                                                                       \
+        if (nt == 8) {                                                                         \
+            HONE_CPU_MATMUL_FULL_TILE(8);                                                      \
+        } else if (nt == 4) {                                                                  \
+            HONE_CPU_MATMUL_FULL_TILE(4);                                                      \
+        } else {                                                                               \
+            __m512 acc[8];                                                                     \
+            for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();                         \
+            for (int64_t b = 0; b < nb; b++) {                                                 \
+                __m512 lo, hi;                                                                 \
+                deqv(rw, b, &lo, &hi);                                                         \
+                for (int t = 0; t < nt; t++) {                                                 \
+                    const float *xt = X + (t0 + t) * cols + b * 32;                            \
+                    acc[t] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xt), acc[t]);                 \
+                    acc[t] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xt + 16), acc[t]);            \
+                }                                                                              \
+            }                                                                                  \
+            for (int t = 0; t < nt; t++)                                                       \
+                Y[(t0 + t) * rows + r] = hone_cpu_zmm_finish(acc[t], rw, X + (t0 + t) * cols,  \
+                                                             full, cols, deq);                 \
+        }                                                                                      \
+    } while (0)
+
+/* The tile is 8 tokens when 8 rows of X fit in 24 KiB, else 4. When this share's weights fit
+ * in L2, token tiles go outside and weight rows inside (a tile of X stays in L1 while the rows
+ * stream past it); when they do not (the output projection), rows go outside so that the
+ * weights are read from memory once. Every (token, row) is the matvec order either way. */
 static inline __attribute__((always_inline)) void
 hone_cpu_matmul_simd(float *restrict Y, const void *W, const float *restrict X, int64_t n,
                      int64_t rows, int64_t cols, int64_t row_bytes, hone_cpu_deqv_fn deqv,
@@ -288,36 +336,22 @@ hone_cpu_matmul_simd(float *restrict Y, const void *W, const float *restrict X, 
     int64_t r0, r1;
     hone_cpu_share(rows, ith, nth, &r0, &r1);
     int64_t nb = cols / 32, full = nb * 32;
-    for (int64_t r = r0; r < r1; r++) {
-        const uint8_t *rw = (const uint8_t *)W + r * row_bytes;
-        for (int64_t t0 = 0; t0 < n; t0 += HONE_CPU_MATMUL_TILE) {
-            int nt = n - t0 < HONE_CPU_MATMUL_TILE ? (int)(n - t0) : HONE_CPU_MATMUL_TILE;
-            __m512 acc[HONE_CPU_MATMUL_TILE];
-            for (int t = 0; t < HONE_CPU_MATMUL_TILE; t++) acc[t] = _mm512_setzero_ps();
-            if (nt == HONE_CPU_MATMUL_TILE) { /* a full tile: constant bounds keep acc in registers */
-                for (int64_t b = 0; b < nb; b++) {
-                    __m512 lo, hi;
-                    deqv(rw, b, &lo, &hi);
-#pragma GCC unroll 16
-                    for (int t = 0; t < HONE_CPU_MATMUL_TILE; t++) {
-                        const float *xt = X + (t0 + t) * cols + b * 32;
-                        acc[t] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xt), acc[t]);
-                        acc[t] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xt + 16), acc[t]);
-                    }
-                }
-            } else
-            for (int64_t b = 0; b < nb; b++) {
-                __m512 lo, hi;
-                deqv(rw, b, &lo, &hi);
-                for (int t = 0; t < nt; t++) {
-                    const float *xt = X + (t0 + t) * cols + b * 32;
-                    acc[t] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xt), acc[t]);
-                    acc[t] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xt + 16), acc[t]);
-                }
+    int tile = cols * (int64_t)sizeof(float) * 8 <= 24 * 1024 ? 8 : 4;
+    if ((r1 - r0) * row_bytes <= 768 * 1024) {
+        for (int64_t t0 = 0; t0 < n; t0 += tile) {
+            int nt = n - t0 < tile ? (int)(n - t0) : tile;
+            for (int64_t r = r0; r < r1; r++) {
+                const uint8_t *rw = (const uint8_t *)W + r * row_bytes;
+                HONE_CPU_MATMUL_ROW();
             }
-            for (int t = 0; t < nt; t++)
-                Y[(t0 + t) * rows + r] =
-                    hone_cpu_zmm_finish(acc[t], rw, X + (t0 + t) * cols, full, cols, deq);
+        }
+    } else {
+        for (int64_t r = r0; r < r1; r++) {
+            const uint8_t *rw = (const uint8_t *)W + r * row_bytes;
+            for (int64_t t0 = 0; t0 < n; t0 += tile) {
+                int nt = n - t0 < tile ? (int)(n - t0) : tile;
+                HONE_CPU_MATMUL_ROW();
+            }
         }
     }
 }
@@ -380,5 +414,85 @@ static inline void hone_cpu_deqv_q4_1(const uint8_t *row, int64_t blk, __m512 *l
     *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
 }
 #endif
+
+
+#ifdef HONE_CPU_SIMD
+/* The attention row with the head in zmm registers: each score is the same lane-order dot
+ * product (dims l, l+16, l+32, ... into lane l, then the tree), four keys at a time for
+ * independent chains; expf per key and the double normaliser as in the generic row; V is
+ * accumulated per dimension in key order with one fma each. Same bits as the generic row. */
+static inline void hone_cpu_attend_row_simd(float *restrict out, const float *restrict q,
+                                            const float *k_cache, const float *v_cache,
+                                            const int32_t *block_table, int64_t n_kv,
+                                            int64_t block_size, int64_t n_kv_heads, int64_t kvh,
+                                            int64_t head_dim, float scale, float *restrict scores)
+{
+    enum { MAXV = 16 };
+    int nv = (int)(head_dim / 16);
+    __m512 qv[MAXV], o[MAXV];
+    for (int i = 0; i < nv; i++) qv[i] = _mm512_loadu_ps(q + 16 * i);
+    int64_t row = n_kv_heads * head_dim;
+#define HONE_KV_PTR(cache, j)                                                                 \
+    ((cache) + ((int64_t)block_table[(j) / block_size] * block_size + (j) % block_size) * row + \
+     kvh * head_dim)
+    float mx = -INFINITY;
+    int64_t j = 0;
+    for (; j + 4 <= n_kv; j += 4) {
+        const float *k0 = HONE_KV_PTR(k_cache, j), *k1 = HONE_KV_PTR(k_cache, j + 1);
+        const float *k2 = HONE_KV_PTR(k_cache, j + 2), *k3 = HONE_KV_PTR(k_cache, j + 3);
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int i = 0; i < nv; i++) {
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(k0 + 16 * i), qv[i], a0);
+            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(k1 + 16 * i), qv[i], a1);
+            a2 = _mm512_fmadd_ps(_mm512_loadu_ps(k2 + 16 * i), qv[i], a2);
+            a3 = _mm512_fmadd_ps(_mm512_loadu_ps(k3 + 16 * i), qv[i], a3);
+        }
+        scores[j] = hone_cpu_zmm_sum(a0) * scale;
+        scores[j + 1] = hone_cpu_zmm_sum(a1) * scale;
+        scores[j + 2] = hone_cpu_zmm_sum(a2) * scale;
+        scores[j + 3] = hone_cpu_zmm_sum(a3) * scale;
+    }
+    for (; j < n_kv; j++) {
+        const float *k = HONE_KV_PTR(k_cache, j);
+        __m512 a = _mm512_setzero_ps();
+        for (int i = 0; i < nv; i++) a = _mm512_fmadd_ps(_mm512_loadu_ps(k + 16 * i), qv[i], a);
+        scores[j] = hone_cpu_zmm_sum(a) * scale;
+    }
+    for (j = 0; j < n_kv; j++)
+        if (scores[j] > mx) mx = scores[j];
+    double sum = 0.0;
+    for (j = 0; j < n_kv; j++) {
+        scores[j] = expf(scores[j] - mx);
+        sum += scores[j];
+    }
+    for (int i = 0; i < nv; i++) o[i] = _mm512_setzero_ps();
+    for (j = 0; j < n_kv; j++) {
+        const float *v = HONE_KV_PTR(v_cache, j);
+        __m512 p = _mm512_set1_ps(scores[j]);
+        for (int i = 0; i < nv; i++) o[i] = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 16 * i), o[i]);
+    }
+#undef HONE_KV_PTR
+    __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
+    for (int i = 0; i < nv; i++) _mm512_storeu_ps(out + 16 * i, _mm512_mul_ps(o[i], inv));
+}
+#endif
+
+/* The attention row of both attention slots: the register path where the head fits it. */
+static inline void hone_cpu_attend_row(float *restrict out, const float *restrict q,
+                                       const float *k_cache, const float *v_cache,
+                                       const int32_t *block_table, int64_t n_kv,
+                                       int64_t block_size, int64_t n_kv_heads, int64_t kvh,
+                                       int64_t head_dim, float scale, float *restrict scores)
+{
+#ifdef HONE_CPU_SIMD
+    if (head_dim % 32 == 0 && head_dim <= 256) {
+        hone_cpu_attend_row_simd(out, q, k_cache, v_cache, block_table, n_kv, block_size,
+                                 n_kv_heads, kvh, head_dim, scale, scores);
+        return;
+    }
+#endif
+    hone_cpu_attend_row_generic(out, q, k_cache, v_cache, block_table, n_kv, block_size,
+                                n_kv_heads, kvh, head_dim, scale, scores);
+}
 
 #endif
