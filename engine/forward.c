@@ -157,7 +157,7 @@ static void op_rope(hone_ctx *c, float *x, int64_t n, int64_t heads)
     call.u.rope.x = x; call.u.rope.pos = c->pos; call.u.rope.n = n; call.u.rope.heads = heads;
     call.u.rope.hd = c->hp.head_dim; call.u.rope.rot = c->hp.n_rot;
     call.u.rope.base = c->hp.rope_base; call.u.rope.neox = c->hp.rope_neox;
-    run(c, &call, n * heads >= 64 ? 0 : 1, n, heads, c->hp.head_dim);
+    run(c, &call, n > 1 ? 0 : 1, n, heads, c->hp.head_dim);
 }
 
 typedef struct {
@@ -182,14 +182,17 @@ static void att_trampoline(void *arg, int ith, int nth)
     for (int64_t r = 0; r < j->n_runs; r++) {
         const att_run *run = &j->runs[r];
         if ((run->n > 1) != j->prefill) continue;
+        /* thread ith takes share (ith + r) % nth of run r: a permutation per run, so every
+         * share is still done once, and uneven shares (9 heads on 2 threads) even out */
+        int share = (int)((ith + r) % nth);
         if (run->n == 1)
             c->slots.attention_decode(c->att + run->t0 * qd, c->q + run->t0 * qd, kc, vc,
                                       run->seq->blocks, run->pos0 + 1, bs, hp->n_heads,
-                                      hp->n_kv_heads, hp->head_dim, scale, scratch, ith, nth);
+                                      hp->n_kv_heads, hp->head_dim, scale, scratch, share, nth);
         else
             c->slots.attention_prefill(c->att + run->t0 * qd, c->q + run->t0 * qd, kc, vc,
                                        run->seq->blocks, run->n, run->pos0, bs, hp->n_heads,
-                                       hp->n_kv_heads, hp->head_dim, scale, scratch, ith, nth);
+                                       hp->n_kv_heads, hp->head_dim, scale, scratch, share, nth);
     }
 }
 

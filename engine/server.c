@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -975,6 +977,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (!cc) {
         if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
         *con_cls = cc;
+        /* connection threads only parse, wait and write: below the engine's threads, so that
+         * many streaming clients do not preempt the pool in the middle of a step */
+        setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 5);
         cc->srv = s;
         cc->conn = conn;
         cc->t0 = now_s();

@@ -348,6 +348,8 @@ hone_cpu_matmul_simd(float *restrict Y, const void *W, const float *restrict X, 
     } else {
         for (int64_t r = r0; r < r1; r++) {
             const uint8_t *rw = (const uint8_t *)W + r * row_bytes;
+            /* weights streamed from memory once: ask for the rows a few KiB ahead */
+            for (int64_t o = 0; o < row_bytes; o += 64) _mm_prefetch((const char *)rw + 8192 + o, _MM_HINT_T0);
             for (int64_t t0 = 0; t0 < n; t0 += tile) {
                 int nt = n - t0 < tile ? (int)(n - t0) : tile;
                 HONE_CPU_MATMUL_ROW();
