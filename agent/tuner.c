@@ -379,6 +379,7 @@ static int pick_slot(hone_tuner *t, char *shapes, size_t shapes_cap, char *profi
         if (!cJSON_IsString(name)) continue;
         int id = hone_slots_from_name(name->valuestring);
         if (id < 0 || (t->search && !hone_search_supports((hone_slot_id)id))) continue;
+        if (t->o.slot && strcmp(t->o.slot, name->valuestring)) continue;
         pthread_mutex_lock(&t->mu);
         slot_stat *s = slot_of(t, name->valuestring);
         int spent = s->tried >= PER_SLOT_CAP;

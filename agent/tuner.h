@@ -52,9 +52,10 @@ typedef struct {
     const char *repo;         /* review repository; NULL: the source tree's */
     const char *state_dir;    /* candidate store; NULL: the store's default */
     double threshold;         /* the guard's speed gate; default 1.05 */
+    const char *slot;         /* only this slot (when it is in the live profile); NULL: the ranking's */
 } hone_tuner_opts;
 
-#define HONE_TUNER_OPTS_INIT {NULL, NULL, NULL, 0, 0, 6, 30.0, 120.0, 10.0, 0.10, 16, NULL, NULL, 1.05}
+#define HONE_TUNER_OPTS_INIT {NULL, NULL, NULL, 0, 0, 6, 30.0, 120.0, 10.0, 0.10, 16, NULL, NULL, 1.05, NULL}
 
 typedef struct hone_tuner hone_tuner;
 

@@ -1179,7 +1179,7 @@ static const char serve_usage[] =
     "                  [--no-prefix-cache] [--no-profile]\n"
     "                  [--tune [--llm URL|self|none] [--llm-model NAME] [--auto-apply]\n"
     "                   [--tune-budget N] [--tune-interval S] [--tune-watch S] [--tune-spot S]\n"
-    "                   [--tune-margin X] [--tune-repo DIR] [--tune-state-dir DIR]]\n"
+    "                   [--tune-margin X] [--tune-slot SLOT] [--tune-repo DIR] [--tune-state-dir DIR]]\n"
     "  --tune: a low-priority thread (nice 19, SCHED_IDLE) tunes the hottest served slots and\n"
     "  commits accepted kernels for review; --auto-apply (staging only) also hot-swaps them\n"
     "  at a step boundary and rolls them back on a regression (agent/tuner.h).\n"
@@ -1237,6 +1237,7 @@ int hone_cli_serve(int argc, char **argv)
         else if (IS("--llm")) to.llm = val;
         else if (IS("--llm-model")) to.llm_model = val;
         else if (IS("--tune-repo")) to.repo = val;
+        else if (IS("--tune-slot")) to.slot = val;
         else if (IS("--tune-state-dir")) to.state_dir = val;
         else if (IS("--tune-budget")) { if (parse_int(a, val, 1, 10000, &v)) return 2; to.budget = (int)v; }
         else if (IS("--tune-interval")) to.interval_s = atof(val);
