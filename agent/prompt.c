@@ -8,26 +8,17 @@
 #include <unistd.h>
 
 #include "engine/error.h"
+#include "engine/file.h"
 
 #ifndef HONE_SOURCE_DIR
 #define HONE_SOURCE_DIR "."
 #endif
 
+/* The file's text, or NULL (the callers say which file they could not read). */
 static char *slurp(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
-        free(s);
-        s = NULL;
-    }
-    if (s) s[n] = 0;
-    fclose(f);
-    return s;
+    char *s = NULL;
+    return hone_file_read(path, &s, NULL) ? NULL : s;
 }
 
 /* The typedef name of a slot's function type in engine/slots.h. */

@@ -20,6 +20,7 @@
 
 #include "engine/dtype.h"
 #include "engine/error.h"
+#include "engine/file.h"
 
 #ifndef HONE_SOURCE_DIR
 #define HONE_SOURCE_DIR "."
@@ -38,30 +39,8 @@ struct hone_kernel_loader {
 /* Reads a whole file; 1 if it does not exist, 0 on success, < 0 on other errors. */
 static int slurp(const char *path, char **out, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    *out = NULL;
-    *len = 0;
-    if (!f) {
-        if (errno == ENOENT) return 1;
-        return hone_error_set(HONE_EIO, "%s: %s", path, strerror(errno));
-    }
-    size_t cap = 8192, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        char *nb = realloc(buf, cap *= 2);
-        if (!nb) { free(buf); buf = NULL; }
-        else buf = nb;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (!buf) return hone_error_set(HONE_ENOMEM, "out of memory reading %s", path);
-    if (err) { free(buf); return hone_error_set(HONE_EIO, "%s: read error", path); }
-    buf[n] = 0;
-    *out = buf;
-    *len = n;
-    return 0;
+    int rc = hone_file_read(path, out, len);
+    return rc == HONE_EIO && !*out && errno == ENOENT ? 1 : rc;
 }
 
 static int mkdir_p(const char *path)

@@ -14,6 +14,7 @@
 
 #include "candidates/sha256.h"
 #include "engine/error.h"
+#include "engine/file.h"
 
 struct hone_store {
     char dir[4096];
@@ -162,39 +163,12 @@ int hone_store_write(hone_store *s, const char *hash, const char *name, const vo
     return rc ? rc : hone_store_atomic_write(p, data, len);
 }
 
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            cap = cap ? cap * 2 : 8192;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = nb;
-        }
-        size_t r = fread(buf + n, 1, 4096, f);
-        n += r;
-        if (r < 4096) break;
-    }
-    fclose(f);
-    buf[n] = 0;
-    return buf;
-}
-
 int hone_store_read_meta(const hone_store *s, const char *hash, char **out)
 {
     char p[4400];
     int rc = hone_store_path(s, hash, "meta.json", p, sizeof p);
     if (rc) return rc;
-    *out = read_text(p);
-    return *out ? 0 : hone_error_set(HONE_EIO, "cannot read %s", p);
+    return hone_file_read(p, out, NULL) ? hone_error_set(HONE_EIO, "cannot read %s", p) : 0;
 }
 
 static void iso_now(char buf[32])

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "file.h"
 
 const char *hone_cuda_kernels_name(int k)
 {
@@ -25,36 +26,7 @@ int hone_cuda_kernels_dir(char *buf, int cap)
 
 int hone_cuda_kernels_read_file(char **out, const char *path)
 {
-    *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return hone_error_set(HONE_EIO, "cannot open %s", path);
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (cap - len < 4096) {
-            size_t nc = cap ? cap * 2 : 16384;
-            char *nb = realloc(buf, nc);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return hone_error_set(HONE_ENOMEM, "out of memory reading %s", path);
-            }
-            buf = nb;
-            cap = nc;
-        }
-        size_t got = fread(buf + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0) break;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(buf);
-        return hone_error_set(HONE_EIO, "cannot read %s", path);
-    }
-    buf[len] = 0;
-    *out = buf;
-    return 0;
+    return hone_file_read(path, out, NULL);
 }
 
 #ifdef HONE_HAVE_CUDA

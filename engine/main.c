@@ -13,6 +13,7 @@
 #include "chat.h"
 #include "cli.h"
 #include "error.h"
+#include "file.h"
 #include "forward.h"
 #include "model.h"
 #include "sampler.h"
@@ -134,30 +135,6 @@ static int parse_options(int argc, char **argv, options *o)
     return 0;
 }
 
-/* Reads a whole file into a malloc'd buffer. */
-static int read_file(const char *path, char **out, size_t *out_len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return hone_error_set(HONE_EIO, "%s: %s", path, strerror(errno));
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) break;
-        char *nb = realloc(buf, cap *= 2);
-        if (!nb) { free(buf); buf = NULL; }
-        else buf = nb;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (!buf) return hone_error_set(HONE_ENOMEM, "out of memory reading %s", path);
-    if (err) { free(buf); return hone_error_set(HONE_EIO, "%s: read error", path); }
-    *out = buf;
-    *out_len = n;
-    return 0;
-}
-
 /* Parses "1,2,3" into a malloc'd id array. */
 static int parse_ids(const char *s, int32_t **out, int64_t *out_n)
 {
@@ -264,7 +241,7 @@ static int cmd_info(const options *o)
 /* Loads the text of -p or -f. */
 static int prompt_text(const options *o, char **out, size_t *len)
 {
-    if (o->file) return read_file(o->file, out, len);
+    if (o->file) return hone_file_read(o->file, out, len);
     if (!o->prompt) return hone_error_set(HONE_EINVAL, "-p TEXT or -f FILE is required");
     *out = strdup(o->prompt);
     *len = strlen(o->prompt);

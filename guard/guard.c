@@ -20,6 +20,7 @@
 #include "candidates/worker.h"
 #include "engine/backend.h"
 #include "engine/error.h"
+#include "engine/file.h"
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/slots.h"
@@ -172,26 +173,6 @@ static void reject(run_state *r, hone_guard_code code, const char *fmt, ...)
     r->res->code = code;
     r->res->accepted = 0;
     r->verdict_done = 1;
-}
-
-static char *read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    fclose(f);
-    if (b) {
-        b[n] = 0;
-        if (len) *len = (size_t)n;
-    }
-    return b;
 }
 
 /* ---- kernel-parity worker ------------------------------------------------------------------ */
@@ -1094,7 +1075,7 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
     }
     r.slot = (hone_slot_id)sid;
     hone_slots_cpu_symbol(r.slot, r.symbol, sizeof r.symbol);
-    if (!(src = read_file(opts->file, &len))) {
+    if (hone_file_read(opts->file, &src, &len)) {
         rc = hone_error_set(HONE_EIO, "cannot read %s", opts->file);
         goto done;
     }
@@ -1108,8 +1089,8 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
     char inc_path[4200], inc_hash[65] = "";
     snprintf(inc_path, sizeof inc_path, "%s/kernels/%s/%s.%s", HONE_SOURCE_DIR, opts->backend, opts->slot, cuda ? "cu" : "c");
     size_t ilen = 0;
-    char *isrc = read_file(inc_path, &ilen);
-    if (isrc) hone_sha256_hex(isrc, ilen, inc_hash);
+    char *isrc = NULL;
+    if (hone_file_read(inc_path, &isrc, &ilen) == 0) hone_sha256_hex(isrc, ilen, inc_hash);
     free(isrc);
     snprintf(out->ev_origin, sizeof out->ev_origin, "%s", opts->origin ? opts->origin : opts->file);
     hone_store_meta meta = {opts->slot, opts->backend, opts->origin_kind ? opts->origin_kind : "file",

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine/error.h"
+#include "engine/file.h"
 
 static const char *const C_HEADERS[] = {"<stdint.h>", "<stddef.h>", "<math.h>", "<string.h>",
                                         "<float.h>", "<stdbool.h>", "<immintrin.h>",
@@ -193,23 +194,15 @@ static int in_list(const char *s, const char *const *l)
 int hone_scan_elf(const char *path, const char *symbol, char *why, size_t cap)
 {
     why[0] = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(why, cap, "cannot open %s", path);
-        return HONE_EIO;
-    }
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *b = sz > 0 ? malloc((size_t)sz) : NULL;
-    int rc = 0;
-    if (!b || fread(b, 1, (size_t)sz, f) != (size_t)sz) {
-        fclose(f);
-        free(b);
+    char *raw = NULL;
+    size_t sz = 0;
+    if (hone_file_read(path, &raw, &sz) || sz == 0) {
+        free(raw);
         snprintf(why, cap, "cannot read %s", path);
         return HONE_EIO;
     }
-    fclose(f);
+    uint8_t *b = (uint8_t *)raw;
+    int rc = 0;
     Elf64_Ehdr *eh = (Elf64_Ehdr *)b;
 #define INSIDE(off, len) ((uint64_t)(off) + (uint64_t)(len) <= (uint64_t)sz)
     if ((size_t)sz < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
