@@ -21,16 +21,19 @@
 #define MAX_WEIGHT_BYTES ((int64_t)32 << 20) /* bigger model matrices are left to model parity */
 #define MAX_CASES 48
 
-static uint64_t rng_state;
-static uint64_t rnd_u64(void) /* splitmix64 */
+uint64_t hone_cases_rand(uint64_t *state) /* splitmix64 */
 {
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
 }
-static double rnd_unit(void) { return (double)(rnd_u64() >> 11) * 0x1p-53; }
-static float rnd_f(double lo, double hi) { return (float)(lo + (hi - lo) * rnd_unit()); }
+
+static uint64_t rng_state;
+static uint64_t rnd_u64(void) { return hone_cases_rand(&rng_state); }
+static double rnd_unit_s(uint64_t *st) { return (double)(hone_cases_rand(st) >> 11) * 0x1p-53; }
+static float rnd_f_s(uint64_t *st, double lo, double hi) { return (float)(lo + (hi - lo) * rnd_unit_s(st)); }
+static float rnd_f(double lo, double hi) { return rnd_f_s(&rng_state, lo, hi); }
 
 /* An "edge value": mostly ordinary, sometimes large, tiny, zero or subnormal. */
 static float rnd_edge(double big)
@@ -379,46 +382,46 @@ static void layout(hone_case *c, size_t *off)
 
 /* ---- inputs ----------------------------------------------------------------------------- */
 
-static uint16_t rnd_scale(double lo, double hi, int allow_neg)
+static uint16_t rnd_scale(uint64_t *st, double lo, double hi, int allow_neg)
 {
-    double v = lo + (hi - lo) * rnd_unit();
-    if (allow_neg && (rnd_u64() & 1)) v = -v;
+    double v = lo + (hi - lo) * rnd_unit_s(st);
+    if (allow_neg && (hone_cases_rand(st) & 1)) v = -v;
     return hone_f32_to_fp16((float)v);
 }
 
-static void fill_weight(void *w, int dt, int64_t rows, int64_t cols)
+void hone_cases_fill_weight(void *w, int dt, int64_t rows, int64_t cols, uint64_t *st)
 {
     int64_t n = rows * cols, nb = n / HONE_QK;
     switch (dt) {
     case HONE_DTYPE_F32:
-        for (int64_t i = 0; i < n; i++) ((float *)w)[i] = rnd_f(-1, 1);
+        for (int64_t i = 0; i < n; i++) ((float *)w)[i] = rnd_f_s(st, -1, 1);
         break;
     case HONE_DTYPE_F16:
-        for (int64_t i = 0; i < n; i++) ((uint16_t *)w)[i] = hone_f32_to_fp16(rnd_f(-1, 1));
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)w)[i] = hone_f32_to_fp16(rnd_f_s(st, -1, 1));
         break;
     case HONE_DTYPE_BF16:
-        for (int64_t i = 0; i < n; i++) ((uint16_t *)w)[i] = hone_f32_to_bf16(rnd_f(-1, 1));
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)w)[i] = hone_f32_to_bf16(rnd_f_s(st, -1, 1));
         break;
     case HONE_DTYPE_Q8_0:
         for (int64_t b = 0; b < nb; b++) {
             hone_block_q8_0 *k = (hone_block_q8_0 *)w + b;
-            k->d = rnd_scale(0.001, 0.01, 1);
-            for (int j = 0; j < 32; j++) k->qs[j] = (int8_t)(rnd_u64() & 0xFF);
+            k->d = rnd_scale(st, 0.001, 0.01, 1);
+            for (int j = 0; j < 32; j++) k->qs[j] = (int8_t)(hone_cases_rand(st) & 0xFF);
         }
         break;
     case HONE_DTYPE_Q4_0:
         for (int64_t b = 0; b < nb; b++) {
             hone_block_q4_0 *k = (hone_block_q4_0 *)w + b;
-            k->d = rnd_scale(0.01, 0.15, 1);
-            for (int j = 0; j < 16; j++) k->qs[j] = (uint8_t)(rnd_u64() & 0xFF);
+            k->d = rnd_scale(st, 0.01, 0.15, 1);
+            for (int j = 0; j < 16; j++) k->qs[j] = (uint8_t)(hone_cases_rand(st) & 0xFF);
         }
         break;
     case HONE_DTYPE_Q4_1:
         for (int64_t b = 0; b < nb; b++) {
             hone_block_q4_1 *k = (hone_block_q4_1 *)w + b;
-            k->d = rnd_scale(0.01, 0.15, 0);
-            k->m = rnd_scale(0.0, 1.0, 1);
-            for (int j = 0; j < 16; j++) k->qs[j] = (uint8_t)(rnd_u64() & 0xFF);
+            k->d = rnd_scale(st, 0.01, 0.15, 0);
+            k->m = rnd_scale(st, 0.0, 1.0, 1);
+            for (int j = 0; j < 16; j++) k->qs[j] = (uint8_t)(hone_cases_rand(st) & 0xFF);
         }
         break;
     }
@@ -435,7 +438,7 @@ static void fill(hone_case *c, uint8_t *base, int edge)
     for (int i = 0; i < c->n_in; i++) in[i] = base + c->in_off[i];
     switch (c->slot) {
     case HONE_SLOT_EMBED:
-        fill_weight(in[0], c->dtype, c->rows, c->dim);
+        hone_cases_fill_weight(in[0], c->dtype, c->rows, c->dim, &rng_state);
         for (int64_t i = 0; i < c->n; i++) ((int32_t *)in[1])[i] = (int32_t)(rnd_u64() % (uint64_t)c->rows);
         break;
     case HONE_SLOT_RMSNORM:
@@ -486,7 +489,7 @@ static void fill(hone_case *c, uint8_t *base, int edge)
         fill_f(in[1], c->n, -2, 2, edge, 1e30);
         break;
     default:
-        fill_weight(in[0], c->dtype, c->rows, c->cols);
+        hone_cases_fill_weight(in[0], c->dtype, c->rows, c->cols, &rng_state);
         fill_f(in[1], (c->slot <= HONE_SLOT_MATVEC_Q4_1 ? 1 : c->n) * c->cols, -1, 1, 0, 0);
         break;
     }

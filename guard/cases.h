@@ -48,6 +48,12 @@ typedef struct {
     uint8_t canary[HONE_CASES_CANARY];
 } hone_case_set;
 
+/* The inputs' generator, for tests that want the guard's distributions: one splitmix64 step
+ * of *state, and a random weight W[rows][cols] of dtype (values about [-1, 1], finite f16
+ * scales in the block formats) drawn from *state. */
+uint64_t hone_cases_rand(uint64_t *state);
+void hone_cases_fill_weight(void *w, int dt, int64_t rows, int64_t cols, uint64_t *state);
+
 /* Builds the cases of slot for model m (NULL: reference and edge shapes only), allocates the
  * shared region and fills inputs and canaries from seed. */
 int hone_cases_new(hone_case_set *out, hone_slot_id slot, const hone_model *m, uint64_t seed);

@@ -25,6 +25,7 @@ int main(void)
 #include "engine/dtype.h"
 #include "engine/error.h"
 #include "engine/slots.h"
+#include "guard/cases.h"
 #include "guard/oracle.h"
 
 #define GUARD 4096 /* bytes of poison on each side of every device output */
@@ -37,10 +38,7 @@ static hone_slot_table CPU;
 static uint64_t rng = 0x6a09e667f3bcc909ull;
 static uint64_t rnd_u64(void)
 {
-    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+    return hone_cases_rand(&rng);
 }
 static double rnd_unit(void) { return (double)(rnd_u64() >> 11) * 0x1p-53; }
 static float rnd_f(double lo, double hi) { return (float)(lo + (hi - lo) * rnd_unit()); }
@@ -153,45 +151,11 @@ static int64_t check_faithful(const char *what, const float *gpu, const float *c
 
 static int is_block(int dt) { return hone_dtype_block_size(dt) == HONE_QK; }
 
-static uint16_t rnd_scale(double lo, double hi, int allow_neg)
-{
-    double v = lo + (hi - lo) * rnd_unit();
-    if (allow_neg && (rnd_u64() & 1)) v = -v;
-    return hone_f32_to_fp16((float)v);
-}
-
 static void *make_weight(int dt, int64_t rows, int64_t cols, size_t *bytes)
 {
     *bytes = (size_t)(hone_dtype_row_bytes(dt, cols) * rows);
     void *w = xmalloc(*bytes);
-    int64_t n = rows * cols, nb = n / HONE_QK;
-    switch (dt) {
-    case HONE_DTYPE_F32: for (int64_t i = 0; i < n; i++) ((float *)w)[i] = rnd_f(-1, 1); break;
-    case HONE_DTYPE_F16: for (int64_t i = 0; i < n; i++) ((uint16_t *)w)[i] = hone_f32_to_fp16(rnd_f(-1, 1)); break;
-    case HONE_DTYPE_BF16: for (int64_t i = 0; i < n; i++) ((uint16_t *)w)[i] = hone_f32_to_bf16(rnd_f(-1, 1)); break;
-    case HONE_DTYPE_Q8_0:
-        for (int64_t b = 0; b < nb; b++) {
-            hone_block_q8_0 *k = (hone_block_q8_0 *)w + b;
-            k->d = rnd_scale(0.001, 0.01, 1);
-            for (int j = 0; j < 32; j++) k->qs[j] = (int8_t)(rnd_u64() & 0xFF);
-        }
-        break;
-    case HONE_DTYPE_Q4_0:
-        for (int64_t b = 0; b < nb; b++) {
-            hone_block_q4_0 *k = (hone_block_q4_0 *)w + b;
-            k->d = rnd_scale(0.01, 0.15, 1);
-            for (int j = 0; j < 16; j++) k->qs[j] = (uint8_t)(rnd_u64() & 0xFF);
-        }
-        break;
-    case HONE_DTYPE_Q4_1:
-        for (int64_t b = 0; b < nb; b++) {
-            hone_block_q4_1 *k = (hone_block_q4_1 *)w + b;
-            k->d = rnd_scale(0.01, 0.15, 0);
-            k->m = rnd_scale(0.0, 1.0, 1);
-            for (int j = 0; j < 16; j++) k->qs[j] = (uint8_t)(rnd_u64() & 0xFF);
-        }
-        break;
-    }
+    hone_cases_fill_weight(w, dt, rows, cols, &rng);
     return w;
 }
 
