@@ -1,6 +1,7 @@
 /* Tests for engine/gguf: every metadata type through the typed getters (and their type
  * errors), v2/v3 headers, alignment, tensor infos; and every kind of corrupt file, each
  * refused with the right code and a message naming the problem, never a crash. */
+#include "gguf_writer.h"
 #include "harness.h"
 
 #include "engine/error.h"
@@ -11,41 +12,6 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* ------------------------------------------------------------ byte writer */
-
-typedef struct {
-    uint8_t *p;
-    size_t n, cap;
-} wbuf;
-
-static void w_raw(wbuf *b, const void *d, size_t n)
-{
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n) cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) abort();
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-
-static void w_u8(wbuf *b, uint8_t v) { w_raw(b, &v, 1); }
-static void w_u16(wbuf *b, uint16_t v) { w_raw(b, &v, 2); }
-static void w_u32(wbuf *b, uint32_t v) { w_raw(b, &v, 4); }
-static void w_u64(wbuf *b, uint64_t v) { w_raw(b, &v, 8); }
-static void w_f32(wbuf *b, float v) { w_raw(b, &v, 4); }
-static void w_f64(wbuf *b, double v) { w_raw(b, &v, 8); }
-static void w_zeros(wbuf *b, size_t n) { while (n--) w_u8(b, 0); }
-
-static void w_str(wbuf *b, const char *s)
-{
-    w_u64(b, strlen(s));
-    w_raw(b, s, strlen(s));
-}
 
 static void w_hdr(wbuf *b, uint32_t version, uint64_t n_tensors, uint64_t n_kv)
 {
@@ -87,36 +53,6 @@ static void w_tinfo(wbuf *b, const char *name, uint32_t n_dims, const uint64_t *
 static void w_pad(wbuf *b, size_t align)
 {
     while (b->n % align) w_u8(b, 0);
-}
-
-/* ------------------------------------------------------------ temp files */
-
-static char tmp_dir[64];
-static char tmp_files[256][128];
-static int n_tmp_files;
-
-static void cleanup_tmp(void)
-{
-    for (int i = 0; i < n_tmp_files; i++) unlink(tmp_files[i]);
-    if (tmp_dir[0]) rmdir(tmp_dir);
-}
-
-/* Path of `name` in the test's temp dir (created on first use, removed at exit). */
-static const char *tmp_path(const char *name)
-{
-    if (!tmp_dir[0]) {
-        snprintf(tmp_dir, sizeof tmp_dir, "/tmp/hone_test_gguf_XXXXXX");
-        if (!mkdtemp(tmp_dir)) {
-            perror("mkdtemp");
-            exit(1);
-        }
-        atexit(cleanup_tmp);
-    }
-    for (int i = 0; i < n_tmp_files; i++)
-        if (strcmp(strrchr(tmp_files[i], '/') + 1, name) == 0) return tmp_files[i];
-    if (n_tmp_files == (int)(sizeof tmp_files / sizeof tmp_files[0])) abort();
-    snprintf(tmp_files[n_tmp_files], sizeof tmp_files[0], "%s/%s", tmp_dir, name);
-    return tmp_files[n_tmp_files++];
 }
 
 static const char *write_file(const char *name, const void *data, size_t n)

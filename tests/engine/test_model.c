@@ -3,6 +3,7 @@
  * every refusal (unsupported architecture, missing or misshapen tensors, bad head counts, a norm
  * stored as f16, out-of-range hyperparameters), each by its message.
  * Exits 77 when everything else passed but the tiny models are absent. */
+#include "gguf_writer.h"
 #include "harness.h"
 
 #include "engine/dtype.h"
@@ -12,66 +13,6 @@
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* ------------------------------------------------------------ byte writer */
-
-typedef struct {
-    uint8_t *p;
-    size_t n, cap;
-} wbuf;
-
-static void w_raw(wbuf *b, const void *d, size_t n)
-{
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n) cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) abort();
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-
-static void w_u32(wbuf *b, uint32_t v) { w_raw(b, &v, 4); }
-static void w_u64(wbuf *b, uint64_t v) { w_raw(b, &v, 8); }
-static void w_f32(wbuf *b, float v) { w_raw(b, &v, 4); }
-
-static void w_str(wbuf *b, const char *s)
-{
-    w_u64(b, strlen(s));
-    w_raw(b, s, strlen(s));
-}
-
-/* ------------------------------------------------------------ temp files */
-
-static char tmp_dir[64];
-static char tmp_files[128][128];
-static int n_tmp_files;
-
-static void cleanup_tmp(void)
-{
-    for (int i = 0; i < n_tmp_files; i++) unlink(tmp_files[i]);
-    if (tmp_dir[0]) rmdir(tmp_dir);
-}
-
-static const char *tmp_path(const char *name)
-{
-    if (!tmp_dir[0]) {
-        snprintf(tmp_dir, sizeof tmp_dir, "/tmp/hone_test_model_XXXXXX");
-        if (!mkdtemp(tmp_dir)) {
-            perror("mkdtemp");
-            exit(1);
-        }
-        atexit(cleanup_tmp);
-    }
-    for (int i = 0; i < n_tmp_files; i++)
-        if (strcmp(strrchr(tmp_files[i], '/') + 1, name) == 0) return tmp_files[i];
-    if (n_tmp_files == (int)(sizeof tmp_files / sizeof tmp_files[0])) abort();
-    snprintf(tmp_files[n_tmp_files], sizeof tmp_files[0], "%s/%s", tmp_dir, name);
-    return tmp_files[n_tmp_files++];
-}
 
 /* ------------------------------------------------------------ synthetic models */
 
