@@ -1,6 +1,6 @@
 /* bench/decode: batch-1 decode and prefill throughput on the CPU, with the machine's read
- * bandwidth measured in the same run (profiler/membw) and the fraction of that roofline
- * each dtype reaches (weights read per decoded token x tokens/s / bandwidth). Prints JSON.
+ * bandwidth measured in the same run (profiler/membw, just before and just after each model;
+ * the higher of the two is the roofline) and the fraction of that roofline each dtype reaches (weights read per decoded token x tokens/s / bandwidth). Prints JSON.
  * With --device cuda: the same on the GPU, against the device's DRAM (HBM) peak bandwidth.
  *
  *   decode [-m MODEL]... [-t THREADS] [--prompt N] [--tokens N] [--reps N] [--device cpu|cuda]
@@ -31,6 +31,15 @@
  * (2 threads; it rounds or quantises activations): the targets Hone must beat exactly. */
 static const struct { const char *dtype; double tok_s; } reference_engine[] = {
     {"f32", 40.0}, {"f16", 61.0}, {"q4_1", 127.0}};
+
+/* The CPU roofline: the read bandwidth of the STREAM-like probe on the bench's threads. */
+static int probe_cpu(int n_threads, double *out)
+{
+    hone_membw_opts bo = HONE_MEMBW_OPTS_INIT;
+    bo.n_threads = n_threads;
+    bo.copy_triad = 0;
+    return hone_membw_measure(out, &bo);
+}
 
 static double now_s(void)
 {
@@ -97,7 +106,7 @@ static cJSON *stats_json(stats s)
 static const char *kernels_dir; /* --kernels DIR, or NULL for the shipped baselines */
 
 static int bench_model(const char *path, hone_device device, int n_threads, int n_prompt,
-                       int n_tokens, int reps, double bw_gbps, cJSON *results)
+                       int n_tokens, int reps, double bw_gbps, double *bw_best, cJSON *results)
 {
     hone_model *m = NULL;
     hone_backend *be = NULL;
@@ -126,6 +135,8 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
         goto done;
     }
     for (int i = 0; i < n_prompt; i++) prompt[i] = (int32_t)((i * 7919 + 13) % hp->n_vocab);
+    double bw_before = bw_gbps, bw_after = bw_gbps;
+    if (be->cpu && (rc = probe_cpu(n_threads, &bw_before))) goto done;
     for (int r = -1; r < reps; r++) { /* r = -1: warm-up (page-in of the mapping) */
         hone_kv_seq seq = {0};
         double t0 = now_s();
@@ -148,6 +159,11 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
         }
     }
     stats sd = summarize(dec, reps), sp = summarize(pre, reps);
+    /* the roofline is the best the probe reached next to this run: another tenant's load can
+     * only lower it, so the fraction claimed errs low */
+    if (be->cpu && (rc = probe_cpu(n_threads, &bw_after))) goto done;
+    bw_gbps = bw_before > bw_after ? bw_before : bw_after;
+    if (bw_gbps > *bw_best) *bw_best = bw_gbps;
     double bytes = (double)hone_model_weight_bytes(m);
     double gbps = bytes * sd.median / 1e9;
     const char *dt = main_dtype(m);
@@ -158,6 +174,7 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
     cJSON_AddStringToObject(o, "backend", be->iface.describe(be->ctx));
     cJSON_AddStringToObject(o, "kernels", kernels_dir ? kernels_dir : "shipped baselines");
     cJSON_AddNumberToObject(o, "kernels_installed", kl ? hone_kernel_loader_n_installed(kl) : 0);
+    cJSON_AddStringToObject(o, "weight_memory", hone_model_weight_memory(m));
     cJSON_AddNumberToObject(o, "threads", be->cpu ? hone_ctx_n_threads(be->cpu) : 0);
     cJSON_AddNumberToObject(o, "prompt_tokens", n_prompt);
     cJSON_AddNumberToObject(o, "decode_tokens", n_tokens);
@@ -165,6 +182,8 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
     cJSON_AddItemToObject(o, "prefill_tok_s", stats_json(sp));
     cJSON_AddNumberToObject(o, "weight_bytes_per_token", bytes);
     cJSON_AddNumberToObject(o, "decode_read_gbps", gbps);
+    cJSON_AddNumberToObject(o, "read_bandwidth_gbps_before", bw_before);
+    cJSON_AddNumberToObject(o, "read_bandwidth_gbps_after", bw_after);
     cJSON_AddNumberToObject(o, "roofline_tok_s", bw_gbps * 1e9 / bytes);
     cJSON_AddNumberToObject(o, "roofline_fraction", gbps / bw_gbps);
     for (size_t i = 0; be->cpu && i < sizeof reference_engine / sizeof reference_engine[0]; i++)
@@ -261,21 +280,12 @@ int main(int argc, char **argv)
         return 1;
     }
     double bw = gpu.peak_gbps;
-    if (n_gpu <= 0) {
-        hone_membw_opts bo = HONE_MEMBW_OPTS_INIT;
-        bo.n_threads = n_threads;
-        bo.copy_triad = 0;
-        if (hone_membw_measure(&bw, &bo)) {
-            fprintf(stderr, "decode: bandwidth probe failed: %s\n", hone_error_last());
-            return 1;
-        }
-    }
     cJSON *root = cJSON_CreateObject();
     cJSON *machine = cJSON_AddObjectToObject(root, "machine");
     char *cpu = cpu_model(), *commit = run_line("git -C " HONE_SOURCE_DIR " rev-parse --short HEAD 2>/dev/null");
     cJSON_AddStringToObject(machine, "cpu", cpu ? cpu : "unknown");
     cJSON_AddNumberToObject(machine, "online_cpus", (double)sysconf(_SC_NPROCESSORS_ONLN));
-    cJSON_AddNumberToObject(machine, "read_bandwidth_gbps", bw);
+    cJSON *bw_item = cJSON_AddNumberToObject(machine, "read_bandwidth_gbps", bw);
     if (n_gpu > 0) {
         cJSON_AddStringToObject(machine, "gpu", gpu.name);
         cJSON_AddNumberToObject(machine, "gpu_sm", gpu.sm);
@@ -287,10 +297,11 @@ int main(int argc, char **argv)
     cJSON *results = cJSON_AddArrayToObject(root, "results");
     int rc = 0;
     for (int i = 0; i < n_models; i++)
-        if (bench_model(paths[i], device, n_threads, n_prompt, n_tokens, reps, bw, results)) {
+        if (bench_model(paths[i], device, n_threads, n_prompt, n_tokens, reps, bw, &bw, results)) {
             fprintf(stderr, "decode: %s: %s\n", paths[i], hone_error_last());
             rc = 1;
         }
+    cJSON_SetNumberValue(bw_item, bw);
     char *s = cJSON_Print(root);
     puts(s);
     free(s);

@@ -406,6 +406,7 @@ int hone_ctx_new(hone_ctx **out, const hone_model *m, const hone_ctx_opts *opts)
     }
     if (c->o.kv_blocks <= 0) c->o.kv_blocks = (c->o.n_ctx + c->o.kv_block_size - 1) / c->o.kv_block_size;
     hone_slots_cpu_baseline(&c->slots);
+    hone_model_make_resident(m);
     if ((rc = hone_pool_new(&c->pool, c->o.n_threads))) goto fail;
     c->o.n_threads = hone_pool_size(c->pool);
     if ((rc = hone_kv_cache_new(&c->kv, hp->n_layers, hp->n_kv_heads, hp->head_dim,

@@ -1,9 +1,12 @@
 /* Model loading: Llama-family hyperparameters and weight validation. */
 #include "model.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "error.h"
 
@@ -13,7 +16,22 @@ struct hone_model {
     hone_weight tok_embd, output_norm, output;
     hone_layer *layers;
     char name[128];
+    pthread_mutex_t lock;   /* guards the move into resident memory */
+    int resident_done;
+    void *arena;            /* the tensor data in anonymous huge pages, or NULL */
+    size_t arena_len;
+    const char *weight_memory;
 };
+
+/* The weights of one layer, for walks over all of them. */
+#define LAYER_WEIGHTS 12
+static void layer_weights(hone_layer *L, hone_weight *w[LAYER_WEIGHTS])
+{
+    hone_weight *all[LAYER_WEIGHTS] = {&L->attn_norm, &L->wq,  &L->wk,       &L->wv,
+                                       &L->bq,        &L->bk,  &L->bv,       &L->wo,
+                                       &L->ffn_norm,  &L->w_gate, &L->w_up, &L->w_down};
+    memcpy(w, all, sizeof all);
+}
 
 static const char *const supported_archs[] = {"llama", "mistral", "qwen2"};
 
@@ -152,6 +170,8 @@ int hone_model_load(hone_model **out, const char *path)
     hone_model *m = calloc(1, sizeof *m);
     *out = NULL;
     if (!m) return hone_error_set(HONE_ENOMEM, "out of memory");
+    pthread_mutex_init(&m->lock, NULL);
+    m->weight_memory = "file mapping";
     if ((rc = hone_gguf_open(&m->g, path)) || (rc = read_hparams(m))) goto done;
     const hone_hparams *hp = &m->hp;
     int64_t qd = hp->n_heads * hp->head_dim, kvd = hp->n_kv_heads * hp->head_dim;
@@ -202,6 +222,8 @@ done:
 void hone_model_free(hone_model *m)
 {
     if (!m) return;
+    if (m->arena) munmap(m->arena, m->arena_len);
+    pthread_mutex_destroy(&m->lock);
     hone_gguf_free(m->g);
     free(m->layers);
     free(m);
@@ -224,10 +246,78 @@ int64_t hone_model_weight_bytes(const hone_model *m)
 {
     int64_t b = wbytes(&m->output) + wbytes(&m->output_norm);
     for (int64_t i = 0; i < m->hp.n_layers; i++) {
-        const hone_layer *L = &m->layers[i];
-        b += wbytes(&L->attn_norm) + wbytes(&L->wq) + wbytes(&L->wk) + wbytes(&L->wv) +
-             wbytes(&L->bq) + wbytes(&L->bk) + wbytes(&L->bv) + wbytes(&L->wo) +
-             wbytes(&L->ffn_norm) + wbytes(&L->w_gate) + wbytes(&L->w_up) + wbytes(&L->w_down);
+        hone_weight *w[LAYER_WEIGHTS];
+        layer_weights(&m->layers[i], w);
+        for (int j = 0; j < LAYER_WEIGHTS; j++) b += wbytes(w[j]);
     }
     return b;
+}
+
+/* Whether the kernel backs madvise(MADV_HUGEPAGE) regions with transparent huge pages. */
+static int thp_available(void)
+{
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    char buf[128] = "";
+    if (!f) return 0;
+    int ok = fgets(buf, sizeof buf, f) && !strstr(buf, "[never]");
+    fclose(f);
+    return ok;
+}
+
+static void rebase(hone_weight *w, const uint8_t *lo, const uint8_t *hi, uint8_t *to)
+{
+    const uint8_t *p = w->data;
+    if (p && p >= lo && p < hi) w->data = to + (p - lo);
+}
+
+const char *hone_model_make_resident(const hone_model *cm)
+{
+    hone_model *m = (hone_model *)cm; /* the weights' values never change, only their address */
+    pthread_mutex_lock(&m->lock);
+    if (m->resident_done) goto done;
+    m->resident_done = 1;
+    const char *env = getenv("HONE_HUGEPAGES");
+    if ((env && !strcmp(env, "0")) || !thp_available()) goto done;
+    const uint8_t *lo = NULL, *hi = NULL;
+    for (int64_t i = 0; i < hone_gguf_n_tensors(m->g); i++) {
+        const hone_gguf_tensor *t = hone_gguf_tensor_at(m->g, i);
+        const uint8_t *p = t->data;
+        if (!lo || p < lo) lo = p;
+        if (!hi || p + t->nbytes > hi) hi = p + t->nbytes;
+    }
+    const size_t huge = (size_t)2 << 20;
+    size_t n = (size_t)(hi - lo), len = (n + huge - 1) / huge * huge + huge;
+    if (!lo || n < huge) goto done; /* too small to matter */
+    uint8_t *a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (a == MAP_FAILED) goto done; /* the file mapping serves as before */
+    uint8_t *to = (uint8_t *)(((uintptr_t)a + huge - 1) & ~(uintptr_t)(huge - 1));
+    madvise(to, n, MADV_HUGEPAGE);
+    memcpy(to, lo, n);
+    mprotect(a, len, PROT_READ);
+    rebase(&m->tok_embd, lo, hi, to);
+    rebase(&m->output_norm, lo, hi, to);
+    rebase(&m->output, lo, hi, to);
+    for (int64_t i = 0; i < m->hp.n_layers; i++) {
+        hone_weight *w[LAYER_WEIGHTS];
+        layer_weights(&m->layers[i], w);
+        for (int j = 0; j < LAYER_WEIGHTS; j++) rebase(w[j], lo, hi, to);
+    }
+    /* the file's pages are not read again through this mapping: let the page cache have them */
+    long pg = sysconf(_SC_PAGESIZE);
+    uintptr_t p0 = ((uintptr_t)lo + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1), p1 = (uintptr_t)hi & ~(uintptr_t)(pg - 1);
+    if (p1 > p0) madvise((void *)p0, p1 - p0, MADV_DONTNEED);
+    m->arena = a;
+    m->arena_len = len;
+    m->weight_memory = "anonymous huge pages";
+done:
+    pthread_mutex_unlock(&m->lock);
+    return hone_model_weight_memory(m);
+}
+
+const char *hone_model_weight_memory(const hone_model *m)
+{
+    pthread_mutex_lock(&((hone_model *)m)->lock);
+    const char *where = m->weight_memory;
+    pthread_mutex_unlock(&((hone_model *)m)->lock);
+    return where;
 }

@@ -1,5 +1,6 @@
 /* A Llama-family model loaded from GGUF: hyperparameters from the metadata and weights
- * borrowed from the file's mapping (served as shipped; never converted or requantised). */
+ * borrowed from the file's mapping, or moved byte for byte into huge pages for the CPU
+ * (hone_model_make_resident); served as shipped, never converted or requantised. */
 #ifndef HONE_MODEL_H
 #define HONE_MODEL_H
 
@@ -59,6 +60,19 @@ const hone_weight *hone_model_output_norm(const hone_model *m);/* [dim] f32 */
 const hone_weight *hone_model_output(const hone_model *m);     /* [n_vocab][dim]; token_embd if tied */
 /* Bytes of weights read by one decode step (every matrix once, the embedding row aside). */
 int64_t hone_model_weight_bytes(const hone_model *m);
+/* Moves the tensor data out of the file mapping into anonymous memory advised for transparent
+ * huge pages (one TLB entry per 2 MiB instead of per 4 KiB: decode streams every weight once
+ * per token, and measured f32 decode on SmolLM2-135M ran about 7% faster). The bytes are
+ * copied as they are; only their address changes, so the values any kernel sees are the same.
+ * Done once per model, by the first CPU forward context (hone_ctx_new); later calls return at
+ * once. Skipped when HONE_HUGEPAGES=0, when the kernel has THP off, for weights under 2 MiB,
+ * or when the memory cannot be had (the file mapping serves as before). Returns where the
+ * weights live: "anonymous huge pages" or "file mapping". Not meant to run while another
+ * thread reads this model's weight pointers. */
+const char *hone_model_make_resident(const hone_model *m);
+/* Where the weights live now (as above), without moving them. */
+const char *hone_model_weight_memory(const hone_model *m);
+
 /* The name the file gives itself (general.name) or its basename. */
 const char *hone_model_name(const hone_model *m);
 

