@@ -170,6 +170,61 @@ static void test_smollm2_paris(void)
     hone_model_free(m);
 }
 
+/* Logits of a 12-token prompt on m (new context each time). */
+static void prompt_logits(const hone_model *m, float *logits)
+{
+    hone_ctx *ctx = NULL;
+    hone_kv_seq seq = {0};
+    hone_ctx_opts o = HONE_CTX_OPTS_INIT;
+    o.n_ctx = 32;
+    int32_t ids[12];
+    for (int i = 0; i < 12; i++) ids[i] = 100 + 37 * i;
+    CHECK_EQ_INT(hone_ctx_new(&ctx, m, &o), 0);
+    if (!ctx) return;
+    CHECK_EQ_INT(hone_ctx_forward(ctx, &seq, ids, 12, logits, 0), 0);
+    hone_kv_cache_release(hone_ctx_kv(ctx), &seq);
+    hone_ctx_free(ctx);
+}
+
+/* The first CPU context moves SmolLM2's weights into huge pages (where the kernel has THP);
+ * the logits are bitwise those computed from the file mapping (HONE_HUGEPAGES=0). */
+static void test_resident_weights_same_bits(void)
+{
+    const char *path = harness_smollm2();
+    if (!path) {
+        fprintf(stderr, "SmolLM2 not installed: skipping\n");
+        return;
+    }
+    char thp[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (f) {
+        if (!fgets(thp, sizeof thp, f)) thp[0] = 0;
+        fclose(f);
+    }
+    int have_thp = thp[0] && !strstr(thp, "[never]");
+    hone_model *a = NULL, *b = NULL;
+    CHECK_EQ_INT(hone_model_load(&a, path), 0);
+    CHECK_EQ_INT(hone_model_load(&b, path), 0);
+    if (!a || !b) return;
+    CHECK_STR_CONTAINS(hone_model_weight_memory(a), "file mapping");
+    int64_t nv = hone_model_hparams(a)->n_vocab;
+    float *la = malloc((size_t)nv * sizeof *la), *lb = malloc((size_t)nv * sizeof *lb);
+    const void *before = hone_model_layer(a, 0)->wq.data;
+    prompt_logits(a, la);
+    CHECK_STR_CONTAINS(hone_model_weight_memory(a), have_thp ? "anonymous huge pages" : "file mapping");
+    CHECK(have_thp ? hone_model_layer(a, 0)->wq.data != before : hone_model_layer(a, 0)->wq.data == before);
+    CHECK_STR_CONTAINS(hone_model_make_resident(a), have_thp ? "anonymous huge pages" : "file mapping");
+    setenv("HONE_HUGEPAGES", "0", 1);
+    prompt_logits(b, lb);
+    unsetenv("HONE_HUGEPAGES");
+    CHECK_STR_CONTAINS(hone_model_weight_memory(b), "file mapping");
+    CHECK(memcmp(la, lb, (size_t)nv * sizeof *la) == 0);
+    free(la);
+    free(lb);
+    hone_model_free(a);
+    hone_model_free(b);
+}
+
 /* Continuous batching: three sequences at different stages share batches (a prefill chunk of
  * one beside decode steps of others); every row's logits equal the sequence run alone. */
 static void test_batch_equals_alone(void)
@@ -237,4 +292,4 @@ static void test_batch_equals_alone(void)
 }
 
 TEST_MAIN(TEST_CASE(test_bitwise_invariance), TEST_CASE(test_errors), TEST_CASE(test_batch_equals_alone),
-          TEST_CASE(test_smollm2_paris))
+          TEST_CASE(test_smollm2_paris), TEST_CASE(test_resident_weights_same_bits))
