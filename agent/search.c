@@ -14,8 +14,9 @@ int hone_search_supports(hone_slot_id slot) { return is_matvec(slot) || is_matmu
 
 hone_search_point hone_search_incumbent(hone_slot_id slot)
 {
-    (void)slot;
-    hone_search_point p = {1, 0, 8};
+    /* matvec: one row at a time, no prefetch; matmul: tiles of 8 tokens (4 for rows over
+     * 768 floats), rows that stream from memory prefetched 8 KiB ahead */
+    hone_search_point p = {1, is_matmul(slot) ? 8192 : 0, 8};
     return p;
 }
 
@@ -41,10 +42,10 @@ int hone_search_space(hone_slot_id slot, hone_search_point *pts, int cap)
                 if (!seen && n < cap) pts[n++] = p;
             }
     } else if (is_matmul(slot)) {
-        static const int tile[] = {16, 4, 8};
-        static const int pf[] = {4096, 0};
-        for (size_t j = 0; j < 2; j++)
-            for (size_t i = 0; i < 3; i++) {
+        static const int tile[] = {12, 16, 4, 8};
+        static const int pf[] = {8192, 4096, 0};
+        for (size_t j = 0; j < 3; j++)
+            for (size_t i = 0; i < 4; i++) {
                 hone_search_point p = {inc.rows, pf[j], tile[i]};
                 if (p.tile == inc.tile && p.prefetch == inc.prefetch) continue;
                 if (n < cap) pts[n++] = p;
@@ -143,10 +144,14 @@ static const char matvec_tmpl[] =
     "#endif\n"
     "}\n";
 
+/* The baseline's structure (kernels/cpu/common.h, hone_cpu_matmul_simd) with the tile and the
+ * prefetch distance as parameters: tokens in tiles outside when the thread's weights stay in
+ * L2, rows outside (prefetched) when they stream from memory. */
 static const char matmul_tmpl[] =
     "/* matmul_%1$s: Y[n][rows] = X[n][cols] W^T (prefill). Contract: engine/slots.h.\n"
-    " * Search proposer point: tiles of %2$d tokens share each dequantised block, prefetch %3$d.\n"
-    " * Each (token, row) keeps the matvec_%1$s order exactly (exact tier). */\n"
+    " * Search proposer point: tiles of %2$d tokens share each dequantised block, prefetch %3$d\n"
+    " * bytes ahead of rows that stream from memory. Each (token, row) keeps the matvec_%1$s\n"
+    " * order exactly (exact tier). */\n"
     "#include \"kernels/cpu/common.h\"\n"
     "\n"
     "#define TILE %2$d\n"
@@ -157,6 +162,33 @@ static const char matmul_tmpl[] =
     "    %4$s\n"
     "}\n"
     "\n"
+    "#ifdef HONE_CPU_SIMD\n"
+    "#define deqv hone_cpu_deqv_%1$s\n"
+    "/* One weight row against the tokens t0 .. t0 + nt - 1 (nt <= TILE). */\n"
+    "static inline __attribute__((always_inline)) void tile_row(float *Y, const uint8_t *rw, const float *X, int64_t t0,\n"
+    "                                                           int nt, int64_t r, int64_t rows, int64_t cols)\n"
+    "{\n"
+    "    int64_t nb = cols / 32, full = nb * 32;\n"
+    "    if (nt == TILE) {\n"
+    "        HONE_CPU_MATMUL_FULL_TILE(TILE);\n"
+    "        return;\n"
+    "    }\n"
+    "    __m512 acc[TILE];\n"
+    "    for (int t = 0; t < nt; t++) acc[t] = _mm512_setzero_ps();\n"
+    "    for (int64_t b = 0; b < nb; b++) {\n"
+    "        __m512 lo, hi;\n"
+    "        deqv(rw, b, &lo, &hi);\n"
+    "        for (int t = 0; t < nt; t++) {\n"
+    "            const float *xt = X + (t0 + t) * cols + b * 32;\n"
+    "            acc[t] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xt), acc[t]);\n"
+    "            acc[t] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xt + 16), acc[t]);\n"
+    "        }\n"
+    "    }\n"
+    "    for (int t = 0; t < nt; t++)\n"
+    "        Y[(t0 + t) * rows + r] = hone_cpu_zmm_finish(acc[t], rw, X + (t0 + t) * cols, full, cols, deq);\n"
+    "}\n"
+    "#endif\n"
+    "\n"
     "void hone_cpu_matmul_%1$s(float *Y, const void *W, const float *X, int64_t n, int64_t rows,\n"
     "                         int64_t cols, int ith, int nth)\n"
     "{\n"
@@ -164,38 +196,21 @@ static const char matmul_tmpl[] =
     "#ifdef HONE_CPU_SIMD\n"
     "    int64_t r0, r1;\n"
     "    hone_cpu_share(rows, ith, nth, &r0, &r1);\n"
-    "    int64_t nb = cols / 32, full = nb * 32, bb = nb ? row_bytes / nb : 0;\n"
-    "    for (int64_t r = r0; r < r1; r++) {\n"
-    "        const uint8_t *rw = (const uint8_t *)W + r * row_bytes;\n"
+    "    if ((r1 - r0) * row_bytes <= 768 * 1024) {\n"
     "        for (int64_t t0 = 0; t0 < n; t0 += TILE) {\n"
     "            int nt = n - t0 < TILE ? (int)(n - t0) : TILE;\n"
-    "            __m512 acc[TILE];\n"
-    "            for (int t = 0; t < TILE; t++) acc[t] = _mm512_setzero_ps();\n"
-    "            if (nt == TILE) { /* a full tile: constant bounds keep acc in registers */\n"
-    "                for (int64_t b = 0; b < nb; b++) {\n"
-    "                    __m512 lo, hi;\n"
-    "                    if (PREFETCH) _mm_prefetch((const char *)rw + b * bb + PREFETCH, _MM_HINT_T0);\n"
-    "                    hone_cpu_deqv_%1$s(rw, b, &lo, &hi);\n"
-    "#pragma GCC unroll 16\n"
-    "                    for (int t = 0; t < TILE; t++) {\n"
-    "                        const float *xt = X + (t0 + t) * cols + b * 32;\n"
-    "                        acc[t] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xt), acc[t]);\n"
-    "                        acc[t] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xt + 16), acc[t]);\n"
-    "                    }\n"
-    "                }\n"
-    "            } else\n"
-    "            for (int64_t b = 0; b < nb; b++) {\n"
-    "                __m512 lo, hi;\n"
-    "                if (PREFETCH) _mm_prefetch((const char *)rw + b * bb + PREFETCH, _MM_HINT_T0);\n"
-    "                hone_cpu_deqv_%1$s(rw, b, &lo, &hi);\n"
-    "                for (int t = 0; t < nt; t++) {\n"
-    "                    const float *xt = X + (t0 + t) * cols + b * 32;\n"
-    "                    acc[t] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(xt), acc[t]);\n"
-    "                    acc[t] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xt + 16), acc[t]);\n"
-    "                }\n"
-    "            }\n"
-    "            for (int t = 0; t < nt; t++)\n"
-    "                Y[(t0 + t) * rows + r] = hone_cpu_zmm_finish(acc[t], rw, X + (t0 + t) * cols, full, cols, deq);\n"
+    "            for (int64_t r = r0; r < r1; r++)\n"
+    "                tile_row(Y, (const uint8_t *)W + r * row_bytes, X, t0, nt, r, rows, cols);\n"
+    "        }\n"
+    "        return;\n"
+    "    }\n"
+    "    for (int64_t r = r0; r < r1; r++) {\n"
+    "        const uint8_t *rw = (const uint8_t *)W + r * row_bytes;\n"
+    "        if (PREFETCH)\n"
+    "            for (int64_t o = 0; o < row_bytes; o += 64) _mm_prefetch((const char *)rw + PREFETCH + o, _MM_HINT_T0);\n"
+    "        for (int64_t t0 = 0; t0 < n; t0 += TILE) {\n"
+    "            int nt = n - t0 < TILE ? (int)(n - t0) : TILE;\n"
+    "            tile_row(Y, rw, X, t0, nt, r, rows, cols);\n"
     "        }\n"
     "    }\n"
     "#else\n"
