@@ -158,7 +158,7 @@ int hone_compile_nvrtc_available(char *why, size_t cap)
 }
 
 int hone_compile_cuda(void **out, size_t *out_n, char **out_log, const char *src,
-                      const char *name, const char *arch)
+                      const char *name, const char *arch, const char *header)
 {
     *out = NULL;
     *out_n = 0;
@@ -167,12 +167,19 @@ int hone_compile_cuda(void **out, size_t *out_n, char **out_log, const char *src
     if (!nv.ok) return hone_error_set(HONE_EUNSUPPORTED, "NVRTC unavailable: %s", nv.why);
     nvrtcProgram prog = NULL;
     int rc = 0;
-    nvrtcResult r = nv.create(&prog, src, name, 0, NULL, NULL);
+    const char *hdr_src[1] = {header}, *hdr_name[1] = {"common.cuh"};
+    nvrtcResult r = nv.create(&prog, src, name, header ? 1 : 0, hdr_src, hdr_name);
     if (r != 0) return hone_error_set(HONE_EINTERNAL, "nvrtcCreateProgram: %s", nv.errstr(r));
     char archopt[64];
     snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
-    const char *opts[] = {archopt, "--std=c++17", "-default-device"};
-    nvrtcResult cr = nv.compile(prog, 3, opts);
+    /* the engine's options (engine/cuda_nvrtc.c): what passes here is what the engine runs */
+    char flags[] = HONE_COMPILE_CUDA_FLAGS;
+    const char *opts[8] = {archopt};
+    int n_opts = 1;
+    char *save = NULL;
+    for (char *tok = strtok_r(flags, " ", &save); tok && n_opts < 8; tok = strtok_r(NULL, " ", &save))
+        opts[n_opts++] = tok;
+    nvrtcResult cr = nv.compile(prog, n_opts, opts);
     size_t ls = 0;
     nv.log_size(prog, &ls);
     char *log = malloc(ls + 1);

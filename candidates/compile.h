@@ -17,14 +17,19 @@
 int hone_compile_cpu(char **out_log, char *cmd, size_t cmd_cap, const char *src_path,
                      const char *so_path, const char *src_root, double timeout_s);
 
+/* The NVRTC options of every CUDA candidate, besides the architecture: the engine's own
+ * (engine/cuda_nvrtc.c), so the compile gate compiles what the engine would run. */
+#define HONE_COMPILE_CUDA_FLAGS "--std=c++17 --fmad=false --ftz=false --prec-div=true --prec-sqrt=true"
+
 /* NVRTC available in this process? (dlopen of libnvrtc succeeded). why: the reason if not. */
 int hone_compile_nvrtc_available(char *why, size_t cap);
 
 /* Compiles CUDA source for arch ("sm_80", "sm_90": a cubin; "compute_80": PTX text).
- * *out (malloc'd) is the cubin or the NUL-terminated PTX, *out_n its size; *out_log the
- * NVRTC log (malloc'd). HONE_EFORMAT when NVRTC reports a compile error (log says why),
- * HONE_EUNSUPPORTED when NVRTC cannot be loaded. */
+ * header: the text of kernels/cuda/common.cuh, which src may then include as "common.cuh"
+ * (NULL: none). *out (malloc'd) is the cubin or the NUL-terminated PTX, *out_n its size;
+ * *out_log the NVRTC log (malloc'd). HONE_EFORMAT when NVRTC reports a compile error (log says
+ * why), HONE_EUNSUPPORTED when NVRTC cannot be loaded. */
 int hone_compile_cuda(void **out, size_t *out_n, char **out_log, const char *src,
-                      const char *name, const char *arch);
+                      const char *name, const char *arch, const char *header);
 
 #endif

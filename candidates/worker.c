@@ -161,11 +161,13 @@ static void child_setup(const hone_worker_opts *o)
     r.rlim_cur = r.rlim_max = 0;
     setrlimit(RLIMIT_FSIZE, &r);
     setrlimit(RLIMIT_CORE, &r);
-    r.rlim_cur = r.rlim_max = (rlim_t)(vm_size() + o->as_extra);
-    setrlimit(RLIMIT_AS, &r);
-    /* no new processes (root is exempt from RLIMIT_NPROC; seccomp refuses clone anyway) */
-    r.rlim_cur = r.rlim_max = 0;
-    setrlimit(RLIMIT_NPROC, &r);
+    if (!o->gpu) {
+        r.rlim_cur = r.rlim_max = (rlim_t)(vm_size() + o->as_extra);
+        setrlimit(RLIMIT_AS, &r);
+        /* no new processes (root is exempt from RLIMIT_NPROC; seccomp refuses clone anyway) */
+        r.rlim_cur = r.rlim_max = 0;
+        setrlimit(RLIMIT_NPROC, &r);
+    }
     signal(SIGPIPE, SIG_DFL);
 }
 

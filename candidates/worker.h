@@ -18,9 +18,14 @@ typedef struct {
     int cpu_s;             /* RLIMIT_CPU (seconds of CPU, all threads) */
     size_t as_extra;       /* RLIMIT_AS = the address space at fork + this many bytes */
     int no_net;            /* 1: unshare(CLONE_NEWNET) (skipped silently when not permitted) */
+    int gpu;               /* 1: the child initialises CUDA, so two limits are left off: RLIMIT_AS
+                            * (the driver reserves a unified address range the size of host plus
+                            * device memory) and RLIMIT_NPROC (the runtime starts threads); the
+                            * others stay. CUDA must not have been initialised in the parent:
+                            * a forked child cannot use it then. */
 } hone_worker_opts;
 
-#define HONE_WORKER_OPTS_INIT {10.0, 30, (size_t)1 << 30, 1}
+#define HONE_WORKER_OPTS_INIT {10.0, 30, (size_t)1 << 30, 1, 0}
 
 typedef struct {
     int ok;              /* 1: exited normally with status 0 */

@@ -29,6 +29,47 @@ int hone_cuda_kernels_read_file(char **out, const char *path)
     return hone_file_read(path, out, NULL);
 }
 
+/* The text of dir/common.cuh (malloc'd). */
+static int read_header(char **out, const char *dir)
+{
+    char path[4400];
+    snprintf(path, sizeof path, "%s/common.cuh", dir);
+    return hone_cuda_kernels_read_file(out, path);
+}
+
+/* Reads kernel k of dir, parses its launch line into *cfg and compiles it for o->sm (through
+ * the cubin cache) into *cub. */
+static int compile_kernel(hone_cuda_cubin *cub, hone_cuda_launch *cfg, const char *dir, int k,
+                          const hone_cuda_nvrtc_opts *o)
+{
+    char file[128], path[4400];
+    char *src = NULL;
+    snprintf(file, sizeof file, "%s.cu", hone_cuda_kernels_name(k));
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    int rc = hone_cuda_kernels_read_file(&src, path);
+    if (!rc) rc = hone_cuda_nvrtc_parse_launch(cfg, src, file);
+    if (!rc) rc = hone_cuda_nvrtc_compile(cub, file, src, o);
+    free(src);
+    return rc;
+}
+
+int hone_cuda_kernels_compile(const char *dir, int sm)
+{
+    char *header = NULL;
+    int rc = read_header(&header, dir);
+    hone_cuda_nvrtc_opts o = HONE_CUDA_NVRTC_OPTS_INIT;
+    o.sm = sm;
+    o.header = header;
+    for (int k = 0; k < HONE_CUDA_KERNEL_COUNT && !rc; k++) {
+        hone_cuda_cubin cub = {0};
+        hone_cuda_launch cfg;
+        rc = compile_kernel(&cub, &cfg, dir, k, &o);
+        hone_cuda_cubin_free(&cub);
+    }
+    free(header);
+    return rc;
+}
+
 #ifdef HONE_HAVE_CUDA
 
 #include "cuda.h"
@@ -43,8 +84,8 @@ struct hone_cuda_kernels {
 int hone_cuda_kernels_new(hone_cuda_kernels **out, int sm, const char *dir)
 {
     int rc;
-    char dbuf[4096], path[4400], sym[128];
-    char *header = NULL, *src = NULL;
+    char dbuf[4096], sym[128];
+    char *header = NULL;
     hone_cuda_cubin cub = {0};
     *out = NULL;
     if (!dir) {
@@ -53,8 +94,7 @@ int hone_cuda_kernels_new(hone_cuda_kernels **out, int sm, const char *dir)
     }
     hone_cuda_kernels *ks = calloc(1, sizeof *ks);
     if (!ks) return hone_error_set(HONE_ENOMEM, "out of memory");
-    snprintf(path, sizeof path, "%s/common.cuh", dir);
-    if ((rc = hone_cuda_kernels_read_file(&header, path))) goto done;
+    if ((rc = read_header(&header, dir))) goto done;
     hone_cuda_nvrtc_opts o = HONE_CUDA_NVRTC_OPTS_INIT;
     o.sm = sm;
     o.header = header;
@@ -62,10 +102,7 @@ int hone_cuda_kernels_new(hone_cuda_kernels **out, int sm, const char *dir)
         const char *name = hone_cuda_kernels_name(k);
         char file[128];
         snprintf(file, sizeof file, "%s.cu", name);
-        snprintf(path, sizeof path, "%s/%s", dir, file);
-        if ((rc = hone_cuda_kernels_read_file(&src, path))) goto done;
-        if ((rc = hone_cuda_nvrtc_parse_launch(&ks->cfg[k], src, file))) goto done;
-        if ((rc = hone_cuda_nvrtc_compile(&cub, file, src, &o))) goto done;
+        if ((rc = compile_kernel(&cub, &ks->cfg[k], dir, k, &o))) goto done;
         ks->n_cached += cub.from_cache;
         if ((rc = HONE_CUDART(cudaLibraryLoadData(&ks->lib[k], cub.cubin, NULL, NULL, 0, NULL, NULL, 0))))
             goto done;
@@ -92,14 +129,11 @@ int hone_cuda_kernels_new(hone_cuda_kernels **out, int sm, const char *dir)
                                                    ks->cfg[k].smem))))
             goto done;
         hone_cuda_cubin_free(&cub);
-        free(src);
-        src = NULL;
     }
     *out = ks;
     ks = NULL;
 done:
     hone_cuda_cubin_free(&cub);
-    free(src);
     free(header);
     hone_cuda_kernels_free(ks);
     return rc;

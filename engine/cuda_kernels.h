@@ -24,6 +24,13 @@ int hone_cuda_kernels_dir(char *buf, int cap);
 /* Reads a whole text file into a malloc'd NUL-terminated string. */
 int hone_cuda_kernels_read_file(char **out, const char *path);
 
+/* Compiles every kernel of dir for architecture sm into the cubin cache without loading any:
+ * NVRTC only, no GPU and no CUDA context, so a parent process can prepare what a child that
+ * may not write files (candidates/worker.h) then loads from the cache with
+ * hone_cuda_kernels_new. The error names the kernel that failed. HONE_EUNSUPPORTED in a build
+ * without NVRTC. */
+int hone_cuda_kernels_compile(const char *dir, int sm);
+
 typedef struct hone_cuda_kernels hone_cuda_kernels;
 
 #ifdef HONE_HAVE_CUDA

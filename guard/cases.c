@@ -579,6 +579,14 @@ void hone_cases_free(hone_case_set *s)
     memset(s, 0, sizeof *s);
 }
 
+const hone_case *hone_cases_timing(const hone_case_set *s)
+{
+    const hone_case *tc = &s->c[0];
+    for (int i = 0; i < s->n; i++)
+        if (s->c[i].timing) tc = &s->c[i];
+    return tc;
+}
+
 float *hone_cases_out(const hone_case_set *s, const hone_case *c, int k)
 {
     return (float *)(s->base + c->out_off[k]);
@@ -670,6 +678,118 @@ void hone_cases_call(void *fn, const hone_case *c, const uint8_t *base, float *o
             ((hone_slot_matmul_fn)fn)(out, in0, in1, c->n, c->rows, c->cols, ith, nth);
         break;
     }
+}
+
+void hone_cases_span(const hone_case *c, size_t *lo, size_t *hi)
+{
+    *lo = c->in_off[0];
+    *hi = align64(c->scratch_off + (size_t)c->scratch_len * 4) + HONE_CASES_CANARY;
+}
+
+int64_t hone_cases_cuda_scratch_len(const hone_case *c)
+{
+    if (c->slot != HONE_SLOT_ATTENTION_DECODE && c->slot != HONE_SLOT_ATTENTION_PREFILL) return 0;
+    return c->n * c->heads * c->n_kv;
+}
+
+static void *arg_ptr(hone_cases_cuda_launch *o, int *k, const void *p)
+{
+    o->ptr[*k] = (void *)p;
+    return &o->ptr[(*k)++];
+}
+
+static void *arg_i64(hone_cases_cuda_launch *o, int *k, int64_t v)
+{
+    o->i64[*k] = v;
+    return &o->i64[(*k)++];
+}
+
+void hone_cases_cuda_args(hone_cases_cuda_launch *o, const hone_case *c, uint8_t *dev, size_t lo,
+                          float *dev_out, float *scratch, int32_t *n_kv)
+{
+    memset(o, 0, sizeof *o);
+    int np = 0, ni = 0, a = 0;
+    const uint8_t *in[HONE_CASES_MAX_IN] = {NULL};
+    for (int i = 0; i < c->n_in; i++) in[i] = dev + (c->in_off[i] - lo);
+    void **A = o->args;
+    o->f32[0] = c->eps;
+    o->i32[0] = c->dtype;
+    A[a++] = arg_ptr(o, &np, dev_out);
+    o->items_y = 1;
+    switch (c->slot) {
+    case HONE_SLOT_EMBED: /* out, table, dtype, ids, n, dim */
+        A[a++] = arg_ptr(o, &np, in[0]);
+        A[a++] = &o->i32[0];
+        A[a++] = arg_ptr(o, &np, in[1]);
+        A[a++] = arg_i64(o, &ni, c->n);
+        A[a++] = arg_i64(o, &ni, c->dim);
+        o->items_x = c->dim;
+        o->items_y = c->n;
+        break;
+    case HONE_SLOT_RMSNORM: /* y, x, w, n, dim, eps */
+        A[a++] = arg_ptr(o, &np, in[0]);
+        A[a++] = arg_ptr(o, &np, in[1]);
+        A[a++] = arg_i64(o, &ni, c->n);
+        A[a++] = arg_i64(o, &ni, c->dim);
+        A[a++] = &o->f32[0];
+        o->items_x = c->n;
+        break;
+    case HONE_SLOT_ROPE: /* x (in place), pos, n, n_heads, head_dim, n_rot, freq_base, neox */
+        o->f32[0] = c->freq_base;
+        o->i32[0] = c->neox;
+        A[a++] = arg_ptr(o, &np, in[1]);
+        A[a++] = arg_i64(o, &ni, c->n);
+        A[a++] = arg_i64(o, &ni, c->heads);
+        A[a++] = arg_i64(o, &ni, c->head_dim);
+        A[a++] = arg_i64(o, &ni, c->n_rot);
+        A[a++] = &o->f32[0];
+        A[a++] = &o->i32[0];
+        o->items_x = c->n * c->heads;
+        break;
+    case HONE_SLOT_ATTENTION_DECODE:
+    case HONE_SLOT_ATTENTION_PREFILL: {
+        /* out, q, k_cache, v_cache, block_table, n_kv pointer | n, pos0, block_size, n_heads,
+         * n_kv_heads, head_dim, scale, scratch, scratch_stride */
+        int dec = c->slot == HONE_SLOT_ATTENTION_DECODE;
+        o->f32[0] = c->scale;
+        for (int i = 0; i < 4; i++) A[a++] = arg_ptr(o, &np, in[i]);
+        if (dec) {
+            A[a++] = arg_ptr(o, &np, n_kv);
+        } else {
+            A[a++] = arg_i64(o, &ni, c->n);
+            A[a++] = arg_i64(o, &ni, c->pos0);
+        }
+        A[a++] = arg_i64(o, &ni, c->block_size);
+        A[a++] = arg_i64(o, &ni, c->heads);
+        A[a++] = arg_i64(o, &ni, c->kv_heads);
+        A[a++] = arg_i64(o, &ni, c->head_dim);
+        A[a++] = &o->f32[0];
+        A[a++] = arg_ptr(o, &np, scratch);
+        A[a++] = arg_i64(o, &ni, c->n_kv);
+        o->items_x = c->heads;
+        o->items_y = dec ? 1 : c->n;
+        break;
+    }
+    case HONE_SLOT_SWIGLU:
+    case HONE_SLOT_ADD: /* out, a, b, n */
+        A[a++] = arg_ptr(o, &np, in[0]);
+        A[a++] = arg_ptr(o, &np, in[1]);
+        A[a++] = arg_i64(o, &ni, c->n);
+        o->items_x = c->n;
+        break;
+    default: /* matvec: y, W, x, rows, cols; matmul: Y, W, X, n, rows, cols */
+        A[a++] = arg_ptr(o, &np, in[0]);
+        A[a++] = arg_ptr(o, &np, in[1]);
+        if (c->slot > HONE_SLOT_MATVEC_Q4_1) {
+            A[a++] = arg_i64(o, &ni, c->n);
+            o->items_y = c->n;
+        }
+        A[a++] = arg_i64(o, &ni, c->rows);
+        A[a++] = arg_i64(o, &ni, c->cols);
+        o->items_x = c->rows;
+        break;
+    }
+    o->n_args = a;
 }
 
 void hone_cases_oracle(const hone_case *c, const uint8_t *base, double *ref)

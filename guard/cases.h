@@ -59,6 +59,9 @@ void hone_cases_fill_weight(void *w, int dt, int64_t rows, int64_t cols, uint64_
 int hone_cases_new(hone_case_set *out, hone_slot_id slot, const hone_model *m, uint64_t seed);
 void hone_cases_free(hone_case_set *s);
 
+/* The case the speed gate times (the largest non-edge one: its `timing` flag). */
+const hone_case *hone_cases_timing(const hone_case_set *s);
+
 /* Fills output buffer k of case c with the poison NaN (or the in-place initial content). */
 void hone_cases_poison(const hone_case_set *s, const hone_case *c, float *out);
 float *hone_cases_out(const hone_case_set *s, const hone_case *c, int k);
@@ -71,6 +74,36 @@ uint64_t hone_cases_hash_inputs(const hone_case_set *s, const hone_case *c);
  * the shared region), writing out and using scratch. */
 void hone_cases_call(void *fn, const hone_case *c, const uint8_t *base, float *out,
                      float *scratch, int ith, int nth);
+
+/* The bytes of case c in the shared region, [*lo, *hi): its inputs, outputs and scratch with
+ * every canary (cases lie one after the other, so the spans of two cases do not overlap). */
+void hone_cases_span(const hone_case *c, size_t *lo, size_t *hi);
+
+/* One launch of the slot's CUDA kernel on case c: the arguments of kernels/cuda/README.md's
+ * table in cudaLaunchKernel's form (args[i] points at the i-th argument's value, kept in this
+ * struct: fill it where it will be used and do not copy it) and the items along the slot's
+ * x and y axes (hone_cuda_kernels_launch's items_x, items_y). */
+typedef struct {
+    void *args[16];
+    int n_args;
+    int64_t items_x, items_y;
+    void *ptr[8];        /* the values behind args */
+    int64_t i64[10];
+    float f32[2];
+    int32_t i32[2];
+} hone_cases_cuda_launch;
+
+/* Floats of attention scratch a CUDA kernel needs for case c ([n * heads][n_kv]; the CPU's is
+ * one row, scratch_len); 0 for the other slots. */
+int64_t hone_cases_cuda_scratch_len(const hone_case *c);
+
+/* Fills *out for case c. dev: the device address of byte lo of a device copy of the case's
+ * span (hone_cases_span), so an input at offset off is at dev + (off - lo); out: the device
+ * output (in place for rope: it holds x); scratch: hone_cases_cuda_scratch_len(c) device
+ * floats; n_kv: a device int32 holding c->n_kv (attention_decode reads its length from device
+ * memory). scratch and n_kv may be NULL for the slots that take neither. No CUDA call. */
+void hone_cases_cuda_args(hone_cases_cuda_launch *out, const hone_case *c, uint8_t *dev, size_t lo,
+                          float *dev_out, float *scratch, int32_t *n_kv);
 
 /* The f64 oracle of case c (ref: out_len doubles). */
 void hone_cases_oracle(const hone_case *c, const uint8_t *base, double *ref);

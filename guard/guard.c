@@ -19,12 +19,15 @@
 #include "candidates/store.h"
 #include "candidates/worker.h"
 #include "engine/backend.h"
+#include "engine/cuda_kernels.h"
+#include "engine/cuda_nvrtc.h"
 #include "engine/error.h"
 #include "engine/file.h"
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/slots.h"
 #include "guard/cases.h"
+#include "guard/cuda_exec.h"
 #include "guard/oracle.h"
 #include "guard/scan.h"
 #include "profiler/membw.h"
@@ -123,6 +126,14 @@ static void bootstrap_ci(const double *v, int n, uint64_t seed, double *lo, doub
 
 /* ---- the run's state ---------------------------------------------------------------------- */
 
+/* A case set with its truth: the f64 oracle and the incumbent's outputs and errors. */
+typedef struct {
+    hone_case_set cs;
+    double **ref;          /* [case][out_len] oracle */
+    float **inc;           /* [case][out_len] incumbent outputs */
+    hone_oracle_err *inc_err;
+} case_data;
+
 typedef struct {
     const hone_guard_opts *o;
     hone_guard_result *res;
@@ -133,12 +144,13 @@ typedef struct {
     char symbol[96];
     uint64_t seed;
     hone_model *model;
-    hone_case_set cs;
-    double **ref;          /* [case][out_len] oracle */
-    float **inc;           /* [case][out_len] incumbent outputs */
-    hone_oracle_err *inc_err;
+    case_data main;        /* the slot's cases */
+    case_data fresh;       /* CUDA: the same shapes with other inputs (cuda_exec.h) */
     void *inc_fn;
     int verdict_done;
+    int cuda;              /* the candidate is a CUDA kernel */
+    hone_cuda_exec_device gpu;
+    char kroot[4200];      /* CUDA: the candidate's kernels root (cuda_exec.h) */
 } run_state;
 
 static cJSON *gate(run_state *r, const char *name, const char *status, const char *fmt, ...)
@@ -188,6 +200,13 @@ struct speed_shm {
     double inc_ns[MAX_REPS], cand_ns[MAX_REPS];
 };
 
+/* Timed A/B pairs: --reps, default 41, at most MAX_REPS. */
+static int speed_reps(const run_state *r)
+{
+    int reps = r->o->reps > 0 ? r->o->reps : 41;
+    return reps > MAX_REPS ? MAX_REPS : reps;
+}
+
 static void *load_candidate(const char *so, const char *sym)
 {
     void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
@@ -195,9 +214,19 @@ static void *load_candidate(const char *so, const char *sym)
     return dlsym(h, sym);
 }
 
+/* Exchanges the bytes [lo, hi) of two regions (no allocation: this runs under strict seccomp). */
+static void swap_span(uint8_t *a, uint8_t *b, size_t lo, size_t hi)
+{
+    for (size_t k = lo; k < hi; k++) {
+        uint8_t t = a[k];
+        a[k] = b[k];
+        b[k] = t;
+    }
+}
+
 static void run_parity_calls(const run_state *r, void *fn)
 {
-    const hone_case_set *s = &r->cs;
+    const hone_case_set *s = &r->main.cs, *f = &r->fresh.cs;
     for (int i = 0; i < s->n; i++) {
         const hone_case *c = &s->c[i];
         float *scratch = hone_cases_scratch(s, c);
@@ -214,13 +243,16 @@ static void run_parity_calls(const run_state *r, void *fn)
             hone_cases_poison(s, c, o);
             hone_cases_call(fn, c, s->base, o, scratch, ith, 3);
         }
+        /* the fresh case's bytes at this case's addresses, one call into output 0, then both
+         * back where they were: a result cached by address or call count comes back stale */
+        size_t lo, hi;
+        hone_cases_span(c, &lo, &hi);
+        swap_span(s->base, f->base, lo, hi);
+        o = hone_cases_out(s, c, 0);
+        hone_cases_poison(s, c, o);
+        hone_cases_call(fn, c, s->base, o, scratch, 0, 1);
+        swap_span(s->base, f->base, lo, hi);
     }
-}
-
-static size_t case_lo(const hone_case *c) { return c->in_off[0]; }
-static size_t case_hi(const hone_case *c)
-{
-    return c->scratch_off + (size_t)c->scratch_len * 4 + 2 * HONE_CASES_CANARY + 64;
 }
 
 static void flush_range(const uint8_t *p, size_t n)
@@ -240,11 +272,11 @@ static int kworker(void *argp)
         return 0;
     }
     /* timing: copies of the timing case, each flushed from every cache level before a rep */
-    const hone_case_set *s = &r->cs;
-    const hone_case *tc = NULL;
-    for (int i = 0; i < s->n; i++)
-        if (s->c[i].timing) tc = &s->c[i];
-    size_t lo = case_lo(tc), hi = case_hi(tc), span = hi - lo;
+    const hone_case_set *s = &r->main.cs;
+    const hone_case *tc = hone_cases_timing(s);
+    size_t lo, hi;
+    hone_cases_span(tc, &lo, &hi);
+    size_t span = hi - lo;
     /* calibrate: copies so that one rep lasts >= 20 us */
     uint8_t *one = malloc(span);
     if (!one) return 5;
@@ -263,8 +295,7 @@ static int kworker(void *argp)
         if (!copies[k]) return 5;
         memcpy(copies[k], s->base + lo, span);
     }
-    int reps = r->o->reps > 0 ? r->o->reps : 41;
-    if (reps > MAX_REPS) reps = MAX_REPS;
+    int reps = speed_reps(r);
     if (hone_worker_enter_timing() != 0) return 4;
     void *fns[2] = {r->inc_fn, fn};
     for (int rep = -3; rep < reps; rep++) { /* 3 warm-up pairs */
@@ -318,14 +349,17 @@ static void worker_failure(run_state *r, const char *gname, const hone_worker_re
 
 static int is_poison(float f) { return fbits(f) == HONE_CASES_POISON; }
 
-/* pass 0: unwritten, non-finite and constant outputs (over every case first, so that the most
+/* Case i of set d (r->main: three runs and, on the CPU, the shares; r->fresh: one run).
+ * pass 0: unwritten, non-finite and constant outputs (over every case first, so that the most
  * specific reason wins); pass 1: parity tier, determinism, shares. */
-static int judge_case(run_state *r, int i, double *worst_cand, double *worst_inc, int *exact, int pass)
+static int judge_case(run_state *r, const case_data *d, int i, double *worst_cand, double *worst_inc,
+                      int *exact, int pass)
 {
-    const hone_case_set *s = &r->cs;
+    const hone_case_set *s = &d->cs;
     const hone_case *c = &s->c[i];
     const float *o0 = hone_cases_out(s, c, 0);
-    const double *ref = r->ref[i];
+    const double *ref = d->ref[i];
+    int runs = d == &r->main ? 3 : 1, shares = runs == 3 && !r->cuda;
     int64_t n = c->out_len;
     if (!c->inplace) {
         int64_t left = 0;
@@ -370,9 +404,9 @@ static int judge_case(run_state *r, int i, double *worst_cand, double *worst_inc
         }
     }
     if (pass == 0) return 0;
-    int same = memcmp(o0, r->inc[i], (size_t)n * 4) == 0;
+    int same = memcmp(o0, d->inc[i], (size_t)n * 4) == 0;
     if (!same) *exact = 0;
-    const hone_oracle_err *ie = &r->inc_err[i];
+    const hone_oracle_err *ie = &d->inc_err[i];
     double floor_abs = FAITHFUL_ABS_FLOOR * ie->ref_max_abs;
     if (!same && (e.max_abs > FAITHFUL_MAX_SLACK * ie->max_abs + floor_abs ||
                   e.mean_abs > FAITHFUL_MEAN_SLACK * ie->mean_abs + floor_abs)) {
@@ -385,12 +419,13 @@ static int judge_case(run_state *r, int i, double *worst_cand, double *worst_inc
     }
     if (e.max_abs > *worst_cand) *worst_cand = e.max_abs;
     if (ie->max_abs > *worst_inc) *worst_inc = ie->max_abs;
-    for (int k = 1; k < 3; k++)
+    for (int k = 1; k < runs; k++)
         if (memcmp(o0, hone_cases_out(s, c, k), (size_t)n * 4) != 0) {
             gate(r, "kernel-parity", "fail", "run %d differs from run 1 (%s)", k + 1, c->desc);
             reject(r, HONE_GUARD_NONDETERMINISTIC, "three runs are not bitwise identical: run %d differs (%s)", k + 1, c->desc);
             return -1;
         }
+    if (!shares) return 0;
     if (memcmp(o0, hone_cases_out(s, c, 3), (size_t)n * 4) != 0) {
         gate(r, "kernel-parity", "fail", "nth=2 differs from nth=1 (%s)", c->desc);
         reject(r, HONE_GUARD_SHARE, "share contract: nth=2 gives other bits than nth=1 (%s)", c->desc);
@@ -430,19 +465,18 @@ static int judge_case(run_state *r, int i, double *worst_cand, double *worst_inc
     return 0;
 }
 
-static int check_hygiene(run_state *r, int out_k_first, int out_k_last, const char *gname)
+/* Canaries and inputs of every case of d, as the last runs left them. */
+static int check_hygiene(run_state *r, const case_data *d, const char *gname)
 {
-    (void)out_k_first;
-    (void)out_k_last;
-    for (int i = 0; i < r->cs.n; i++) {
-        const hone_case *c = &r->cs.c[i];
+    for (int i = 0; i < d->cs.n; i++) {
+        const hone_case *c = &d->cs.c[i];
         char what[256];
-        if (!hone_cases_canaries_ok(&r->cs, c, what, sizeof what)) {
+        if (!hone_cases_canaries_ok(&d->cs, c, what, sizeof what)) {
             gate(r, gname, "fail", "canary broken: %s", what);
             reject(r, HONE_GUARD_CANARY, "out-of-bounds write: %s", what);
             return -1;
         }
-        if (hone_cases_hash_inputs(&r->cs, c) != c->in_hash) {
+        if (hone_cases_hash_inputs(&d->cs, c) != c->in_hash) {
             gate(r, gname, "fail", "an input changed (%s)", c->desc);
             reject(r, HONE_GUARD_INPUT_MUTATED, "mutates its input: the inputs' hash changed (%s)", c->desc);
             return -1;
@@ -450,6 +484,8 @@ static int check_hygiene(run_state *r, int out_k_first, int out_k_last, const ch
     }
     return 0;
 }
+
+static int judge_parity(run_state *r, double t0);
 
 static int kernel_parity_gate(run_state *r)
 {
@@ -467,16 +503,26 @@ static int kernel_parity_gate(run_state *r)
         worker_failure(r, "kernel-parity", &w);
         return -1;
     }
-    if (check_hygiene(r, 0, 6, "kernel-parity")) return -1;
+    return judge_parity(r, t0);
+}
+
+/* The verdict of kernel parity on the runs in the shared regions, for both backends: hygiene,
+ * then pass 0 and pass 1 of judge_case over r->main and r->fresh, then the tier. */
+static int judge_parity(run_state *r, double t0)
+{
+    const case_data *sets[2] = {&r->main, &r->fresh};
+    for (int k = 0; k < 2; k++)
+        if (sets[k] && check_hygiene(r, sets[k], "kernel-parity")) return -1;
     double wc = 0, wi = 0;
     int exact = 1;
     for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < r->cs.n; i++)
-            if (judge_case(r, i, &wc, &wi, &exact, pass)) return -1;
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; sets[k] && i < sets[k]->cs.n; i++)
+                if (judge_case(r, sets[k], i, &wc, &wi, &exact, pass)) return -1;
     snprintf(r->res->tier, sizeof r->res->tier, "%s", exact ? "exact" : "faithful");
     char shapes[512] = "";
-    for (int i = 0; i < r->cs.n && strlen(shapes) < 400; i++) {
-        const char *d = strchr(r->cs.c[i].desc, ' ');
+    for (int i = 0; i < r->main.cs.n && strlen(shapes) < 400; i++) {
+        const char *d = strchr(r->main.cs.c[i].desc, ' ');
         snprintf(shapes + strlen(shapes), sizeof shapes - strlen(shapes), "%s%s", i ? "; " : "", d ? d + 1 : "");
     }
     snprintf(r->res->ev_shapes, sizeof r->res->ev_shapes, "%s", shapes);
@@ -486,17 +532,21 @@ static int kernel_parity_gate(run_state *r)
     r->res->ev.slack = FAITHFUL_MAX_SLACK - 1.0;
     r->res->ev.shapes = r->res->ev_shapes;
     cJSON *g = gate(r, "kernel-parity", "pass",
-                    "%s tier over %d cases (seed %llu): max |err| vs f64 oracle %.3g (incumbent %.3g); "
-                    "3 runs identical, nth=1/2/3 identical, shares disjoint, canaries and inputs intact (%.2f s)",
-                    r->res->tier, r->cs.n, (unsigned long long)r->seed, wc, wi, mono_s() - t0);
+                    "%s tier over %d cases (seed %llu): max |err| vs f64 oracle %.3g (incumbent %.3g); %s (%.2f s)",
+                    r->res->tier, r->main.cs.n, (unsigned long long)r->seed, wc, wi,
+                    r->cuda ? "3 runs at 3 device addresses identical, every case again with fresh inputs "
+                              "at the same addresses, canaries, guards and inputs intact"
+                            : "3 runs identical, nth=1/2/3 identical, shares disjoint, every case again with "
+                              "fresh inputs at the same addresses, canaries and inputs intact",
+                    mono_s() - t0);
     cJSON_AddStringToObject(g, "tier", r->res->tier);
-    cJSON_AddNumberToObject(g, "cases", r->cs.n);
+    cJSON_AddNumberToObject(g, "cases", r->main.cs.n);
     cJSON_AddNumberToObject(g, "candidate_max_abs_err", wc);
     cJSON_AddNumberToObject(g, "incumbent_max_abs_err", wi);
     cJSON_AddNumberToObject(g, "faithful_max_slack", FAITHFUL_MAX_SLACK);
     cJSON_AddNumberToObject(g, "faithful_mean_slack", FAITHFUL_MEAN_SLACK);
     cJSON *arr = cJSON_AddArrayToObject(g, "shapes");
-    for (int i = 0; i < r->cs.n; i++) cJSON_AddItemToArray(arr, cJSON_CreateString(r->cs.c[i].desc));
+    for (int i = 0; i < r->main.cs.n; i++) cJSON_AddItemToArray(arr, cJSON_CreateString(r->main.cs.c[i].desc));
     return 0;
 }
 
@@ -512,6 +562,9 @@ static double peak_bw_gbps(void)
     if (hone_membw_measure(&g, &mo) != 0) g = 0;
     return g;
 }
+
+static int judge_speed(run_state *r, const double *inc_ns_v, const double *cand_ns_v, int n, int inner,
+                       double bw, const char *bw_what, const char *how, double t0);
 
 static int speed_gate(run_state *r)
 {
@@ -535,27 +588,39 @@ static int speed_gate(run_state *r)
         worker_failure(r, "speed", &w);
         goto done;
     }
-    if (check_hygiene(r, 7, 7, "speed")) goto done;
-    for (int i = 0; i < r->cs.n; i++) {
-        const hone_case *c = &r->cs.c[i];
-        if (memcmp(hone_cases_out(&r->cs, c, 7), hone_cases_out(&r->cs, c, 0), (size_t)c->out_len * 4) != 0) {
+    rc = judge_speed(r, (const double *)sp->inc_ns, (const double *)sp->cand_ns, sp->reps, sp->inner,
+                     peak_bw_gbps(), "the measured read bandwidth", "caches flushed by clflush", t0);
+done:
+    hone_worker_shared_free(sp, sizeof *sp);
+    return rc;
+}
+
+/* The speed verdict on timings in hand, for both backends: the re-check (output 7 against
+ * output 0 of every case, canaries and inputs), then the median speedup of the interleaved
+ * pairs, its bootstrap CI, the threshold and the roofline at bw GB/s (bw_what names it; 0: no
+ * roofline check); how: what was done before each rep, for the report. */
+static int judge_speed(run_state *r, const double *inc_ns_v, const double *cand_ns_v, int n, int inner,
+                       double bw, const char *bw_what, const char *how, double t0)
+{
+    if (check_hygiene(r, &r->main, "speed")) return -1;
+    for (int i = 0; i < r->main.cs.n; i++) {
+        const hone_case_set *cs = &r->main.cs;
+        const hone_case *c = &cs->c[i];
+        if (memcmp(hone_cases_out(cs, c, 7), hone_cases_out(cs, c, 0), (size_t)c->out_len * 4) != 0) {
             gate(r, "speed", "fail", "results after the timing loop differ from before (%s)", c->desc);
             reject(r, HONE_GUARD_RECHECK, "correctness re-check after the timing loop failed: other bits than before (%s)", c->desc);
-            goto done;
+            return -1;
         }
     }
-    int n = sp->reps;
     double ratio[MAX_REPS];
-    for (int i = 0; i < n; i++) ratio[i] = sp->inc_ns[i] / sp->cand_ns[i];
+    for (int i = 0; i < n; i++) ratio[i] = inc_ns_v[i] / cand_ns_v[i];
     double med = median(ratio, n), lo, hi;
     bootstrap_ci(ratio, n, r->seed, &lo, &hi);
-    double inc_ns = median(sp->inc_ns, n), cand_ns = median(sp->cand_ns, n);
-    const hone_case *tc = NULL;
-    for (int i = 0; i < r->cs.n; i++)
-        if (r->cs.c[i].timing) tc = &r->cs.c[i];
-    double bytes = hone_cases_bytes(tc), bw = peak_bw_gbps();
-    /* bytes / (GB/s) = ns; the probe's figure is itself noisy on a shared machine, so a candidate
-     * is suspect only when it beats the roofline at ROOFLINE_MARGIN x the measured bandwidth */
+    double inc_ns = median(inc_ns_v, n), cand_ns = median(cand_ns_v, n);
+    const hone_case *tc = hone_cases_timing(&r->main.cs);
+    double bytes = hone_cases_bytes(tc);
+    /* bytes / (GB/s) = ns; the CPU's probe figure is itself noisy on a shared machine, so a
+     * candidate is suspect only when it beats the roofline at ROOFLINE_MARGIN x the bandwidth */
     double floor_ns = bw > 0 ? bytes / (ROOFLINE_MARGIN * bw) : 0;
     r->res->speedup = med;
     r->res->ci_low = lo;
@@ -581,10 +646,10 @@ static int speed_gate(run_state *r)
     }
     cJSON *g = gate(r, "speed", status,
                     "%s: incumbent %.0f ns, candidate %.0f ns per call; median speedup %.3fx, 95%% CI [%.3f, %.3f] "
-                    "(%d interleaved reps x %d calls, caches flushed; threshold %.2fx); roofline floor %.0f ns "
-                    "(%.2f MB at 1.5 x %.1f GB/s); results re-checked after timing (%.2f s)",
-                    tc->desc, inc_ns, cand_ns, med, lo, hi, n, sp->inner, r->o->threshold, floor_ns,
-                    bytes / 1e6, bw, mono_s() - t0);
+                    "(%d interleaved reps x %d calls, %s; threshold %.2fx); roofline floor %.0f ns "
+                    "(%.2f MB at 1.5 x %.1f GB/s, %s); results re-checked after timing (%.2f s)",
+                    tc->desc, inc_ns, cand_ns, med, lo, hi, n, inner, how, r->o->threshold, floor_ns,
+                    bytes / 1e6, bw, bw_what, mono_s() - t0);
     cJSON_AddNumberToObject(g, "speedup_median", med);
     cJSON_AddNumberToObject(g, "ci_low", lo);
     cJSON_AddNumberToObject(g, "ci_high", hi);
@@ -593,15 +658,44 @@ static int speed_gate(run_state *r)
     cJSON_AddNumberToObject(g, "reps", n);
     cJSON_AddNumberToObject(g, "threshold", r->o->threshold);
     cJSON_AddNumberToObject(g, "roofline_floor_ns", floor_ns);
-    cJSON_AddNumberToObject(g, "peak_read_gbps", bw);
+    cJSON_AddNumberToObject(g, r->cuda ? "peak_gbps" : "peak_read_gbps", bw);
     cJSON_AddStringToObject(g, "shape", tc->desc);
-    rc = strcmp(status, "pass") == 0 ? 0 : -1;
-done:
-    hone_worker_shared_free(sp, sizeof *sp);
-    return rc;
+    return strcmp(status, "pass") == 0 ? 0 : -1;
 }
 
 /* ---- model parity and end to end ---------------------------------------------------------- */
+
+/* The model gates' prompt set, the same on both backends: P prompts of pre prefill tokens and
+ * S teacher-forced decode steps (L = pre + S positions), token ids drawn from the seed. */
+typedef struct {
+    int P, pre, S, L;
+    int64_t V;
+    int32_t *tokens;       /* [P][L] */
+    size_t lbytes;         /* the logits of the set: [P][L][V] floats */
+    hone_ctx_opts co;      /* a context that holds one prompt */
+} model_plan;
+
+static int model_plan_new(model_plan *mp, const run_state *r)
+{
+    memset(mp, 0, sizeof *mp);
+    mp->V = hone_model_hparams(r->model)->n_vocab;
+    mp->P = r->o->model_prompts > 0 ? r->o->model_prompts : CPU_PROMPTS;
+    mp->S = r->o->model_steps > 0 ? r->o->model_steps : CPU_STEPS;
+    mp->pre = CPU_PREFILL;
+    mp->L = mp->pre + mp->S;
+    mp->lbytes = (size_t)mp->P * (size_t)mp->L * (size_t)mp->V * sizeof(float);
+    hone_ctx_opts co = HONE_CTX_OPTS_INIT;
+    co.n_ctx = mp->L + 8;
+    co.kv_blocks = 2 * ((co.n_ctx + co.kv_block_size - 1) / co.kv_block_size) + 2;
+    mp->co = co;
+    if (!(mp->tokens = malloc(sizeof(int32_t) * (size_t)mp->P * (size_t)mp->L)))
+        return hone_error_set(HONE_ENOMEM, "out of memory");
+    prng_state = r->seed ^ 0x70ce115ull;
+    for (int i = 0; i < mp->P * mp->L; i++) mp->tokens[i] = (int32_t)(prng() % (uint64_t)mp->V);
+    return 0;
+}
+
+static void model_plan_free(model_plan *mp) { free(mp->tokens); }
 
 typedef struct {
     run_state *r;
@@ -612,13 +706,25 @@ typedef struct {
     double *t_inc, *t_cand;/* shared: [S] (mode 1) */
 } mworker_arg;
 
-static int teacher_forced(hone_ctx *ctx, const int32_t *toks, int pre, int S, float *out, int64_t V)
+/* One prompt on backend b: the pre tokens as one prefill (logits of every row), then S decode
+ * steps of the given tokens (teacher forcing); out: [pre + S][V]. */
+static int teacher_forced(hone_backend *b, const int32_t *toks, int pre, int S, float *out, int64_t V)
 {
     hone_kv_seq seq = {0};
-    int rc = hone_ctx_forward(ctx, &seq, toks, pre, out, 1);
+    int rc = b->iface.forward(b->ctx, &seq, toks, pre, out, 1);
     for (int s = 0; s < S && !rc; s++)
-        rc = hone_ctx_forward(ctx, &seq, toks + pre + s, 1, out + (int64_t)(pre + s) * V, 0);
-    hone_kv_cache_release(hone_ctx_kv(ctx), &seq);
+        rc = b->iface.forward(b->ctx, &seq, toks + pre + s, 1, out + (int64_t)(pre + s) * V, 0);
+    b->iface.release(b->ctx, &seq);
+    return rc;
+}
+
+/* Prompts p0 .. P-1 of the set into logits ([P][L][V], the whole set's layout). */
+static int teacher_forced_set(hone_backend *b, const int32_t *tokens, int p0, int P, int pre, int S,
+                              float *logits, int64_t V)
+{
+    int L = pre + S, rc = 0;
+    for (int p = p0; p < P && !rc; p++)
+        rc = teacher_forced(b, tokens + p * L, pre, S, logits + (int64_t)p * L * V, V);
     return rc;
 }
 
@@ -631,18 +737,16 @@ static int mworker(void *argp)
     hone_ctx_opts co = HONE_CTX_OPTS_INIT;
     co.n_ctx = a->pre + a->S + 8;
     co.kv_blocks = 2 * ((co.n_ctx + co.kv_block_size - 1) / co.kv_block_size) + 2;
-    hone_ctx *ctx = NULL;
-    if (hone_ctx_new(&ctx, r->model, &co) != 0) return 6;
+    hone_backend *b = NULL;
+    if (hone_backend_new(&b, r->model, HONE_DEVICE_CPU, &co) != 0) return 6;
+    hone_ctx *ctx = b->cpu;
     int64_t V = hone_model_hparams(r->model)->n_vocab;
     hone_slot_table *t = hone_ctx_slots(ctx);
     void *inc = hone_slots_get(t, r->slot);
     if (hone_worker_enter_filter(-1) != 0) return 4;
     if (a->mode == 0) {
         hone_slots_set(t, r->slot, fn);
-        int L = a->pre + a->S;
-        for (int p = 0; p < a->P; p++)
-            if (teacher_forced(ctx, a->tokens + p * L, a->pre, a->S, a->logits + (int64_t)p * L * V, V)) return 7;
-        return 0;
+        return teacher_forced_set(b, a->tokens, 0, a->P, a->pre, a->S, a->logits, V) ? 7 : 0;
     }
     /* e2e: two sequences fed the same tokens, decode steps alternated between the tables */
     hone_kv_seq sa = {0}, sb = {0};
@@ -690,42 +794,108 @@ static double kl_row(const float *p_logits, const float *q_logits, int64_t V)
     return kl > 0 ? kl : 0;
 }
 
+/* The model-parity verdict, for both backends: the candidate's logits against the incumbent's
+ * over the prompt set (max |dlogit| relative to the logit scale, per-position KL, argmax
+ * agreement except at near-ties). */
+static int judge_model(run_state *r, const model_plan *mp, const float *inc, const float *cand, double t0)
+{
+    int64_t V = mp->V;
+    int P = mp->P, L = mp->L;
+    double scale = 0, max_d = 0, kl_max = 0, kl_sum = 0;
+    int64_t agree = 0, counted = 0, ties = 0, npos = (int64_t)P * L, nonfinite = 0;
+    for (int64_t i = 0; i < npos * V; i++) {
+        if (fabsf(inc[i]) > scale) scale = fabsf(inc[i]);
+        if (!isfinite(cand[i])) nonfinite++;
+    }
+    int bitwise = memcmp(inc, cand, mp->lbytes) == 0;
+    for (int64_t pos = 0; pos < npos; pos++) {
+        const float *a1 = inc + pos * V, *b1 = cand + pos * V;
+        int64_t ai = 0, bi = 0, a2 = -1;
+        for (int64_t i = 0; i < V; i++) {
+            double d = fabs((double)a1[i] - b1[i]);
+            if (!(d <= max_d)) max_d = d;
+            if (a1[i] > a1[ai]) ai = i;
+            if (b1[i] > b1[bi]) bi = i;
+        }
+        for (int64_t i = 0; i < V; i++)
+            if (i != ai && (a2 < 0 || a1[i] > a1[a2])) a2 = i;
+        double gap = a2 >= 0 ? a1[ai] - a1[a2] : INFINITY;
+        if (gap < MODEL_TIE_REL * scale) ties++;
+        else {
+            counted++;
+            agree += ai == bi;
+        }
+        double kl = nonfinite ? INFINITY : kl_row(a1, b1, V);
+        kl_sum += kl;
+        if (kl > kl_max) kl_max = kl;
+    }
+    double kl_mean = kl_sum / (double)npos, agreement = counted ? (double)agree / (double)counted : 1.0;
+    hone_review_evidence *ev = &r->res->ev;
+    ev->model_max_abs_dlogit = max_d;
+    ev->model_kl_mean = kl_mean;
+    ev->model_kl_max = kl_max;
+    ev->model_argmax_agreement = agreement;
+    ev->model_prompts = P;
+    ev->model_steps = L;
+    int ok = nonfinite == 0 && max_d <= MODEL_MAX_DLOGIT_REL * scale && kl_max <= MODEL_KL_MAX &&
+             kl_mean <= MODEL_KL_MEAN && agree == counted;
+    cJSON *g = gate(r, "model-parity", ok ? "pass" : "fail",
+                    "%s: %d prompts x %d positions teacher-forced (%d prefill + %d decode), candidate in the whole "
+                    "model%s: %s; max |dlogit| %.3g (bound %.3g = 1e-3 x scale %.3g), KL mean %.3g max %.3g "
+                    "(bounds %.0e, %.0e), argmax agreement %lld/%lld (%lld near-ties excluded)%s (%.2f s)",
+                    hone_model_name(r->model), P, L, mp->pre, mp->S, r->cuda ? " on the GPU" : "",
+                    bitwise ? "bitwise identical logits" : "faithful",
+                    max_d, MODEL_MAX_DLOGIT_REL * scale, scale, kl_mean, kl_max, MODEL_KL_MEAN,
+                    MODEL_KL_MAX, (long long)agree, (long long)counted, (long long)ties,
+                    nonfinite ? "; NaN/Inf in the logits" : "", mono_s() - t0);
+    cJSON_AddNumberToObject(g, "max_abs_dlogit", max_d);
+    cJSON_AddNumberToObject(g, "logit_scale", scale);
+    cJSON_AddNumberToObject(g, "kl_mean", kl_mean);
+    cJSON_AddNumberToObject(g, "kl_max", kl_max);
+    cJSON_AddNumberToObject(g, "argmax_agreement", agreement);
+    cJSON_AddNumberToObject(g, "near_ties", (double)ties);
+    cJSON_AddNumberToObject(g, "prompts", P);
+    cJSON_AddNumberToObject(g, "positions_per_prompt", L);
+    cJSON_AddBoolToObject(g, "bitwise", bitwise);
+    if (!ok) {
+        reject(r, HONE_GUARD_MODEL_PARITY,
+               "model parity: max |dlogit| %.3g (bound %.3g), KL max %.3g, argmax %lld/%lld%s", max_d,
+               MODEL_MAX_DLOGIT_REL * scale, kl_max, (long long)agree, (long long)counted,
+               nonfinite ? ", NaN/Inf in the logits" : "");
+        return -1;
+    }
+    return 0;
+}
+
 static int model_gates(run_state *r, int do_e2e)
 {
     double t0 = mono_s();
-    const hone_hparams *hp = hone_model_hparams(r->model);
-    int64_t V = hp->n_vocab;
-    int P = r->o->model_prompts > 0 ? r->o->model_prompts : CPU_PROMPTS;
-    int S = r->o->model_steps > 0 ? r->o->model_steps : CPU_STEPS;
-    int pre = CPU_PREFILL, L = pre + S;
+    model_plan mp;
     int rc = -1;
-    hone_ctx *ctx = NULL;
-    int32_t *tokens = NULL;
+    hone_backend *bk = NULL;
     float *inc = NULL, *cand = NULL;
-    double *times = NULL;
-    size_t lbytes = (size_t)P * (size_t)L * (size_t)V * sizeof(float);
-    hone_ctx_opts co = HONE_CTX_OPTS_INIT;
-    co.n_ctx = L + 8;
-    co.kv_blocks = 2 * ((co.n_ctx + co.kv_block_size - 1) / co.kv_block_size) + 2;
-    if (hone_ctx_new(&ctx, r->model, &co) != 0) {
+    if (model_plan_new(&mp, r) != 0) {
+        reject(r, HONE_GUARD_INTERNAL, "model gate: %s", hone_error_last());
+        goto done;
+    }
+    int P = mp.P, S = mp.S, pre = mp.pre, L = mp.L;
+    int64_t V = mp.V;
+    const int32_t *tokens = mp.tokens;
+    if (hone_backend_new(&bk, r->model, HONE_DEVICE_CPU, &mp.co) != 0) {
         reject(r, HONE_GUARD_INTERNAL, "model context: %s", hone_error_last());
         goto done;
     }
-    tokens = malloc(sizeof(int32_t) * (size_t)P * (size_t)L);
-    inc = malloc(lbytes);
-    cand = hone_worker_shared_new(lbytes);
-    times = hone_worker_shared_new(sizeof(double) * 2 * (size_t)S);
-    if (!tokens || !inc || !cand || !times) {
+    hone_ctx *ctx = bk->cpu;
+    inc = malloc(mp.lbytes);
+    cand = hone_worker_shared_new(mp.lbytes);
+    if (!inc || !cand) {
         reject(r, HONE_GUARD_INTERNAL, "out of memory for the model gate");
         goto done;
     }
-    prng_state = r->seed ^ 0x70ce115ull;
-    for (int i = 0; i < P * L; i++) tokens[i] = (int32_t)(prng() % (uint64_t)V);
     /* does the model call this slot at all? */
     int counts[HONE_SLOT_COUNT] = {0};
     hone_ctx_set_hook(ctx, count_hook, counts);
-    for (int p = 0; p < P && !rc; p++) {}
-    if (teacher_forced(ctx, tokens, pre, S, inc, V) != 0) {
+    if (teacher_forced(bk, tokens, pre, S, inc, V) != 0) {
         reject(r, HONE_GUARD_INTERNAL, "incumbent forward: %s", hone_error_last());
         goto done;
     }
@@ -738,11 +908,10 @@ static int model_gates(run_state *r, int do_e2e)
         goto done;
     }
     if (!do_e2e) {
-        for (int p = 1; p < P; p++)
-            if (teacher_forced(ctx, tokens + p * L, pre, S, inc + (int64_t)p * L * V, V) != 0) {
-                reject(r, HONE_GUARD_INTERNAL, "incumbent forward: %s", hone_error_last());
-                goto done;
-            }
+        if (teacher_forced_set(bk, tokens, 1, P, pre, S, inc, V) != 0) {
+            reject(r, HONE_GUARD_INTERNAL, "incumbent forward: %s", hone_error_last());
+            goto done;
+        }
         mworker_arg a = {r, 0, P, pre, S, tokens, cand, NULL, NULL};
         hone_worker_opts wo = HONE_WORKER_OPTS_INIT;
         wo.timeout_s = 120;
@@ -755,69 +924,7 @@ static int model_gates(run_state *r, int do_e2e)
             worker_failure(r, "model-parity", &w);
             goto done;
         }
-        double scale = 0, max_d = 0, kl_max = 0, kl_sum = 0;
-        int64_t agree = 0, counted = 0, ties = 0, npos = (int64_t)P * L, nonfinite = 0;
-        for (int64_t i = 0; i < npos * V; i++) {
-            if (fabsf(inc[i]) > scale) scale = fabsf(inc[i]);
-            if (!isfinite(cand[i])) nonfinite++;
-        }
-        int bitwise = memcmp(inc, cand, lbytes) == 0;
-        for (int64_t pos = 0; pos < npos; pos++) {
-            const float *a1 = inc + pos * V, *b1 = cand + pos * V;
-            int64_t ai = 0, bi = 0, a2 = -1;
-            for (int64_t i = 0; i < V; i++) {
-                double d = fabs((double)a1[i] - b1[i]);
-                if (!(d <= max_d)) max_d = d;
-                if (a1[i] > a1[ai]) ai = i;
-                if (b1[i] > b1[bi]) bi = i;
-            }
-            for (int64_t i = 0; i < V; i++)
-                if (i != ai && (a2 < 0 || a1[i] > a1[a2])) a2 = i;
-            double gap = a2 >= 0 ? a1[ai] - a1[a2] : INFINITY;
-            if (gap < MODEL_TIE_REL * scale) ties++;
-            else {
-                counted++;
-                agree += ai == bi;
-            }
-            double kl = nonfinite ? INFINITY : kl_row(a1, b1, V);
-            kl_sum += kl;
-            if (kl > kl_max) kl_max = kl;
-        }
-        double kl_mean = kl_sum / (double)npos, agreement = counted ? (double)agree / (double)counted : 1.0;
-        hone_review_evidence *ev = &r->res->ev;
-        ev->model_max_abs_dlogit = max_d;
-        ev->model_kl_mean = kl_mean;
-        ev->model_kl_max = kl_max;
-        ev->model_argmax_agreement = agreement;
-        ev->model_prompts = P;
-        ev->model_steps = L;
-        int ok = nonfinite == 0 && max_d <= MODEL_MAX_DLOGIT_REL * scale && kl_max <= MODEL_KL_MAX &&
-                 kl_mean <= MODEL_KL_MEAN && agree == counted;
-        cJSON *g = gate(r, "model-parity", ok ? "pass" : "fail",
-                        "%s: %d prompts x %d positions teacher-forced (%d prefill + %d decode), candidate in the whole "
-                        "model: %s; max |dlogit| %.3g (bound %.3g = 1e-3 x scale %.3g), KL mean %.3g max %.3g "
-                        "(bounds %.0e, %.0e), argmax agreement %lld/%lld (%lld near-ties excluded)%s (%.2f s)",
-                        hone_model_name(r->model), P, L, pre, S, bitwise ? "bitwise identical logits" : "faithful",
-                        max_d, MODEL_MAX_DLOGIT_REL * scale, scale, kl_mean, kl_max, MODEL_KL_MEAN,
-                        MODEL_KL_MAX, (long long)agree, (long long)counted, (long long)ties,
-                        nonfinite ? "; NaN/Inf in the logits" : "", mono_s() - t0);
-        cJSON_AddNumberToObject(g, "max_abs_dlogit", max_d);
-        cJSON_AddNumberToObject(g, "logit_scale", scale);
-        cJSON_AddNumberToObject(g, "kl_mean", kl_mean);
-        cJSON_AddNumberToObject(g, "kl_max", kl_max);
-        cJSON_AddNumberToObject(g, "argmax_agreement", agreement);
-        cJSON_AddNumberToObject(g, "near_ties", (double)ties);
-        cJSON_AddNumberToObject(g, "prompts", P);
-        cJSON_AddNumberToObject(g, "positions_per_prompt", L);
-        cJSON_AddBoolToObject(g, "bitwise", bitwise);
-        if (!ok) {
-            reject(r, HONE_GUARD_MODEL_PARITY,
-                   "model parity: max |dlogit| %.3g (bound %.3g), KL max %.3g, argmax %lld/%lld%s", max_d,
-                   MODEL_MAX_DLOGIT_REL * scale, kl_max, (long long)agree, (long long)counted,
-                   nonfinite ? ", NaN/Inf in the logits" : "");
-            goto done;
-        }
-        rc = 0;
+        rc = judge_model(r, &mp, inc, cand, t0);
         goto done;
     }
     /* end to end */
@@ -864,51 +971,90 @@ static int model_gates(run_state *r, int do_e2e)
         free(lg);
     }
 done:
-    hone_ctx_free(ctx);
-    free(tokens);
+    hone_backend_free(bk);
     free(inc);
-    hone_worker_shared_free(cand, lbytes);
-    hone_worker_shared_free(times, sizeof(double) * 2 * (size_t)S);
+    hone_worker_shared_free(cand, mp.lbytes);
+    model_plan_free(&mp);
     return rc;
 }
 
 /* ---- setup: oracle and incumbent, in this (trusted) process ------------------------------- */
 
-static int prepare_cases(run_state *r)
+/* The incumbent's errors against the oracle, once d->inc holds its outputs. */
+static void case_data_errors(case_data *d)
 {
-    int rc = hone_cases_new(&r->cs, r->slot, r->model, r->seed);
+    for (int i = 0; i < d->cs.n; i++) {
+        const hone_case *c = &d->cs.c[i];
+        hone_oracle_compare_rows(d->inc[i], d->ref[i], c->cmp_rows, c->cmp_row_len, &d->inc_err[i]);
+    }
+}
+
+/* The slot's cases with inputs from seed and their oracle; with inc_fn (a CPU incumbent) also
+ * the incumbent's outputs and errors (CUDA: those come from a worker, then case_data_errors). */
+static int case_data_new(case_data *d, const run_state *r, uint64_t seed, void *inc_fn)
+{
+    int rc = hone_cases_new(&d->cs, r->slot, r->model, seed);
     if (rc) return rc;
-    r->ref = calloc((size_t)r->cs.n, sizeof *r->ref);
-    r->inc = calloc((size_t)r->cs.n, sizeof *r->inc);
-    r->inc_err = calloc((size_t)r->cs.n, sizeof *r->inc_err);
-    if (!r->ref || !r->inc || !r->inc_err) return hone_error_set(HONE_ENOMEM, "out of memory");
-    for (int i = 0; i < r->cs.n; i++) {
-        const hone_case *c = &r->cs.c[i];
-        r->ref[i] = malloc(sizeof(double) * (size_t)c->out_len);
-        r->inc[i] = malloc(sizeof(float) * (size_t)c->out_len);
+    d->ref = calloc((size_t)d->cs.n, sizeof *d->ref);
+    d->inc = calloc((size_t)d->cs.n, sizeof *d->inc);
+    d->inc_err = calloc((size_t)d->cs.n, sizeof *d->inc_err);
+    if (!d->ref || !d->inc || !d->inc_err) return hone_error_set(HONE_ENOMEM, "out of memory");
+    for (int i = 0; i < d->cs.n; i++) {
+        const hone_case *c = &d->cs.c[i];
+        d->ref[i] = malloc(sizeof(double) * (size_t)c->out_len);
+        d->inc[i] = malloc(sizeof(float) * (size_t)c->out_len);
+        if (!d->ref[i] || !d->inc[i]) return hone_error_set(HONE_ENOMEM, "out of memory");
+        hone_cases_oracle(c, d->cs.base, d->ref[i]);
+        if (!inc_fn) continue;
         float *scr = malloc(sizeof(float) * (size_t)(c->scratch_len + 1));
-        if (!r->ref[i] || !r->inc[i] || !scr) return hone_error_set(HONE_ENOMEM, "out of memory");
-        hone_cases_oracle(c, r->cs.base, r->ref[i]);
-        hone_cases_poison(&r->cs, c, r->inc[i]);
-        hone_cases_call(r->inc_fn, c, r->cs.base, r->inc[i], scr, 0, 1);
+        if (!scr) return hone_error_set(HONE_ENOMEM, "out of memory");
+        hone_cases_poison(&d->cs, c, d->inc[i]);
+        hone_cases_call(inc_fn, c, d->cs.base, d->inc[i], scr, 0, 1);
         free(scr);
-        hone_oracle_compare_rows(r->inc[i], r->ref[i], c->cmp_rows, c->cmp_row_len, &r->inc_err[i]);
-        if (hone_cases_hash_inputs(&r->cs, c) != c->in_hash)
+        if (hone_cases_hash_inputs(&d->cs, c) != c->in_hash)
             return hone_error_set(HONE_EINTERNAL, "the incumbent changed its inputs (%s)", c->desc);
+    }
+    if (inc_fn) case_data_errors(d);
+    return 0;
+}
+
+#define FRESH_SEED 0xf7e54ca5e5ull /* the fresh set's seed: the run's seed xor this */
+
+/* r->main and r->fresh: the same shapes (so the same layout) with other inputs, which kernel
+ * parity moves to r->main's addresses for one more call. inc_fn: the incumbent (CPU), or NULL
+ * when a worker computes its outputs (CUDA). */
+static int case_sets_new(run_state *r, void *inc_fn)
+{
+    int rc;
+    if ((rc = case_data_new(&r->main, r, r->seed, inc_fn)) != 0 ||
+        (rc = case_data_new(&r->fresh, r, r->seed ^ FRESH_SEED, inc_fn)) != 0)
+        return rc;
+    if (r->fresh.cs.n != r->main.cs.n)
+        return hone_error_set(HONE_EINTERNAL, "the fresh case set differs in size");
+    for (int i = 0; i < r->fresh.cs.n; i++) {
+        size_t lo, hi, lo2, hi2;
+        hone_cases_span(&r->main.cs.c[i], &lo, &hi);
+        hone_cases_span(&r->fresh.cs.c[i], &lo2, &hi2);
+        if (lo != lo2 || hi != hi2)
+            return hone_error_set(HONE_EINTERNAL, "the fresh case set is laid out differently (%s)",
+                                  r->main.cs.c[i].desc);
+        char *d = r->fresh.cs.c[i].desc;
+        size_t l = strlen(d);
+        snprintf(d + l, sizeof r->fresh.cs.c[i].desc - l, " [fresh inputs, same addresses]");
     }
     return 0;
 }
 
-static void free_cases(run_state *r)
+static void case_data_free(case_data *d)
 {
-    for (int i = 0; i < r->cs.n; i++) {
-        if (r->ref) free(r->ref[i]);
-        if (r->inc) free(r->inc[i]);
+    for (int i = 0; i < d->cs.n; i++) {
+        if (d->ref) free(d->ref[i]);
+        if (d->inc) free(d->inc[i]);
     }
-    free(r->ref);
-    free(r->inc);
-    free(r->inc_err);
-    hone_cases_free(&r->cs);
+    free(d->ref);
+    free(d->inc);
+    free(d->inc_err);
+    hone_cases_free(&d->cs);
 }
 
 static void describe_cpu(char *buf, size_t cap)
@@ -932,68 +1078,272 @@ static void describe_cpu(char *buf, size_t cap)
     snprintf(buf, cap, "cpu: %s (%ld threads)", model, sysconf(_SC_NPROCESSORS_ONLN));
 }
 
-static int cuda_gates(run_state *r, const char *src)
+/* ---- CUDA: the execution gates (the GPU work itself runs in workers: guard/cuda_exec.h) ---- */
+
+#define CUDA_PARITY_TIMEOUT_S 30.0 /* a candidate's kernel-parity worker, its CUDA start-up included */
+#define CUDA_WORKER_TIMEOUT_S 300.0 /* the incumbent's worker, the model runs, the timing */
+
+/* A CUDA worker that did not end well: the rejection and its reason. */
+static void cuda_failure(run_state *r, const char *gname, const hone_cuda_exec_status *st)
+{
+    hone_guard_code code = HONE_GUARD_INTERNAL;
+    const char *what = "the GPU worker failed: ";
+    switch (st->end) {
+    case HONE_CUDA_EXEC_KILLED: worker_failure(r, gname, &st->w); return;
+    case HONE_CUDA_EXEC_LOAD: code = HONE_GUARD_COMPILE; what = "does not load on the GPU: "; break;
+    case HONE_CUDA_EXEC_FAULT: code = HONE_GUARD_CRASH; what = "CUDA error: "; break;
+    case HONE_CUDA_EXEC_OOB: code = HONE_GUARD_CANARY; what = "out-of-bounds write: "; break;
+    case HONE_CUDA_EXEC_MUTATED: code = HONE_GUARD_INPUT_MUTATED; what = ""; break;
+    default: break;
+    }
+    gate(r, gname, "fail", "%s%s", what, st->why);
+    reject(r, code, "%s: %s%s", gname, what, st->why);
+}
+
+/* The incumbent's outputs for r->main and r->fresh, from a worker (the CUDA incumbent runs only
+ * on the GPU), then its errors against the oracle. */
+static int cuda_incumbent(run_state *r)
+{
+    hone_cuda_exec_status st;
+    case_data *sets[2] = {&r->main, &r->fresh};
+    if (hone_cuda_exec_parity(&st, r->gpu.dev.sm, NULL, r->slot, &r->main.cs, &r->fresh.cs, 1,
+                              CUDA_WORKER_TIMEOUT_S) != 0) {
+        reject(r, HONE_GUARD_INTERNAL, "cannot start a GPU worker: %s", hone_error_last());
+        return -1;
+    }
+    if (st.end != HONE_CUDA_EXEC_OK) {
+        gate(r, "kernel-parity", "fail", "the incumbent kernel failed: %s", st.why);
+        reject(r, HONE_GUARD_INTERNAL, "the incumbent CUDA kernel failed: %s", st.why);
+        return -1;
+    }
+    for (int k = 0; k < 2; k++) {
+        case_data *d = sets[k];
+        for (int i = 0; i < d->cs.n; i++) {
+            const hone_case *c = &d->cs.c[i];
+            char what[256];
+            if (!hone_cases_canaries_ok(&d->cs, c, what, sizeof what) ||
+                hone_cases_hash_inputs(&d->cs, c) != c->in_hash) {
+                reject(r, HONE_GUARD_INTERNAL, "the incumbent CUDA kernel broke a canary or an input (%s)", c->desc);
+                return -1;
+            }
+            memcpy(d->inc[i], hone_cases_out(&d->cs, c, 0), sizeof(float) * (size_t)c->out_len);
+        }
+        case_data_errors(d);
+    }
+    return 0;
+}
+
+static int cuda_kernel_parity_gate(run_state *r)
+{
+    double t0 = mono_s();
+    hone_cuda_exec_status st;
+    double timeout = r->o->kernel_timeout_s > 0 ? r->o->kernel_timeout_s : CUDA_PARITY_TIMEOUT_S;
+    if (hone_cuda_exec_parity(&st, r->gpu.dev.sm, r->kroot, r->slot, &r->main.cs, &r->fresh.cs, 3, timeout) != 0) {
+        reject(r, HONE_GUARD_INTERNAL, "cannot start a GPU worker: %s", hone_error_last());
+        return -1;
+    }
+    if (st.end != HONE_CUDA_EXEC_OK) {
+        cuda_failure(r, "kernel-parity", &st);
+        return -1;
+    }
+    return judge_parity(r, t0);
+}
+
+typedef struct {
+    const model_plan *mp;
+    float *logits; /* shared with the parent */
+} logits_job;
+
+/* In a worker: the prompt set teacher-forced on the worker's CUDA backend. */
+static int logits_run(void *user, hone_backend *b)
+{
+    const logits_job *j = user;
+    const model_plan *mp = j->mp;
+    return teacher_forced_set(b, mp->tokens, 0, mp->P, mp->pre, mp->S, j->logits, mp->V);
+}
+
+/* Model parity on the GPU: the prompt set on a CUDA backend with the incumbent kernels and on
+ * one whose kernels directory holds the candidate, each in its own worker, then judge_model. */
+static int cuda_model_gate(run_state *r)
+{
+    double t0 = mono_s();
+    model_plan mp;
+    float *logits[2] = {NULL, NULL}; /* incumbent, candidate */
+    int rc = -1;
+    if (model_plan_new(&mp, r) != 0) {
+        reject(r, HONE_GUARD_INTERNAL, "model gate: %s", hone_error_last());
+        goto done;
+    }
+    for (int k = 0; k < 2; k++) {
+        hone_cuda_exec_status st;
+        logits_job job = {&mp, logits[k] = hone_worker_shared_new(mp.lbytes)};
+        if (!logits[k] || hone_cuda_exec_model(&st, k ? r->kroot : NULL, r->model, &mp.co, logits_run, &job,
+                                                CUDA_WORKER_TIMEOUT_S) != 0) {
+            reject(r, HONE_GUARD_INTERNAL, "model gate: %s", hone_error_last());
+            goto done;
+        }
+        if (st.end != HONE_CUDA_EXEC_OK && k == 0) {
+            gate(r, "model-parity", "fail", "the incumbent model run failed: %s", st.why);
+            reject(r, HONE_GUARD_INTERNAL, "model parity: the incumbent CUDA run failed: %s", st.why);
+            goto done;
+        }
+        if (st.end != HONE_CUDA_EXEC_OK) {
+            cuda_failure(r, "model-parity", &st);
+            goto done;
+        }
+    }
+    rc = judge_model(r, &mp, logits[0], logits[1], t0);
+done:
+    for (int k = 0; k < 2; k++) hone_worker_shared_free(logits[k], mp.lbytes);
+    model_plan_free(&mp);
+    return rc;
+}
+
+static int cuda_speed_gate(run_state *r)
+{
+    double t0 = mono_s(), inc_ns[MAX_REPS], cand_ns[MAX_REPS];
+    int reps = speed_reps(r), inner = 0;
+    hone_cuda_exec_status st;
+    if (hone_cuda_exec_time(&st, r->gpu.dev.sm, NULL, r->kroot, r->slot, &r->main.cs, reps, inc_ns, cand_ns,
+                            &inner, CUDA_WORKER_TIMEOUT_S) != 0) {
+        reject(r, HONE_GUARD_INTERNAL, "cannot start a GPU worker: %s", hone_error_last());
+        return -1;
+    }
+    if (st.end != HONE_CUDA_EXEC_OK) {
+        cuda_failure(r, "speed", &st);
+        return -1;
+    }
+    return judge_speed(r, inc_ns, cand_ns, reps, inner, r->gpu.dev.peak_gbps, "the device's DRAM peak",
+                       "L2 flushed, cudaEvent timing", t0);
+}
+
+/* After the compile gates, on a machine with a GPU: the kernels compiled for the device here
+ * (NVRTC only), then kernel parity, model parity and speed with the CPU path's judgements.
+ * Returns 0 with a verdict (or none yet: accepted), or a negative HONE_E* code. */
+static int cuda_exec_gates(run_state *r, hone_store *st, const char *src, size_t len)
+{
+    int rc, sm = r->gpu.dev.sm;
+    char dir[4400], why[1200];
+    if (!r->o->model_path)
+        return hone_error_set(HONE_EINVAL, "a model (-m) is required for the CUDA execution gates");
+    if ((rc = hone_model_load(&r->model, r->o->model_path)) != 0) return rc;
+    /* every kernel for this device into the cubin cache, which the workers only read */
+    if ((rc = hone_cuda_kernels_dir(dir, sizeof dir)) != 0) return rc;
+    if (hone_cuda_kernels_compile(dir, sm) != 0) {
+        reject(r, HONE_GUARD_INTERNAL, "the incumbent CUDA kernels do not compile for sm_%d: %s", sm,
+               hone_error_last());
+        return 0;
+    }
+    if ((rc = hone_cuda_exec_kernels_new(r->kroot, sizeof r->kroot, r->o->slot, src, len)) != 0) return rc;
+    snprintf(dir, sizeof dir, "%s/cuda", r->kroot);
+    if (hone_cuda_kernels_compile(dir, sm) != 0) {
+        snprintf(why, sizeof why, "%s", hone_error_last());
+        gate(r, "compile", "fail", "NVRTC for the device (sm_%d, the engine's options): %s", sm, why);
+        reject(r, HONE_GUARD_COMPILE, "NVRTC (sm_%d, the engine's options) failed: %s", sm, why);
+        return 0;
+    }
+    /* 4. kernel parity */
+    if ((rc = case_sets_new(r, NULL)) != 0) return rc;
+    if (cuda_incumbent(r) || cuda_kernel_parity_gate(r)) return 0;
+    hone_store_set_state(st, r->res->hash, HONE_STORE_KERNEL_PARITY, NULL, NULL);
+    /* 5. model parity */
+    if (cuda_model_gate(r)) return 0;
+    hone_store_set_state(st, r->res->hash, HONE_STORE_MODEL_PARITY, NULL, NULL);
+    if (r->o->skip_speed) {
+        gate(r, "speed", "skipped", "--skip-speed (testing only)");
+        return 0;
+    }
+    /* 6. speed (the end-to-end decode comparison is the CPU's alone for now) */
+    if (cuda_speed_gate(r)) return 0;
+    hone_store_set_state(st, r->res->hash, HONE_STORE_SPEED, NULL, NULL);
+    gate(r, "e2e", "skipped", "not built for the CUDA backend: the kernel speed gate decides");
+    return 0;
+}
+
+/* NVRTC for compute_80 (PTX, scanned), sm_80 and sm_90 (cubins, which must define the entry
+ * point), each log and output kept in the store; header: common.cuh's text. 0: passed. */
+static int cuda_compile_gate(run_state *r, hone_store *st, const char *src, const char *header,
+                             const char *entry)
 {
     char why[512];
-    if (!r->o->skip_scan && hone_scan_cuda_source(src, why, sizeof why) != 0) {
-        gate(r, "scan", "fail", "%s", why);
-        reject(r, HONE_GUARD_SCAN, "static scan: %s", why);
-        return -1;
-    }
-    gate(r, "scan", "pass", "CUDA source: no printf, clock/clock64/globaltimer, device malloc/new, asm");
-    if (!hone_compile_nvrtc_available(why, sizeof why)) {
-        gate(r, "compile", "skipped", "%s", why);
-        reject(r, HONE_GUARD_NOT_EVALUATED, "not evaluated: %s", why);
-        return -1;
-    }
     const char *archs[] = {"compute_80", "sm_80", "sm_90"};
     for (int i = 0; i < 3; i++) {
         void *out = NULL;
         size_t n = 0;
-        char *log = NULL;
-        int rc = hone_compile_cuda(&out, &n, &log, src, "candidate.cu", archs[i]);
-        char logname[64];
+        char *log = NULL, logname[64];
+        int rc = hone_compile_cuda(&out, &n, &log, src, "candidate.cu", archs[i], header);
         snprintf(logname, sizeof logname, "nvrtc-%s.log", archs[i]);
-        hone_store *st = NULL;
-        if (hone_store_open(&st, r->o->state_dir) == 0) {
-            if (log) hone_store_write(st, r->res->hash, logname, log, strlen(log));
-            if (!rc) {
-                char name[64];
-                snprintf(name, sizeof name, i == 0 ? "candidate.ptx" : "candidate.%s.cubin", archs[i]);
-                hone_store_write(st, r->res->hash, name, out, n);
-            }
-            hone_store_free(st);
+        if (log) hone_store_write(st, r->res->hash, logname, log, strlen(log));
+        if (!rc) {
+            char name[64];
+            snprintf(name, sizeof name, i == 0 ? "candidate.ptx" : "candidate.%s.cubin", archs[i]);
+            hone_store_write(st, r->res->hash, name, out, n);
         }
+        int fail = 1;
         if (rc) {
             gate(r, "compile", "fail", "NVRTC %s: %s", archs[i], log ? log : hone_error_last());
             reject(r, HONE_GUARD_COMPILE, "NVRTC (%s) failed: %s", archs[i], log && *log ? log : hone_error_last());
-            free(log);
-            free(out);
-            return -1;
-        }
-        if (i == 0 && !r->o->skip_scan && hone_scan_ptx(out, why, sizeof why) != 0) {
+        } else if (i == 0 && !r->o->skip_scan && hone_scan_ptx(out, why, sizeof why) != 0) {
             gate(r, "compile", "fail", "PTX scan: %s", why);
             reject(r, HONE_GUARD_SCAN, "PTX scan: %s", why);
-            free(log);
-            free(out);
-            return -1;
+        } else if (i > 0 && hone_cuda_nvrtc_has_symbol(out, n, entry) == 0) {
+            gate(r, "compile", "fail", "no entry point %s in the %s cubin", entry, archs[i]);
+            reject(r, HONE_GUARD_COMPILE, "no entry point: the kernel must be extern \"C\" __global__ %s", entry);
+        } else {
+            fail = 0;
         }
         free(log);
         free(out);
+        if (fail) return -1;
     }
-    gate(r, "compile", "pass", "NVRTC: PTX (compute_80, scanned), cubins for sm_80 and sm_90");
-    int avail = 0;
-    char pwhy[256] = "";
-    if (hone_cuda_backend_probe(&avail, pwhy, sizeof pwhy) != 0 || !avail) {
-        gate(r, "execution", "skipped", "skipped: no GPU%s%s", pwhy[0] ? " - " : "", pwhy);
+    return 0;
+}
+
+/* CUDA: the scan, the launch line, NVRTC (cuda_compile_gate); then, where a GPU is found (by a
+ * worker: this process never initialises CUDA), the execution gates. Returns 0 when a verdict
+ * (or acceptance) is reached, a negative HONE_E* code when the guard could not run. */
+static int cuda_gates(run_state *r, hone_store *st, const char *src, size_t len)
+{
+    char why[512], entry[128], dir[4096], path[4400];
+    char *header = NULL;
+    if (!r->o->skip_scan && hone_scan_cuda_source(src, why, sizeof why) != 0) {
+        gate(r, "scan", "fail", "%s", why);
+        reject(r, HONE_GUARD_SCAN, "static scan: %s", why);
+        return 0;
+    }
+    gate(r, "scan", "pass", "CUDA source: no printf, clock/clock64/globaltimer, device malloc/new, asm; "
+         "no #include but \"common.cuh\"");
+    if (!hone_compile_nvrtc_available(why, sizeof why)) {
+        gate(r, "compile", "skipped", "%s", why);
+        reject(r, HONE_GUARD_NOT_EVALUATED, "not evaluated: %s", why);
+        return 0;
+    }
+    snprintf(entry, sizeof entry, "hone_cuda_%s", r->o->slot);
+    hone_cuda_launch cfg;
+    if (hone_cuda_nvrtc_parse_launch(&cfg, src, "candidate.cu") != 0) {
+        gate(r, "compile", "fail", "%s", hone_error_last());
+        reject(r, HONE_GUARD_COMPILE, "launch configuration: %s", hone_error_last());
+        return 0;
+    }
+    /* the incumbent's common.cuh, the one header a kernel may include (absent: none) */
+    if (hone_cuda_kernels_dir(dir, sizeof dir) == 0) {
+        snprintf(path, sizeof path, "%s/common.cuh", dir);
+        if (hone_file_read(path, &header, NULL) != 0) header = NULL;
+    }
+    int failed = cuda_compile_gate(r, st, src, header, entry);
+    free(header);
+    if (failed) return 0;
+    gate(r, "compile", "pass", "NVRTC: PTX (compute_80, scanned), cubins for sm_80 and sm_90 defining %s; "
+         "hone-launch block=%d x=%d y=%d smem=%d", entry, cfg.block, cfg.x, cfg.y, cfg.smem);
+    hone_store_set_state(st, r->res->hash, HONE_STORE_COMPILED, NULL, NULL);
+    hone_cuda_exec_probe(&r->gpu);
+    if (!r->gpu.available) {
+        gate(r, "execution", "skipped", "skipped: no GPU%s%s", r->gpu.why[0] ? " - " : "", r->gpu.why);
         reject(r, HONE_GUARD_NOT_EVALUATED, "not evaluated: no GPU (compile gates passed)");
         r->res->evaluated = 0;
-        return -1;
+        return 0;
     }
-    gate(r, "execution", "skipped", "skipped: the CUDA execution gates are not built yet");
-    reject(r, HONE_GUARD_NOT_EVALUATED, "not evaluated: CUDA execution gates not built (compile gates passed)");
-    r->res->evaluated = 0;
-    return -1;
+    return cuda_exec_gates(r, st, src, len);
 }
 
 static void write_evidence(run_state *r, hone_store *st, double t_start)
@@ -1012,7 +1362,8 @@ static void write_evidence(run_state *r, hone_store *st, double t_start)
     cJSON_AddNumberToObject(root, "seed", (double)r->seed);
     cJSON_AddStringToObject(root, "seed_source", r->o->seed >= 0 ? "--seed (testing)" : "getrandom after the candidate was hashed");
     cJSON_AddStringToObject(root, "tier", res->tier);
-    cJSON_AddStringToObject(root, "compile_flags", HONE_COMPILE_CPU_FLAGS);
+    cJSON_AddStringToObject(root, "compile_flags",
+                            r->cuda ? "nvrtc " HONE_COMPILE_CUDA_FLAGS : HONE_COMPILE_CPU_FLAGS);
     cJSON_AddNumberToObject(root, "guard_seconds", res->seconds);
     cJSON_AddItemReferenceToObject(root, "gates", r->gates);
     char *rev = NULL;
@@ -1059,11 +1410,12 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
     r.res = out;
     r.rep = opts->quiet ? NULL : report;
     r.gates = cJSON_CreateArray();
+    r.cuda = opts->backend && strcmp(opts->backend, "cuda") == 0;
     hone_store *st = NULL;
     char *src = NULL;
     size_t len = 0;
     int rc = 0;
-    int cuda = opts->backend && strcmp(opts->backend, "cuda") == 0;
+    int cuda = r.cuda;
     if (!opts->slot || !opts->file || !opts->backend || (!cuda && strcmp(opts->backend, "cpu") != 0)) {
         rc = hone_error_set(HONE_EINVAL, "slot, backend (cpu|cuda) and file are required");
         goto done;
@@ -1086,8 +1438,11 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
     if ((rc = hone_store_open(&st, opts->state_dir)) != 0) goto done;
 
     /* 1. freeze: hash and store, then draw the seed */
-    char inc_path[4200], inc_hash[65] = "";
-    snprintf(inc_path, sizeof inc_path, "%s/kernels/%s/%s.%s", HONE_SOURCE_DIR, opts->backend, opts->slot, cuda ? "cu" : "c");
+    char inc_path[4400] = "", inc_dir[4096], inc_hash[65] = "";
+    if (!cuda)
+        snprintf(inc_path, sizeof inc_path, "%s/kernels/cpu/%s.c", HONE_SOURCE_DIR, opts->slot);
+    else if (hone_cuda_kernels_dir(inc_dir, sizeof inc_dir) == 0) /* $HONE_KERNELS_DIR, as the engine */
+        snprintf(inc_path, sizeof inc_path, "%s/%s.cu", inc_dir, opts->slot);
     size_t ilen = 0;
     char *isrc = NULL;
     if (hone_file_read(inc_path, &isrc, &ilen) == 0) hone_sha256_hex(isrc, ilen, inc_hash);
@@ -1115,7 +1470,7 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
     gate(&r, "freeze", "pass", "sha256 %s stored under %s", out->hash, hone_store_dir(st));
 
     if (cuda) {
-        cuda_gates(&r, src);
+        if ((rc = cuda_gates(&r, st, src, len)) != 0) goto done;
         goto verdict;
     }
     /* 2. static scan */
@@ -1162,7 +1517,7 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
         hone_slots_cpu_baseline(&base);
         r.inc_fn = hone_slots_get(&base, r.slot);
     }
-    if ((rc = prepare_cases(&r)) != 0) goto done;
+    if ((rc = case_sets_new(&r, r.inc_fn)) != 0) goto done;
     if (kernel_parity_gate(&r)) goto verdict;
     hone_store_set_state(st, out->hash, HONE_STORE_KERNEL_PARITY, NULL, NULL);
     /* 5. model parity */
@@ -1184,7 +1539,11 @@ verdict:
         snprintf(out->reason, sizeof out->reason, "accepted: %s tier, %.3fx faster", out->tier, out->speedup);
     }
     if (out->code == HONE_GUARD_NOT_EVALUATED) out->evaluated = 0;
-    describe_cpu(out->ev_device, sizeof out->ev_device);
+    if (r.gpu.available)
+        snprintf(out->ev_device, sizeof out->ev_device, "cuda: %.100s (sm_%d, %d SMs, %.0f GB/s DRAM peak)",
+                 r.gpu.dev.name, r.gpu.dev.sm, r.gpu.dev.n_sms, r.gpu.dev.peak_gbps);
+    else
+        describe_cpu(out->ev_device, sizeof out->ev_device);
     out->ev.device = out->ev_device;
     snprintf(out->ev_model, sizeof out->ev_model, "%s", r.model ? hone_model_name(r.model) : (opts->model_path ? opts->model_path : ""));
     out->ev.model = out->ev_model;
@@ -1194,7 +1553,9 @@ verdict:
                 out->accepted ? "ACCEPTED" : out->evaluated ? "REJECTED" : "NOT EVALUATED",
                 hone_guard_code_name(out->code), out->reason, out->seconds);
 done:
-    free_cases(&r);
+    case_data_free(&r.main);
+    case_data_free(&r.fresh);
+    hone_cuda_exec_kernels_free(r.kroot);
     hone_model_free(r.model);
     hone_store_free(st);
     free(src);

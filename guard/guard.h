@@ -25,6 +25,12 @@
  *              its bootstrap 95% CI > 1.0; faster than the memory roofline or > 10x: suspect;
  *              correctness re-checked after the timing loop; then end to end: decode steps
  *              alternated between incumbent and candidate must not regress (guard.c: e2e_gate).
+ * CUDA candidates (backend "cuda"): the same gates on the GPU, each step in a worker that alone
+ * initialises CUDA (guard/cuda_exec.h): kernel parity on device copies of the same cases (three
+ * runs at three device addresses, then fresh inputs at the same addresses) against the CUDA
+ * incumbent, model parity on the CUDA backend with a kernels root holding the candidate, speed
+ * timed with cudaEvents after an L2 flush against the device's DRAM peak; the judgements are
+ * the CPU path's. Without a GPU only the compile gates run: "not evaluated".
  */
 #ifndef HONE_GUARD_H
 #define HONE_GUARD_H
@@ -63,7 +69,7 @@ typedef enum {
 const char *hone_guard_code_name(hone_guard_code c);
 
 typedef struct {
-    const char *model_path;     /* GGUF; required for CPU execution gates */
+    const char *model_path;     /* GGUF; required for the execution gates (CPU, or CUDA on a GPU) */
     const char *slot;           /* "swiglu", "matvec_q4_1", ... */
     const char *backend;        /* "cpu" or "cuda" */
     const char *file;           /* the candidate source */
@@ -77,7 +83,7 @@ typedef struct {
                                  * means "parity passed") */
     int model_prompts, model_steps; /* 0: CPU defaults (see guard.c) */
     int reps;                   /* timed A/B pairs; 0: 41 */
-    double kernel_timeout_s;    /* 0: 10 s per kernel worker */
+    double kernel_timeout_s;    /* 0: 10 s per kernel worker (CUDA: 30 s, its start-up included) */
     const char *origin_kind, *origin;
     int quiet;                  /* no report */
 } hone_guard_opts;

@@ -298,7 +298,18 @@ int hone_scan_cuda_source(const char *src, char *why, size_t cap)
         } else if (*t == '#') {
             const char *q = t + 1;
             while (*q == ' ') q++;
-            if (strncmp(q, "include", 7) == 0) rc = fail(why, cap, line, "#include not allowed in a CUDA candidate%s%s", "", "");
+            if (strncmp(q, "include", 7) == 0) {
+                /* only the kernels' own header (its text is the engine's): read in src, since
+                 * s has the literal blanked */
+                static const char hdr[] = "\"common.cuh\"";
+                const char *o = src + (q - s) + 7;
+                while (*o == ' ' || *o == '\t') o++;
+                int ok = strncmp(o, hdr, sizeof hdr - 1) == 0;
+                if (ok) /* and nothing else on the line */
+                    for (const char *e = s + (o - src) + sizeof hdr - 1; *e && *e != '\n'; e++)
+                        ok &= *e == ' ' || *e == '\t' || *e == '\r';
+                if (!ok) rc = fail(why, cap, line, "#include not allowed in a CUDA candidate (only %s)%s", hdr, "");
+            }
             while (*t && *t != '\n') t++;
         } else if (isalpha((unsigned char)*t) || *t == '_') {
             const char *b = t;

@@ -1,6 +1,7 @@
 /* The guard's static checks of a candidate before any of its code runs: the source (CPU: a
  * whitelist of headers, no asm, no system calls, threads, clocks, allocation or process
- * control; CUDA: no printf, clock/clock64/globaltimer reads, device malloc/new), the compiled
+ * control; CUDA: no printf, clock/clock64/globaltimer reads, device malloc/new, asm, and no
+ * #include but "common.cuh", the kernels' own header), the compiled
  * shared object's ELF (no writable data beyond what the compiler itself emits: no mutable
  * globals; no load-time code; undefined symbols only from a whitelist; the slot's symbol
  * defined) and, for CUDA, the PTX. Each finding is a reason text naming what was found. */

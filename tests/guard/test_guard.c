@@ -10,6 +10,7 @@
 #include "engine/slots.h"
 #include "guard/guard.h"
 #include "guard/oracle.h"
+#include "guard_test.h"
 
 #define SRC HONE_SOURCE_DIR "/tests/guard/"
 #define MODEL HONE_TEST_DATA_DIR "/tiny-llama-q4_1.gguf"
@@ -31,16 +32,10 @@ static void setup(void)
 static int run_guard_on(hone_guard_result *res, const char *model, const char *file, const char *slot,
                         int skip_scan)
 {
-    hone_guard_opts o = HONE_GUARD_OPTS_INIT;
+    hone_guard_opts o = guard_test_opts("cpu", slot, file, STATE);
     o.model_path = model;
-    o.slot = slot;
-    o.file = file;
-    o.state_dir = STATE;
     o.kernel_timeout_s = 3;
     o.skip_scan = skip_scan;
-    o.model_prompts = 3;
-    o.model_steps = 16;
-    o.quiet = getenv("HONE_TEST_VERBOSE") == NULL;
     int rc = hone_guard_run(res, &o, stderr);
     CHECK_MSG(rc == 0, "guard could not run %s: %d", file, rc);
     return rc;
@@ -51,13 +46,7 @@ static int run_guard(hone_guard_result *res, const char *file, const char *slot,
     return run_guard_on(res, MODEL, file, slot, skip_scan);
 }
 
-typedef struct {
-    const char *file, *slot;
-    hone_guard_code code;
-    const char *text; /* a substring of the reason */
-} redteam;
-
-static const redteam RT[] = {
+static const guard_test_expect RT[] = {
     {"wrong_math.c", "swiglu", HONE_GUARD_PARITY, "faithful bound"},
     {"odd_sizes.c", "swiglu", HONE_GUARD_PARITY, "n="},
     {"writes_nothing.c", "swiglu", HONE_GUARD_WROTE_NOTHING, "wrote nothing"},
@@ -89,11 +78,7 @@ static void test_redteam(void)
         char path[512];
         snprintf(path, sizeof path, SRC "redteam/%s", RT[i].file);
         hone_guard_result res;
-        if (run_guard(&res, path, RT[i].slot, 0)) continue;
-        fprintf(stderr, "  %-22s -> %-16s %s\n", RT[i].file, hone_guard_code_name(res.code), res.reason);
-        CHECK_MSG(!res.accepted && res.code == RT[i].code, "%s: expected %s, got %s (%s)", RT[i].file,
-                  hone_guard_code_name(RT[i].code), hone_guard_code_name(res.code), res.reason);
-        CHECK_STR_CONTAINS(res.reason, RT[i].text);
+        if (run_guard(&res, path, RT[i].slot, 0) == 0) guard_test_check(&res, &RT[i]);
     }
 }
 
@@ -102,9 +87,9 @@ static void test_dynamic_without_scan(void)
 {
     setup();
     static const struct { const char *file; hone_guard_code code; const char *text; } D[] = {
-        /* same inputs at the same address within a case: only the model, which reuses its
-         * buffers with new contents, shows the stale cache */
-        {"cache_by_pointer.c", HONE_GUARD_MODEL_PARITY, "model parity"},
+        /* each case is called once more with fresh inputs at the same addresses: the cache
+         * keyed by the input's address returns the first inputs' result */
+        {"cache_by_pointer.c", HONE_GUARD_PARITY, "[fresh inputs, same addresses]"},
         /* the fourth call on changes its results: nth = 2 (calls 4 and 5) differs */
         {"cache_by_count.c", HONE_GUARD_SHARE, "other bits"},
         {"calls_exit.c", HONE_GUARD_CRASH, "SIGKILL"},

@@ -210,7 +210,7 @@ static void test_compile_cuda(void)
         void *out = NULL;
         size_t n = 0;
         char *log = NULL;
-        CHECK_EQ_INT(hone_compile_cuda(&out, &n, &log, good, "good.cu", archs[i]), 0);
+        CHECK_EQ_INT(hone_compile_cuda(&out, &n, &log, good, "good.cu", archs[i], NULL), 0);
         CHECK(n > 100);
         if (i == 2 && out) CHECK_EQ_INT(hone_scan_ptx(out, why, sizeof why), 0);
         free(out);
@@ -219,7 +219,7 @@ static void test_compile_cuda(void)
     void *out = NULL;
     size_t n = 0;
     char *log = NULL;
-    CHECK(hone_compile_cuda(&out, &n, &log, bad, "bad.cu", "sm_80") != 0);
+    CHECK(hone_compile_cuda(&out, &n, &log, bad, "bad.cu", "sm_80", NULL) != 0);
     CHECK_STR_CONTAINS(log, "undefined_thing");
     free(out);
     free(log);

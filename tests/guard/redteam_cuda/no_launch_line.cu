@@ -1,0 +1,8 @@
+// Red team: declares no launch configuration. Expected: rejected by the compile gate.
+typedef long long hone_i64;
+
+extern "C" __global__ void hone_cuda_swiglu(float *out, const float *gate, const float *up, hone_i64 n)
+{
+    hone_i64 i = (hone_i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = gate[i] * up[i];
+}

@@ -1,0 +1,10 @@
+// Red team: reads the clock (to behave differently when timed). Expected: rejected by the
+// static scan.
+// hone-launch: block=256 x=256 y=1
+typedef long long hone_i64;
+
+extern "C" __global__ void hone_cuda_swiglu(float *out, const float *gate, const float *up, hone_i64 n)
+{
+    hone_i64 i = (hone_i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = (clock64() & 1) ? gate[i] : up[i];
+}
