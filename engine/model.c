@@ -264,6 +264,19 @@ static int thp_available(void)
     return ok;
 }
 
+/* MemAvailable of /proc/meminfo in bytes (the page cache counts as available), or -1. */
+static int64_t mem_available(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    long long kb = -1;
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+    fclose(f);
+    return kb < 0 ? -1 : (int64_t)kb * 1024;
+}
+
 static void rebase(hone_weight *w, const uint8_t *lo, const uint8_t *hi, uint8_t *to)
 {
     const uint8_t *p = w->data;
@@ -288,6 +301,10 @@ const char *hone_model_make_resident(const hone_model *cm)
     const size_t huge = (size_t)2 << 20;
     size_t n = (size_t)(hi - lo), len = (n + huge - 1) / huge * huge + huge;
     if (!lo || n < huge) goto done; /* too small to matter */
+    /* the copy must fit beside everything else with room to spare: the file's own pages are
+     * reclaimable page cache, the copy is not */
+    int64_t avail = mem_available();
+    if (avail >= 0 && (int64_t)n > avail / 2) goto done;
     uint8_t *a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (a == MAP_FAILED) goto done; /* the file mapping serves as before */
     uint8_t *to = (uint8_t *)(((uintptr_t)a + huge - 1) & ~(uintptr_t)(huge - 1));

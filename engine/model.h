@@ -66,7 +66,8 @@ int64_t hone_model_weight_bytes(const hone_model *m);
  * copied as they are; only their address changes, so the values any kernel sees are the same.
  * Done once per model, by the first CPU forward context (hone_ctx_new); later calls return at
  * once. Skipped when HONE_HUGEPAGES=0, when the kernel has THP off, for weights under 2 MiB,
- * or when the memory cannot be had (the file mapping serves as before). Returns where the
+ * for weights over half the memory available, or when the memory cannot be had (the file
+ * mapping serves as before). Returns where the
  * weights live: "anonymous huge pages" or "file mapping". Not meant to run while another
  * thread reads this model's weight pointers. */
 const char *hone_model_make_resident(const hone_model *m);
