@@ -145,7 +145,7 @@ typedef struct {
     uint64_t seed;
     hone_model *model;
     case_data main;        /* the slot's cases */
-    case_data fresh;       /* CUDA: the same shapes with other inputs (cuda_exec.h) */
+    case_data fresh;       /* the same shapes with other inputs, run at main's addresses */
     void *inc_fn;
     int verdict_done;
     int cuda;              /* the candidate is a CUDA kernel */
@@ -512,12 +512,12 @@ static int judge_parity(run_state *r, double t0)
 {
     const case_data *sets[2] = {&r->main, &r->fresh};
     for (int k = 0; k < 2; k++)
-        if (sets[k] && check_hygiene(r, sets[k], "kernel-parity")) return -1;
+        if (check_hygiene(r, sets[k], "kernel-parity")) return -1;
     double wc = 0, wi = 0;
     int exact = 1;
     for (int pass = 0; pass < 2; pass++)
         for (int k = 0; k < 2; k++)
-            for (int i = 0; sets[k] && i < sets[k]->cs.n; i++)
+            for (int i = 0; i < sets[k]->cs.n; i++)
                 if (judge_case(r, sets[k], i, &wc, &wi, &exact, pass)) return -1;
     snprintf(r->res->tier, sizeof r->res->tier, "%s", exact ? "exact" : "faithful");
     char shapes[512] = "";
@@ -675,6 +675,15 @@ typedef struct {
     hone_ctx_opts co;      /* a context that holds one prompt */
 } model_plan;
 
+/* A context for one sequence of `positions` tokens (two fit: the e2e gate runs two). */
+static hone_ctx_opts model_ctx_opts(int positions)
+{
+    hone_ctx_opts co = HONE_CTX_OPTS_INIT;
+    co.n_ctx = positions + 8;
+    co.kv_blocks = 2 * ((co.n_ctx + co.kv_block_size - 1) / co.kv_block_size) + 2;
+    return co;
+}
+
 static int model_plan_new(model_plan *mp, const run_state *r)
 {
     memset(mp, 0, sizeof *mp);
@@ -684,10 +693,7 @@ static int model_plan_new(model_plan *mp, const run_state *r)
     mp->pre = CPU_PREFILL;
     mp->L = mp->pre + mp->S;
     mp->lbytes = (size_t)mp->P * (size_t)mp->L * (size_t)mp->V * sizeof(float);
-    hone_ctx_opts co = HONE_CTX_OPTS_INIT;
-    co.n_ctx = mp->L + 8;
-    co.kv_blocks = 2 * ((co.n_ctx + co.kv_block_size - 1) / co.kv_block_size) + 2;
-    mp->co = co;
+    mp->co = model_ctx_opts(mp->L);
     if (!(mp->tokens = malloc(sizeof(int32_t) * (size_t)mp->P * (size_t)mp->L)))
         return hone_error_set(HONE_ENOMEM, "out of memory");
     prng_state = r->seed ^ 0x70ce115ull;
@@ -734,9 +740,7 @@ static int mworker(void *argp)
     run_state *r = a->r;
     void *fn = load_candidate(r->so_path, r->symbol);
     if (!fn) return 3;
-    hone_ctx_opts co = HONE_CTX_OPTS_INIT;
-    co.n_ctx = a->pre + a->S + 8;
-    co.kv_blocks = 2 * ((co.n_ctx + co.kv_block_size - 1) / co.kv_block_size) + 2;
+    hone_ctx_opts co = model_ctx_opts(a->pre + a->S);
     hone_backend *b = NULL;
     if (hone_backend_new(&b, r->model, HONE_DEVICE_CPU, &co) != 0) return 6;
     hone_ctx *ctx = b->cpu;
