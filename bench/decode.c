@@ -1,7 +1,8 @@
 /* bench/decode: batch-1 decode and prefill throughput on the CPU, with the machine's read
  * bandwidth measured in the same run (profiler/membw, before the first rep and after each rep;
  * a rep's roofline is the higher probe on either side of it, so a neighbour's load that comes
- * and goes lowers both) and the median fraction of that roofline each dtype reaches (weights read per decoded token x tokens/s / bandwidth). Prints JSON.
+ * and goes lowers both) and the median fraction of that roofline each dtype reaches (weights
+ * read per decoded token x tokens/s / bandwidth). Prints JSON.
  * With --device cuda: the same on the GPU, against the device's DRAM (HBM) peak bandwidth.
  *
  *   decode [-m MODEL]... [-t THREADS] [--prompt N] [--tokens N] [--reps N] [--device cpu|cuda]

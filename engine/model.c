@@ -20,7 +20,6 @@ struct hone_model {
     int resident_done;
     void *arena;            /* the tensor data in anonymous huge pages, or NULL */
     size_t arena_len;
-    const char *weight_memory;
 };
 
 /* The weights of one layer, for walks over all of them. */
@@ -171,7 +170,6 @@ int hone_model_load(hone_model **out, const char *path)
     *out = NULL;
     if (!m) return hone_error_set(HONE_ENOMEM, "out of memory");
     pthread_mutex_init(&m->lock, NULL);
-    m->weight_memory = "file mapping";
     if ((rc = hone_gguf_open(&m->g, path)) || (rc = read_hparams(m))) goto done;
     const hone_hparams *hp = &m->hp;
     int64_t qd = hp->n_heads * hp->head_dim, kvd = hp->n_kv_heads * hp->head_dim;
@@ -325,7 +323,6 @@ const char *hone_model_make_resident(const hone_model *cm)
     if (p1 > p0) madvise((void *)p0, p1 - p0, MADV_DONTNEED);
     m->arena = a;
     m->arena_len = len;
-    m->weight_memory = "anonymous huge pages";
 done:
     pthread_mutex_unlock(&m->lock);
     return hone_model_weight_memory(m);
@@ -334,7 +331,7 @@ done:
 const char *hone_model_weight_memory(const hone_model *m)
 {
     pthread_mutex_lock(&((hone_model *)m)->lock);
-    const char *where = m->weight_memory;
+    const char *where = m->arena ? "anonymous huge pages" : "file mapping";
     pthread_mutex_unlock(&((hone_model *)m)->lock);
     return where;
 }
