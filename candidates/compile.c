@@ -172,13 +172,10 @@ int hone_compile_cuda(void **out, size_t *out_n, char **out_log, const char *src
     if (r != 0) return hone_error_set(HONE_EINTERNAL, "nvrtcCreateProgram: %s", nv.errstr(r));
     char archopt[64];
     snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
-    /* the engine's options (engine/cuda_nvrtc.c): what passes here is what the engine runs */
-    char flags[] = HONE_COMPILE_CUDA_FLAGS;
+    /* the engine's options: what passes here is what the engine runs */
+    char flags[sizeof HONE_COMPILE_CUDA_FLAGS];
     const char *opts[8] = {archopt};
-    int n_opts = 1;
-    char *save = NULL;
-    for (char *tok = strtok_r(flags, " ", &save); tok && n_opts < 8; tok = strtok_r(NULL, " ", &save))
-        opts[n_opts++] = tok;
+    int n_opts = 1 + hone_cuda_nvrtc_flags(opts + 1, 7, flags);
     nvrtcResult cr = nv.compile(prog, n_opts, opts);
     size_t ls = 0;
     nv.log_size(prog, &ls);

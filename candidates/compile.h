@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "engine/cuda_nvrtc.h"
+
 /* The flags every CPU candidate is compiled with (recorded in the evidence). */
 #define HONE_COMPILE_CPU_FLAGS "-std=c11 -O3 -march=native -fPIC -shared -nostartfiles -Wall -Wextra"
 
@@ -17,9 +19,9 @@
 int hone_compile_cpu(char **out_log, char *cmd, size_t cmd_cap, const char *src_path,
                      const char *so_path, const char *src_root, double timeout_s);
 
-/* The NVRTC options of every CUDA candidate, besides the architecture: the engine's own
- * (engine/cuda_nvrtc.c), so the compile gate compiles what the engine would run. */
-#define HONE_COMPILE_CUDA_FLAGS "--std=c++17 --fmad=false --ftz=false --prec-div=true --prec-sqrt=true"
+/* The NVRTC options of every CUDA candidate, besides the architecture: the engine's own, so
+ * the compile gate compiles what the engine would run. */
+#define HONE_COMPILE_CUDA_FLAGS HONE_CUDA_NVRTC_FLAGS
 
 /* NVRTC available in this process? (dlopen of libnvrtc succeeded). why: the reason if not. */
 int hone_compile_nvrtc_available(char *why, size_t cap);

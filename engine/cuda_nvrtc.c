@@ -100,18 +100,19 @@ static uint64_t checksum(const void *p, size_t n)
 
 #define MAX_OPTS 12
 
-/* The engine's NVRTC options for arch sm (written into arch_buf). IEEE division and square
- * root, no flush to zero, no silent FMA contraction: kernels state every rounding. */
-static int build_opts(const char *opts[MAX_OPTS], char *arch_buf, size_t cap, const hone_cuda_nvrtc_opts *o)
+/* The engine's NVRTC options for arch sm: the architecture, HONE_CUDA_NVRTC_FLAGS, and in
+ * strict mode the spill warnings. The strings live in b. */
+typedef struct {
+    char arch[64];
+    char flags[sizeof HONE_CUDA_NVRTC_FLAGS];
+} opts_buf;
+
+static int build_opts(const char *opts[MAX_OPTS], opts_buf *b, const hone_cuda_nvrtc_opts *o)
 {
     int n = 0;
-    snprintf(arch_buf, cap, "--gpu-architecture=sm_%d", o->sm);
-    opts[n++] = arch_buf;
-    opts[n++] = "--std=c++17";
-    opts[n++] = "--fmad=false";
-    opts[n++] = "--ftz=false";
-    opts[n++] = "--prec-div=true";
-    opts[n++] = "--prec-sqrt=true";
+    snprintf(b->arch, sizeof b->arch, "--gpu-architecture=sm_%d", o->sm);
+    opts[n++] = b->arch;
+    n += hone_cuda_nvrtc_flags(opts + n, MAX_OPTS - 2, b->flags);
     if (o->strict) opts[n++] = "--ptxas-options=--warn-on-spills";
     return n;
 }
@@ -119,8 +120,8 @@ static int build_opts(const char *opts[MAX_OPTS], char *arch_buf, size_t cap, co
 static void key_of(hash128 *key, const char *name, const char *src, const hone_cuda_nvrtc_opts *o)
 {
     const char *opts[MAX_OPTS];
-    char arch[64];
-    int n = build_opts(opts, arch, sizeof arch, o);
+    opts_buf ob;
+    int n = build_opts(opts, &ob, o);
     int major = 0, minor = 0;
     nvrtcVersion(&major, &minor);
     hash128 h = {0xcbf29ce484222325ull, 0x84caa73b2cee4cb5ull};
@@ -243,8 +244,8 @@ static int compile(hone_cuda_cubin *out, const char *name, const char *src, cons
 {
     nvrtcProgram prog = NULL;
     const char *opts[MAX_OPTS];
-    char arch[64];
-    int n_opts = build_opts(opts, arch, sizeof arch, o);
+    opts_buf ob;
+    int n_opts = build_opts(opts, &ob, o);
     const char *hdr_src[1] = {o->header}, *hdr_name[1] = {"common.cuh"};
     int rc = HONE_NVRTC(nvrtcCreateProgram(&prog, src, name, o->header ? 1 : 0, hdr_src, hdr_name));
     if (rc) return rc;

@@ -18,6 +18,23 @@
 #define HONE_CUDA_NVRTC_H
 
 #include <stddef.h>
+#include <string.h>
+
+/* The engine's NVRTC options besides the architecture: IEEE division and square root, no flush
+ * to zero, no silent FMA contraction (kernels state every rounding). The candidate compiler
+ * (candidates/compile.c) uses them too, so the compile gate compiles what the engine runs. */
+#define HONE_CUDA_NVRTC_FLAGS "--std=c++17 --fmad=false --ftz=false --prec-div=true --prec-sqrt=true"
+
+/* Cuts a copy of HONE_CUDA_NVRTC_FLAGS in buf (at least sizeof HONE_CUDA_NVRTC_FLAGS bytes)
+ * into up to cap options at opts; returns how many. */
+static inline int hone_cuda_nvrtc_flags(const char **opts, int cap, char *buf)
+{
+    int n = 0;
+    char *save = NULL;
+    memcpy(buf, HONE_CUDA_NVRTC_FLAGS, sizeof HONE_CUDA_NVRTC_FLAGS);
+    for (char *t = strtok_r(buf, " ", &save); t && n < cap; t = strtok_r(NULL, " ", &save)) opts[n++] = t;
+    return n;
+}
 
 typedef struct {
     int block;  /* threads per block */
