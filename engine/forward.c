@@ -1,9 +1,6 @@
-/* The Llama-family forward pass, chunk by chunk:
- *   x = embed(tokens)
- *   per layer: h = rmsnorm(x); q,k,v = h Wq,Wk,Wv (+b); rope(q,k); store k,v;
- *              x += attention(q) Wo; h = rmsnorm(x); x += (silu(h Wg) * h Wu) Wd
- *   logits = rmsnorm(x) Wout
- * Every kernel is called through the slot table, on the thread pool, via run(). */
+/* The Llama-family forward pass on the CPU, chunk by chunk: the layer sequence of
+ * engine/layers.c over this context's buffers. Every kernel is called through the slot table,
+ * by its descriptor's generic caller, on the thread pool, via run(). */
 #include "forward.h"
 
 #include <math.h>
@@ -12,6 +9,7 @@
 #include <time.h>
 
 #include "error.h"
+#include "layers.h"
 
 /* A run: consecutive batch rows of one sequence at consecutive positions. */
 typedef struct {
@@ -44,47 +42,25 @@ struct hone_ctx {
     int32_t *pos_rows;       /* [chunk] */
     float **out_rows;        /* [chunk] */
     float *logits;  /* [chunk][n_vocab] when destination rows are scattered */
+    /* the piece being run (forward_piece), for the layer operations */
+    int64_t n_runs, piece_n;
+    hone_kv_seq *const *piece_seqs;  /* [piece_n] */
+    const int32_t *piece_tokens;     /* [piece_n] */
+    float *const *piece_out;         /* [piece_n] */
 };
 
-/* ---- slot dispatch: one args struct and trampoline per signature ---- */
+/* ---- slot dispatch: every call goes through its descriptor's generic caller ---- */
 
 typedef struct {
-    hone_slot_id id;
-    union {
-        struct { hone_slot_embed_fn fn; float *out; const void *table; int32_t dt; const int32_t *ids; int64_t n, dim; } embed;
-        struct { hone_slot_rmsnorm_fn fn; float *y; const float *x, *w; int64_t n, dim; float eps; } rms;
-        struct { hone_slot_matvec_fn fn; float *y; const void *W; const float *x; int64_t rows, cols; } mv;
-        struct { hone_slot_matmul_fn fn; float *Y; const void *W; const float *X; int64_t n, rows, cols; } mm;
-        struct { hone_slot_rope_fn fn; float *x; const int32_t *pos; int64_t n, heads, hd, rot; float base; int32_t neox; } rope;
-        struct { hone_slot_attention_decode_fn fn; float *out; const float *q, *k, *v; const int32_t *bt; int64_t n_kv, bs, heads, kv_heads, hd; float scale; float *scratch; int64_t stride; } ad;
-        struct { hone_slot_attention_prefill_fn fn; float *out; const float *q, *k, *v; const int32_t *bt; int64_t n, pos0, bs, heads, kv_heads, hd; float scale; float *scratch; int64_t stride; } ap;
-        struct { hone_slot_swiglu_fn fn; float *out; const float *g, *u; int64_t n; } sw;
-        struct { hone_slot_add_fn fn; float *y; const float *a, *b; int64_t n; } add;
-    } u;
+    const hone_slot_desc *d;
+    void *fn;
+    const hone_slot_value *v;
 } slot_call;
 
 static void trampoline(void *arg, int ith, int nth)
 {
-    slot_call *c = arg;
-    switch (c->id) {
-    case HONE_SLOT_EMBED: c->u.embed.fn(c->u.embed.out, c->u.embed.table, c->u.embed.dt, c->u.embed.ids, c->u.embed.n, c->u.embed.dim, ith, nth); break;
-    case HONE_SLOT_RMSNORM: c->u.rms.fn(c->u.rms.y, c->u.rms.x, c->u.rms.w, c->u.rms.n, c->u.rms.dim, c->u.rms.eps, ith, nth); break;
-    case HONE_SLOT_ROPE: c->u.rope.fn(c->u.rope.x, c->u.rope.pos, c->u.rope.n, c->u.rope.heads, c->u.rope.hd, c->u.rope.rot, c->u.rope.base, c->u.rope.neox, ith, nth); break;
-    case HONE_SLOT_ATTENTION_DECODE:
-        c->u.ad.fn(c->u.ad.out, c->u.ad.q, c->u.ad.k, c->u.ad.v, c->u.ad.bt, c->u.ad.n_kv, c->u.ad.bs, c->u.ad.heads, c->u.ad.kv_heads, c->u.ad.hd, c->u.ad.scale, c->u.ad.scratch + ith * c->u.ad.stride, ith, nth);
-        break;
-    case HONE_SLOT_ATTENTION_PREFILL:
-        c->u.ap.fn(c->u.ap.out, c->u.ap.q, c->u.ap.k, c->u.ap.v, c->u.ap.bt, c->u.ap.n, c->u.ap.pos0, c->u.ap.bs, c->u.ap.heads, c->u.ap.kv_heads, c->u.ap.hd, c->u.ap.scale, c->u.ap.scratch + ith * c->u.ap.stride, ith, nth);
-        break;
-    case HONE_SLOT_SWIGLU: c->u.sw.fn(c->u.sw.out, c->u.sw.g, c->u.sw.u, c->u.sw.n, ith, nth); break;
-    case HONE_SLOT_ADD: c->u.add.fn(c->u.add.y, c->u.add.a, c->u.add.b, c->u.add.n, ith, nth); break;
-    default:
-        if (c->id >= HONE_SLOT_MATVEC_F32 && c->id <= HONE_SLOT_MATVEC_Q4_1)
-            c->u.mv.fn(c->u.mv.y, c->u.mv.W, c->u.mv.x, c->u.mv.rows, c->u.mv.cols, ith, nth);
-        else
-            c->u.mm.fn(c->u.mm.Y, c->u.mm.W, c->u.mm.X, c->u.mm.n, c->u.mm.rows, c->u.mm.cols, ith, nth);
-        break;
-    }
+    const slot_call *c = arg;
+    c->d->invoke(c->fn, c->v, ith, nth);
 }
 
 static uint64_t now_ns(void)
@@ -94,53 +70,61 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Runs one slot call on nth threads (small elementwise slots run on fewer). a, b, d are the
- * shape the hook reports: embed (n, dim, table dtype), rmsnorm (n, dim, 0), matvec and
- * matmul (rows, cols, n), rope (n, heads, head_dim), swiglu and add (elements, 0, 0);
- * op_attention's: (query rows, sum over its sequences of pos0 + n, heads). */
-static void run(hone_ctx *c, slot_call *call, int nth, int64_t a, int64_t b, int64_t d)
+/* Runs slot id at shape s on the pool: v holds its tensor arguments in signature order, the
+ * scalars come from s. Small calls (below the descriptor's nth_max_dim elements of dim 0) run
+ * on the calling thread alone. The hook, when set, gets the call's time and shape. */
+static void run(hone_ctx *c, int id, const hone_slot_shape *s, hone_slot_value *v)
 {
+    const hone_slot_desc *d = hone_slots_desc(id);
+    hone_slots_scalars(d, s, v);
+    slot_call call = {d, c->slots.fn[id], v};
+    int nth = d->nth_max_dim && s->d[0] < d->nth_max_dim ? 1 : 0;
     if (!c->hook) {
-        hone_pool_run(c->pool, trampoline, call, nth);
+        hone_pool_run(c->pool, trampoline, &call, nth);
         return;
     }
     uint64_t t0 = now_ns();
-    hone_pool_run(c->pool, trampoline, call, nth);
-    c->hook(c->hook_user, call->id, now_ns() - t0, a, b, d);
+    hone_pool_run(c->pool, trampoline, &call, nth);
+    c->hook(c->hook_user, id, now_ns() - t0, s);
+}
+
+static hone_slot_shape shape_of(int32_t dtype)
+{
+    hone_slot_shape s;
+    memset(&s, 0, sizeof s);
+    s.dtype = dtype;
+    return s;
 }
 
 static void op_matmul(hone_ctx *c, float *Y, const hone_weight *w, const float *X, int64_t n)
 {
-    slot_call call;
+    hone_slot_shape s = shape_of(w->dtype);
+    hone_slot_value v[HONE_SLOT_MAX_ARGS] = {{.p = Y}, {.cp = w->data}, {.cp = X}};
+    int id;
     if (n == 1) {
-        call.id = (hone_slot_id)hone_slots_matvec_id(w->dtype);
-        call.u.mv.fn = c->slots.matvec[w->dtype];
-        call.u.mv.y = Y; call.u.mv.W = w->data; call.u.mv.x = X;
-        call.u.mv.rows = w->rows; call.u.mv.cols = w->cols;
+        id = hone_slots_matvec_id(w->dtype);
+        s.d[0] = w->rows; s.d[1] = w->cols;
     } else {
-        call.id = (hone_slot_id)hone_slots_matmul_id(w->dtype);
-        call.u.mm.fn = c->slots.matmul[w->dtype];
-        call.u.mm.Y = Y; call.u.mm.W = w->data; call.u.mm.X = X; call.u.mm.n = n;
-        call.u.mm.rows = w->rows; call.u.mm.cols = w->cols;
+        id = hone_slots_matmul_id(w->dtype);
+        s.d[0] = n; s.d[1] = w->rows; s.d[2] = w->cols;
     }
-    run(c, &call, 0, w->rows, w->cols, n);
+    run(c, id, &s, v);
 }
 
 static void op_rmsnorm(hone_ctx *c, float *y, const float *x, const hone_weight *w, int64_t n)
 {
-    slot_call call = {.id = HONE_SLOT_RMSNORM};
-    call.u.rms.fn = c->slots.rmsnorm;
-    call.u.rms.y = y; call.u.rms.x = x; call.u.rms.w = w->data;
-    call.u.rms.n = n; call.u.rms.dim = c->hp.dim; call.u.rms.eps = c->hp.norm_eps;
-    run(c, &call, n > 1 ? 0 : 1, n, c->hp.dim, 0);
+    hone_slot_shape s = shape_of(-1);
+    s.d[0] = n; s.d[1] = c->hp.dim; s.f[0] = c->hp.norm_eps;
+    hone_slot_value v[HONE_SLOT_MAX_ARGS] = {{.p = y}, {.cp = x}, {.cp = w->data}};
+    run(c, HONE_SLOT_RMSNORM, &s, v);
 }
 
 static void op_add(hone_ctx *c, float *y, const float *a, const float *b, int64_t n)
 {
-    slot_call call = {.id = HONE_SLOT_ADD};
-    call.u.add.fn = c->slots.add;
-    call.u.add.y = y; call.u.add.a = a; call.u.add.b = b; call.u.add.n = n;
-    run(c, &call, n >= 4096 ? 0 : 1, n, 0, 0);
+    hone_slot_shape s = shape_of(-1);
+    s.d[0] = n;
+    hone_slot_value v[HONE_SLOT_MAX_ARGS] = {{.p = y}, {.cp = a}, {.cp = b}};
+    run(c, HONE_SLOT_ADD, &s, v);
 }
 
 /* Adds a bias row to each of n rows (qwen2's q/k/v biases) through the add slot. */
@@ -152,12 +136,28 @@ static void op_bias(hone_ctx *c, float *y, const hone_weight *b, int64_t n)
 
 static void op_rope(hone_ctx *c, float *x, int64_t n, int64_t heads)
 {
-    slot_call call = {.id = HONE_SLOT_ROPE};
-    call.u.rope.fn = c->slots.rope;
-    call.u.rope.x = x; call.u.rope.pos = c->pos; call.u.rope.n = n; call.u.rope.heads = heads;
-    call.u.rope.hd = c->hp.head_dim; call.u.rope.rot = c->hp.n_rot;
-    call.u.rope.base = c->hp.rope_base; call.u.rope.neox = c->hp.rope_neox;
-    run(c, &call, n > 1 ? 0 : 1, n, heads, c->hp.head_dim);
+    hone_slot_shape s = shape_of(-1);
+    s.d[0] = n; s.d[1] = heads; s.d[2] = c->hp.head_dim; s.d[3] = c->hp.n_rot;
+    s.f[0] = c->hp.rope_base; s.flag = c->hp.rope_neox;
+    hone_slot_value v[HONE_SLOT_MAX_ARGS] = {{.p = x}, {.cp = c->pos}};
+    run(c, HONE_SLOT_ROPE, &s, v);
+}
+
+static void op_embed(hone_ctx *c, const int32_t *tokens, int64_t n)
+{
+    const hone_weight *emb = hone_model_tok_embd(c->m);
+    hone_slot_shape s = shape_of(emb->dtype);
+    s.d[0] = n; s.d[1] = c->hp.dim; s.d[2] = emb->rows;
+    hone_slot_value v[HONE_SLOT_MAX_ARGS] = {{.p = c->x}, {.cp = emb->data}, {.i32 = 0}, {.cp = tokens}};
+    run(c, HONE_SLOT_EMBED, &s, v);
+}
+
+static void op_swiglu(hone_ctx *c, float *out, const float *g, const float *u, int64_t n)
+{
+    hone_slot_shape s = shape_of(-1);
+    s.d[0] = n;
+    hone_slot_value v[HONE_SLOT_MAX_ARGS] = {{.p = out}, {.cp = g}, {.cp = u}};
+    run(c, HONE_SLOT_SWIGLU, &s, v);
 }
 
 typedef struct {
@@ -186,11 +186,11 @@ static void att_trampoline(void *arg, int ith, int nth)
          * share is still done once, and uneven shares (9 heads on 2 threads) even out */
         int share = (int)((ith + r) % nth);
         if (run->n == 1)
-            c->slots.attention_decode(c->att + run->t0 * qd, c->q + run->t0 * qd, kc, vc,
+            HONE_SLOTS_FN(&c->slots, HONE_SLOT_ATTENTION_DECODE, hone_slot_attention_decode_fn)(c->att + run->t0 * qd, c->q + run->t0 * qd, kc, vc,
                                       run->seq->blocks, run->pos0 + 1, bs, hp->n_heads,
                                       hp->n_kv_heads, hp->head_dim, scale, scratch, share, nth);
         else
-            c->slots.attention_prefill(c->att + run->t0 * qd, c->q + run->t0 * qd, kc, vc,
+            HONE_SLOTS_FN(&c->slots, HONE_SLOT_ATTENTION_PREFILL, hone_slot_attention_prefill_fn)(c->att + run->t0 * qd, c->q + run->t0 * qd, kc, vc,
                                        run->seq->blocks, run->n, run->pos0, bs, hp->n_heads,
                                        hp->n_kv_heads, hp->head_dim, scale, scratch, share, nth);
     }
@@ -214,7 +214,13 @@ static void op_attention(hone_ctx *c, int64_t layer, const att_run *runs, int64_
         } else {
             uint64_t t0 = now_ns();
             hone_pool_run(c->pool, att_trampoline, &job, 0);
-            c->hook(c->hook_user, id, now_ns() - t0, rows, keys, c->hp.n_heads);
+            /* the shape of the whole call: its query rows, and as context the sum of its
+             * sequences' lengths (the profile aggregates over that) */
+            hone_slot_shape s = shape_of(-1);
+            s.d[0] = rows; s.d[2] = keys; s.d[1] = keys - rows;
+            s.d[3] = hone_kv_cache_block_size(c->kv);
+            s.d[4] = c->hp.n_heads; s.d[5] = c->hp.n_kv_heads; s.d[6] = c->hp.head_dim;
+            c->hook(c->hook_user, id, now_ns() - t0, &s);
         }
     }
 }
@@ -233,13 +239,136 @@ static void store_kv(hone_ctx *c, int64_t layer, hone_kv_seq *const *seqs, const
     }
 }
 
+/* ---- the layer sequence's operations on the CPU (engine/layers.h) ---- */
+
+static float *act(hone_ctx *c, hone_act a)
+{
+    switch (a) {
+    case HONE_ACT_X: return c->x;
+    case HONE_ACT_H: return c->h;
+    case HONE_ACT_Q: return c->q;
+    case HONE_ACT_K: return c->k;
+    case HONE_ACT_V: return c->v;
+    case HONE_ACT_ATT: return c->att;
+    case HONE_ACT_PROJ: return c->proj;
+    case HONE_ACT_GATE: return c->gate;
+    case HONE_ACT_UP: return c->up;
+    default: return c->logits;
+    }
+}
+
+static int cpu_embed(void *p, hone_act out, int64_t n)
+{
+    hone_ctx *c = p;
+    (void)out;
+    op_embed(c, c->piece_tokens, n);
+    return 0;
+}
+
+static int cpu_rmsnorm(void *p, hone_act y, hone_act x, int64_t layer, hone_wsel w, int64_t n)
+{
+    hone_ctx *c = p;
+    op_rmsnorm(c, act(c, y), act(c, x), hone_layers_weight(c->m, layer, w), n);
+    return 0;
+}
+
+/* The logits rows: straight into the caller's rows when they are contiguous, otherwise
+ * through c->logits and scattered. */
+static int cpu_matmul(void *p, hone_act y, int64_t layer, hone_wsel w, hone_act x, int64_t n)
+{
+    hone_ctx *c = p;
+    const hone_weight *W = hone_layers_weight(c->m, layer, w);
+    if (y != HONE_ACT_LOGITS) {
+        op_matmul(c, act(c, y), W, act(c, x), n);
+        return 0;
+    }
+    int64_t nv = c->hp.n_vocab, np = c->piece_n;
+    float *const *out_rows = c->piece_out;
+    float *first = NULL;
+    int contiguous = 1;
+    for (int64_t t = 0, r = 0; t < np; t++)
+        if (out_rows[t]) {
+            if (!first) first = out_rows[t];
+            else if (out_rows[t] != first + r * nv) contiguous = 0;
+            r++;
+        }
+    op_matmul(c, contiguous ? first : c->logits, W, act(c, x), n);
+    if (contiguous) return 0;
+    for (int64_t t = 0, r = 0; t < np; t++)
+        if (out_rows[t]) {
+            memcpy(out_rows[t], c->logits + r * nv, (size_t)nv * sizeof(float));
+            r++;
+        }
+    return 0;
+}
+
+static int cpu_bias(void *p, hone_act y, int64_t layer, hone_wsel w, int64_t n)
+{
+    hone_ctx *c = p;
+    op_bias(c, act(c, y), hone_layers_weight(c->m, layer, w), n);
+    return 0;
+}
+
+static int cpu_rope(void *p, hone_act x, int64_t n, int64_t heads)
+{
+    hone_ctx *c = p;
+    op_rope(c, act(c, x), n, heads);
+    return 0;
+}
+
+static int cpu_store_kv(void *p, int64_t layer, int64_t n)
+{
+    hone_ctx *c = p;
+    store_kv(c, layer, c->piece_seqs, c->pos, n);
+    return 0;
+}
+
+static int cpu_attention(void *p, int64_t layer, int64_t n)
+{
+    hone_ctx *c = p;
+    (void)n;
+    op_attention(c, layer, c->runs, c->n_runs);
+    return 0;
+}
+
+static int cpu_add(void *p, hone_act y, hone_act a, hone_act b, int64_t elems)
+{
+    hone_ctx *c = p;
+    op_add(c, act(c, y), act(c, a), act(c, b), elems);
+    return 0;
+}
+
+static int cpu_swiglu(void *p, hone_act out, hone_act g, hone_act u, int64_t elems)
+{
+    hone_ctx *c = p;
+    op_swiglu(c, act(c, out), act(c, g), act(c, u), elems);
+    return 0;
+}
+
+/* The wanted rows, gathered to the front of x. */
+static int64_t cpu_gather(void *p, int64_t n)
+{
+    hone_ctx *c = p;
+    int64_t rows = 0, dim = c->hp.dim;
+    for (int64_t t = 0; t < n; t++)
+        if (c->piece_out[t]) {
+            if (rows != t) memcpy(c->x + rows * dim, c->x + t * dim, (size_t)dim * sizeof(float));
+            rows++;
+        }
+    return rows;
+}
+
+static const hone_layer_ops cpu_ops = {
+    .embed = cpu_embed, .rmsnorm = cpu_rmsnorm, .matmul = cpu_matmul, .bias = cpu_bias,
+    .rope = cpu_rope, .store_kv = cpu_store_kv, .attention = cpu_attention, .add = cpu_add,
+    .swiglu = cpu_swiglu, .gather = cpu_gather,
+};
+
 /* Runs n <= chunk batch rows through the model. out_rows[t] is where row t's logits go
  * (NULL: not wanted). Positions come from pos[t]; KV blocks are already reserved. */
 static void forward_piece(hone_ctx *c, hone_kv_seq *const *seqs, const int32_t *tokens,
                           const int32_t *pos, int64_t n, float *const *out_rows)
 {
-    const hone_hparams *hp = &c->hp;
-    const hone_model *m = c->m;
     memcpy(c->pos, pos, (size_t)n * sizeof *pos);
     int64_t n_runs = 0;
     for (int64_t t = 0; t < n; t++) {
@@ -250,67 +379,12 @@ static void forward_piece(hone_ctx *c, hone_kv_seq *const *seqs, const int32_t *
             c->runs[n_runs++] = (att_run){t, 1, pos[t], seqs[t]};
         }
     }
-
-    const hone_weight *emb = hone_model_tok_embd(m);
-    slot_call call = {.id = HONE_SLOT_EMBED};
-    call.u.embed.fn = c->slots.embed;
-    call.u.embed.out = c->x; call.u.embed.table = emb->data; call.u.embed.dt = emb->dtype;
-    call.u.embed.ids = tokens; call.u.embed.n = n; call.u.embed.dim = hp->dim;
-    run(c, &call, n > 1 ? 0 : 1, n, hp->dim, emb->dtype);
-
-    for (int64_t l = 0; l < hp->n_layers; l++) {
-        const hone_layer *L = hone_model_layer(m, l);
-        op_rmsnorm(c, c->h, c->x, &L->attn_norm, n);
-        op_matmul(c, c->q, &L->wq, c->h, n);
-        op_matmul(c, c->k, &L->wk, c->h, n);
-        op_matmul(c, c->v, &L->wv, c->h, n);
-        op_bias(c, c->q, &L->bq, n);
-        op_bias(c, c->k, &L->bk, n);
-        op_bias(c, c->v, &L->bv, n);
-        op_rope(c, c->q, n, hp->n_heads);
-        op_rope(c, c->k, n, hp->n_kv_heads);
-        store_kv(c, l, seqs, pos, n);
-        op_attention(c, l, c->runs, n_runs);
-        op_matmul(c, c->proj, &L->wo, c->att, n);
-        op_add(c, c->x, c->x, c->proj, n * hp->dim);
-        op_rmsnorm(c, c->h, c->x, &L->ffn_norm, n);
-        op_matmul(c, c->gate, &L->w_gate, c->h, n);
-        op_matmul(c, c->up, &L->w_up, c->h, n);
-        slot_call sw = {.id = HONE_SLOT_SWIGLU};
-        sw.u.sw.fn = c->slots.swiglu;
-        sw.u.sw.out = c->gate; sw.u.sw.g = c->gate; sw.u.sw.u = c->up; sw.u.sw.n = n * hp->ffn;
-        run(c, &sw, 0, n * hp->ffn, 0, 0);
-        op_matmul(c, c->proj, &L->w_down, c->gate, n);
-        op_add(c, c->x, c->x, c->proj, n * hp->dim);
-    }
-    /* the wanted rows, gathered: final norm, then the output projection */
-    int64_t rows = 0;
-    for (int64_t t = 0; t < n; t++)
-        if (out_rows[t]) {
-            if (rows != t) memcpy(c->x + rows * hp->dim, c->x + t * hp->dim, (size_t)hp->dim * sizeof(float));
-            rows++;
-        }
-    if (!rows) return;
-    op_rmsnorm(c, c->h, c->x, hone_model_output_norm(m), rows);
-    /* contiguous destination rows go straight to the caller; otherwise through c->logits */
-    float *first = NULL;
-    int contiguous = 1;
-    for (int64_t t = 0, r = 0; t < n; t++)
-        if (out_rows[t]) {
-            if (!first) first = out_rows[t];
-            else if (out_rows[t] != first + r * hp->n_vocab) contiguous = 0;
-            r++;
-        }
-    if (contiguous) {
-        op_matmul(c, first, hone_model_output(m), c->h, rows);
-        return;
-    }
-    op_matmul(c, c->logits, hone_model_output(m), c->h, rows);
-    for (int64_t t = 0, r = 0; t < n; t++)
-        if (out_rows[t]) {
-            memcpy(out_rows[t], c->logits + r * hp->n_vocab, (size_t)hp->n_vocab * sizeof(float));
-            r++;
-        }
+    c->n_runs = n_runs;
+    c->piece_seqs = seqs;
+    c->piece_tokens = tokens;
+    c->piece_out = out_rows;
+    c->piece_n = n;
+    hone_layers_run(c->m, &cpu_ops, c, n); /* the CPU operations cannot fail */
 }
 
 int hone_ctx_forward_batch(hone_ctx *c, const hone_batch *b)

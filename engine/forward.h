@@ -22,9 +22,9 @@ typedef struct {
 #define HONE_CTX_OPTS_INIT {0, 0, 64, 16, 0}
 
 /* Called around every slot call when set (the profiler's hook): the slot, the time the call
- * took in ns, and its rows/cols/n shape (meaning per slot: see forward.c). */
-typedef void (*hone_ctx_slot_hook)(void *user, hone_slot_id id, uint64_t ns, int64_t a, int64_t b,
-                                   int64_t c);
+ * took in ns, and its shape (the slot descriptor's dims; an attention call over several
+ * sequences reports its query rows as n and the sum of their context lengths as n_kv). */
+typedef void (*hone_ctx_slot_hook)(void *user, int id, uint64_t ns, const hone_slot_shape *shape);
 
 typedef struct hone_ctx hone_ctx;
 

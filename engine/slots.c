@@ -1,8 +1,13 @@
-/* Slot names and the CPU baseline table (kernels/cpu/). */
+/* The slot descriptor table (see slots.h): one descriptor per built-in slot, the registered
+ * ones after them, and the generic helpers every consumer uses to build, call and describe a
+ * slot from its descriptor alone. */
 #include "slots.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "error.h"
 
 /* The baselines, one per kernels/cpu/<slot>.c. */
 void hone_cpu_embed(float *, const void *, int32_t, const int32_t *, int64_t, int64_t, int, int);
@@ -26,97 +31,833 @@ void hone_cpu_attention_prefill(float *, const float *, const float *, const flo
 void hone_cpu_swiglu(float *, const float *, const float *, int64_t, int, int);
 void hone_cpu_add(float *, const float *, const float *, int64_t, int, int);
 
-static const char *const slot_names[HONE_SLOT_COUNT] = {
-    "embed", "rmsnorm",
-    "matvec_f32", "matvec_f16", "matvec_bf16", "matvec_q8_0", "matvec_q4_0", "matvec_q4_1",
-    "matmul_f32", "matmul_f16", "matmul_bf16", "matmul_q8_0", "matmul_q4_0", "matmul_q4_1",
-    "rope", "attention_decode", "attention_prefill", "swiglu", "add"};
+/* ---- generic callers, one per signature ---------------------------------------------- */
 
-static const int mat_dtypes[6] = {HONE_DTYPE_F32, HONE_DTYPE_F16, HONE_DTYPE_BF16,
+static void invoke_embed(void *fn, const hone_slot_value *v, int ith, int nth)
+{
+    ((hone_slot_embed_fn)fn)(v[0].p, v[1].cp, v[2].i32, v[3].cp, v[4].i64, v[5].i64, ith, nth);
+}
+
+static void invoke_rmsnorm(void *fn, const hone_slot_value *v, int ith, int nth)
+{
+    ((hone_slot_rmsnorm_fn)fn)(v[0].p, v[1].cp, v[2].cp, v[3].i64, v[4].i64, v[5].f32, ith, nth);
+}
+
+static void invoke_matvec(void *fn, const hone_slot_value *v, int ith, int nth)
+{
+    ((hone_slot_matvec_fn)fn)(v[0].p, v[1].cp, v[2].cp, v[3].i64, v[4].i64, ith, nth);
+}
+
+static void invoke_matmul(void *fn, const hone_slot_value *v, int ith, int nth)
+{
+    ((hone_slot_matmul_fn)fn)(v[0].p, v[1].cp, v[2].cp, v[3].i64, v[4].i64, v[5].i64, ith, nth);
+}
+
+static void invoke_rope(void *fn, const hone_slot_value *v, int ith, int nth)
+{
+    ((hone_slot_rope_fn)fn)(v[0].p, v[1].cp, v[2].i64, v[3].i64, v[4].i64, v[5].i64, v[6].f32,
+                            v[7].i32, ith, nth);
+}
+
+static void invoke_attention_decode(void *fn, const hone_slot_value *v, int ith, int nth)
+{
+    ((hone_slot_attention_decode_fn)fn)(v[0].p, v[1].cp, v[2].cp, v[3].cp, v[4].cp, v[5].i64,
+                                        v[6].i64, v[7].i64, v[8].i64, v[9].i64, v[10].f32,
+                                        v[11].p, ith, nth);
+}
+
+static void invoke_attention_prefill(void *fn, const hone_slot_value *v, int ith, int nth)
+{
+    ((hone_slot_attention_prefill_fn)fn)(v[0].p, v[1].cp, v[2].cp, v[3].cp, v[4].cp, v[5].i64,
+                                         v[6].i64, v[7].i64, v[8].i64, v[9].i64, v[10].i64,
+                                         v[11].f32, v[12].p, ith, nth);
+}
+
+/* swiglu and add: (float *out, const float *a, const float *b, int64_t n, ith, nth) */
+static void invoke_binary(void *fn, const hone_slot_value *v, int ith, int nth)
+{
+    ((hone_slot_add_fn)fn)(v[0].p, v[1].cp, v[2].cp, v[3].i64, ith, nth);
+}
+
+/* ---- cost models: bytes moved at least, and flops ---------------------------------------- */
+
+static double row_bytes(int dt, int64_t cols)
+{
+    int64_t bs = hone_dtype_block_size(dt);
+    if (bs <= 0) return 4.0 * (double)cols;
+    return (double)((cols + bs - 1) / bs) * (double)hone_dtype_type_size(dt);
+}
+
+enum { E_N, E_DIM, E_VOCAB };                    /* embed */
+enum { R_N, R_DIM };                             /* rmsnorm */
+enum { MV_ROWS, MV_COLS };                       /* matvec */
+enum { MM_N, MM_ROWS, MM_COLS };                 /* matmul */
+enum { P_N, P_HEADS, P_HEAD_DIM, P_ROT };        /* rope */
+enum { A_N, A_POS0, A_NKV, A_BS, A_HEADS, A_KVH, A_HD, A_NBLOCKS }; /* attention */
+enum { B_N };                                    /* swiglu, add */
+
+static void cost_embed(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes, double *flops)
+{
+    (void)d;
+    double n = (double)s->d[E_N], dim = (double)s->d[E_DIM];
+    *bytes = n * (row_bytes(s->dtype, s->d[E_DIM]) + 4 * dim);
+    *flops = n * dim;
+}
+
+static void cost_rmsnorm(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes, double *flops)
+{
+    (void)d;
+    double n = (double)s->d[R_N], dim = (double)s->d[R_DIM];
+    *bytes = 4 * (2 * n * dim + dim);
+    *flops = 4 * n * dim;
+}
+
+static void cost_matvec(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes, double *flops)
+{
+    double rows = (double)s->d[MV_ROWS], cols = (double)s->d[MV_COLS];
+    *bytes = rows * row_bytes(d->dtype, s->d[MV_COLS]) + 4 * (rows + cols);
+    *flops = 2 * rows * cols;
+}
+
+static void cost_matmul(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes, double *flops)
+{
+    double n = (double)s->d[MM_N], rows = (double)s->d[MM_ROWS], cols = (double)s->d[MM_COLS];
+    *bytes = rows * row_bytes(d->dtype, s->d[MM_COLS]) + 4 * n * (rows + cols);
+    *flops = 2 * n * rows * cols;
+}
+
+static void cost_rope(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes, double *flops)
+{
+    (void)d;
+    double n = (double)s->d[P_N], h = (double)s->d[P_HEADS], hd = (double)s->d[P_HEAD_DIM];
+    *bytes = 4 * (2 * n * h * hd + n);
+    *flops = 3 * n * h * hd;
+}
+
+/* Every visible key's K and V once per kv head, plus q in and out. n_kv is the sum of the
+ * call's context lengths; the keys seen summed over queries are n_kv for decode rows (one per
+ * sequence), and for prefill as if one sequence of n rows at pos0 = n_kv - n. */
+static void cost_attention(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes,
+                           double *flops)
+{
+    double n = (double)s->d[A_N], B = (double)s->d[A_NKV], h = (double)s->d[A_HEADS];
+    double kvh = (double)s->d[A_KVH], hd = (double)s->d[A_HD];
+    double visible = d->kind == HONE_SLOT_KIND_ATTENTION_DECODE ? B : n * (B - n) + n * (n + 1) / 2;
+    *bytes = 4 * (2 * B * kvh * hd + 2 * n * h * hd);
+    *flops = 4 * h * hd * visible;
+}
+
+static void cost_swiglu(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes, double *flops)
+{
+    (void)d;
+    *bytes = 12 * (double)s->d[B_N];
+    *flops = 5 * (double)s->d[B_N];
+}
+
+static void cost_add(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes, double *flops)
+{
+    (void)d;
+    *bytes = 12 * (double)s->d[B_N];
+    *flops = (double)s->d[B_N];
+}
+
+/* ---- derived dims -------------------------------------------------------------------------- */
+
+/* The cache of a case holds its keys' blocks plus two more no key should be read from. */
+static void derive_attention(const hone_slot_desc *d, hone_slot_shape *s)
+{
+    if (d->kind == HONE_SLOT_KIND_ATTENTION_DECODE) {
+        s->d[A_N] = 1;
+        s->d[A_POS0] = s->d[A_NKV] - 1;
+    } else {
+        s->d[A_NKV] = s->d[A_POS0] + s->d[A_N];
+    }
+    s->d[A_NBLOCKS] = (s->d[A_NKV] + s->d[A_BS] - 1) / s->d[A_BS] + 2;
+    s->f[0] = (float)(1.0 / sqrt((double)s->d[A_HD]));
+}
+
+/* ---- shape sets ---------------------------------------------------------------------------- */
+
+/* SmolLM2-135M, always in the set so that tiny test models still give realistic timing shapes. */
+#define REF_DIM 576
+#define REF_HEADS 9
+#define REF_KV_HEADS 3
+#define REF_HEAD_DIM 64
+#define REF_FFN 1536
+#define REF_CHUNK 64
+#define MAX_WEIGHT_BYTES ((int64_t)32 << 20) /* bigger model matrices are left to model parity */
+
+typedef struct {
+    const hone_slot_desc *d;
+    hone_slot_shape *s;
+    int n, cap;
+} shape_list;
+
+static int same_shape(const hone_slot_shape *a, const hone_slot_shape *b)
+{
+    return !memcmp(a->d, b->d, sizeof a->d) && !memcmp(a->f, b->f, sizeof a->f) &&
+           a->flag == b->flag && a->dtype == b->dtype && a->edge == b->edge;
+}
+
+/* Appends a shape (dims in order, then derived ones) unless it repeats one. */
+static void push(shape_list *l, const int64_t *dims, int nd, const float *f, int32_t flag,
+                 int32_t dtype, int edge)
+{
+    if (l->n >= l->cap) return;
+    hone_slot_shape s;
+    memset(&s, 0, sizeof s);
+    for (int i = 0; i < nd; i++) s.d[i] = dims[i];
+    for (int i = 0; f && i < HONE_SLOT_MAX_PARAMS; i++) s.f[i] = f[i];
+    s.flag = flag;
+    s.dtype = dtype;
+    s.edge = edge;
+    if (l->d->derive) l->d->derive(l->d, &s);
+    for (int i = 0; i < l->n; i++)
+        if (same_shape(&l->s[i], &s)) return;
+    l->s[l->n++] = s;
+}
+
+#define PUSH(l, f, flag, dtype, edge, ...)                                                    \
+    do {                                                                                      \
+        int64_t dims_[] = {__VA_ARGS__};                                                      \
+        push(l, dims_, (int)(sizeof dims_ / sizeof dims_[0]), f, flag, dtype, edge);          \
+    } while (0)
+
+static const hone_hparams *hparams(const hone_model *m) { return m ? hone_model_hparams(m) : NULL; }
+
+static int shapes_elementwise(const hone_slot_desc *d, const hone_model *m, hone_slot_shape *out, int cap)
+{
+    const hone_hparams *hp = hparams(m);
+    int64_t mdim = hp ? hp->dim : REF_DIM, mffn = hp ? hp->ffn : REF_FFN;
+    shape_list l = {d, out, 0, cap};
+    int64_t ns[] = {1, 7, 33, 1000, mffn, mdim, REF_FFN, REF_DIM, REF_CHUNK * REF_FFN};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) PUSH(&l, NULL, 0, -1, 0, ns[i]);
+    PUSH(&l, NULL, 0, -1, 1, 257);
+    return l.n;
+}
+
+static int shapes_rmsnorm(const hone_slot_desc *d, const hone_model *m, hone_slot_shape *out, int cap)
+{
+    const hone_hparams *hp = hparams(m);
+    int64_t mdim = hp ? hp->dim : REF_DIM;
+    float eps[1] = {hp ? hp->norm_eps : 1e-5f};
+    shape_list l = {d, out, 0, cap};
+    PUSH(&l, eps, 0, -1, 0, 1, mdim);
+    PUSH(&l, eps, 0, -1, 0, 5, mdim);
+    PUSH(&l, eps, 0, -1, 0, 1, REF_DIM);
+    PUSH(&l, eps, 0, -1, 0, REF_CHUNK, REF_DIM);
+    PUSH(&l, eps, 0, -1, 0, 1, 1);
+    PUSH(&l, eps, 0, -1, 0, 3, 7);
+    PUSH(&l, eps, 0, -1, 0, 2, 33);
+    PUSH(&l, eps, 0, -1, 1, 4, 100);
+    return l.n;
+}
+
+static int shapes_rope(const hone_slot_desc *d, const hone_model *m, hone_slot_shape *out, int cap)
+{
+    const hone_hparams *hp = hparams(m);
+    int64_t h = hp ? hp->n_heads : REF_HEADS, kv = hp ? hp->n_kv_heads : REF_KV_HEADS;
+    int64_t hd = hp ? hp->head_dim : REF_HEAD_DIM, nr = hp ? hp->n_rot : REF_HEAD_DIM;
+    float base[1] = {hp ? hp->rope_base : 100000.0f};
+    int neox = hp ? hp->rope_neox : 0;
+    float b1[1] = {100000.0f}, b2[1] = {10000.0f}, b3[1] = {500000.0f};
+    shape_list l = {d, out, 0, cap};
+    PUSH(&l, base, neox, -1, 0, 1, h, hd, nr);
+    PUSH(&l, base, neox, -1, 0, 5, kv, hd, nr);
+    PUSH(&l, b1, 0, -1, 0, REF_CHUNK, REF_HEADS, REF_HEAD_DIM, REF_HEAD_DIM);
+    PUSH(&l, b2, 0, -1, 0, 3, 3, 6, 4);
+    PUSH(&l, b2, 1, -1, 0, 3, 3, 6, 4);
+    PUSH(&l, b3, 1, -1, 0, 2, 1, 10, 10);
+    PUSH(&l, b2, 0, -1, 0, 1, 1, 2, 2);
+    return l.n;
+}
+
+/* dims: n, pos0, n_kv, block_size, heads, kv_heads, head_dim (n_blocks derived) */
+static int shapes_attention(const hone_slot_desc *d, const hone_model *m, hone_slot_shape *out, int cap)
+{
+    const hone_hparams *hp = hparams(m);
+    int64_t h = hp ? hp->n_heads : REF_HEADS, kv = hp ? hp->n_kv_heads : REF_KV_HEADS;
+    int64_t hd = hp ? hp->head_dim : REF_HEAD_DIM;
+    shape_list l = {d, out, 0, cap};
+    if (d->kind == HONE_SLOT_KIND_ATTENTION_DECODE) {
+        PUSH(&l, NULL, 0, -1, 0, 1, 0, 1, 16, h, kv, hd);
+        PUSH(&l, NULL, 0, -1, 0, 1, 0, 37, 16, h, kv, hd);
+        PUSH(&l, NULL, 0, -1, 0, 1, 0, 300, 16, h, kv, hd);
+        PUSH(&l, NULL, 0, -1, 0, 1, 0, 1024, 16, REF_HEADS, REF_KV_HEADS, REF_HEAD_DIM);
+        PUSH(&l, NULL, 0, -1, 0, 1, 0, 5, 3, 4, 2, 7);
+        PUSH(&l, NULL, 0, -1, 0, 1, 0, 2, 1, 2, 1, 33);
+        PUSH(&l, NULL, 0, -1, 1, 1, 0, 50, 16, 4, 2, 16);
+    } else {
+        PUSH(&l, NULL, 0, -1, 0, 5, 0, 0, 16, h, kv, hd);
+        PUSH(&l, NULL, 0, -1, 0, 3, 20, 0, 16, h, kv, hd);
+        PUSH(&l, NULL, 0, -1, 0, REF_CHUNK, 64, 0, 16, REF_HEADS, REF_KV_HEADS, REF_HEAD_DIM);
+        PUSH(&l, NULL, 0, -1, 0, 4, 3, 0, 3, 4, 2, 7);
+        PUSH(&l, NULL, 0, -1, 0, 1, 0, 0, 1, 2, 1, 33);
+        PUSH(&l, NULL, 0, -1, 1, 6, 10, 0, 16, 4, 2, 16);
+    }
+    return l.n;
+}
+
+static const int MAT_DTYPES[6] = {HONE_DTYPE_F32, HONE_DTYPE_F16, HONE_DTYPE_BF16,
                                   HONE_DTYPE_Q8_0, HONE_DTYPE_Q4_0, HONE_DTYPE_Q4_1};
 
-const char *hone_slots_name(hone_slot_id id)
+static int shapes_embed(const hone_slot_desc *d, const hone_model *m, hone_slot_shape *out, int cap)
 {
-    return (unsigned)id < HONE_SLOT_COUNT ? slot_names[id] : "unknown";
+    shape_list l = {d, out, 0, cap};
+    for (int i = 0; i < 6; i++) {
+        int dt = MAT_DTYPES[i];
+        PUSH(&l, NULL, 0, dt, 0, 5, REF_DIM, 1000); /* both dims are whole blocks */
+        PUSH(&l, NULL, 0, dt, 0, 1, 32, 7);
+    }
+    if (m) {
+        const hone_weight *e = hone_model_tok_embd(m);
+        if (hone_dtype_block_size(e->dtype) == 1 || e->cols % HONE_QK == 0)
+            PUSH(&l, NULL, 0, e->dtype, 0, 7, e->cols, 1000);
+    }
+    PUSH(&l, NULL, 0, HONE_DTYPE_F32, 0, 3, 7, 5);
+    return l.n;
+}
+
+/* A matrix shape of the slot: matvec (rows, cols), matmul (n, rows, cols); refused where the
+ * dtype's blocks do not divide cols or the weight is too big for kernel-level cases. */
+static void push_mat(shape_list *l, int64_t n, int64_t rows, int64_t cols)
+{
+    int dt = l->d->dtype;
+    if (hone_dtype_block_size(dt) == HONE_QK && cols % HONE_QK) return;
+    if (hone_dtype_row_bytes(dt, cols) * rows > MAX_WEIGHT_BYTES) return;
+    if (l->d->kind == HONE_SLOT_KIND_MATVEC) PUSH(l, NULL, 0, dt, 0, rows, cols);
+    else PUSH(l, NULL, 0, dt, 0, n, rows, cols);
+}
+
+static int shapes_mat(const hone_slot_desc *d, const hone_model *m, hone_slot_shape *out, int cap)
+{
+    shape_list l = {d, out, 0, cap};
+    int mv = d->kind == HONE_SLOT_KIND_MATVEC;
+    int64_t n = mv ? 1 : 5;
+    if (m) { /* every distinct weight shape of the slot's dtype in the model */
+        const hone_layer *L = hone_model_layer(m, 0);
+        const hone_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down,
+                                   hone_model_output(m)};
+        for (int i = 0; i < 8; i++)
+            if (ws[i]->dtype == d->dtype) push_mat(&l, n, ws[i]->rows, ws[i]->cols);
+    }
+    push_mat(&l, n, REF_FFN, REF_DIM);
+    push_mat(&l, n, REF_DIM, REF_FFN);
+    push_mat(&l, n, REF_DIM, REF_DIM);
+    push_mat(&l, n, 192, REF_DIM);
+    if (!mv) push_mat(&l, REF_CHUNK, REF_FFN, REF_DIM);
+    int64_t e = mv ? 1 : 2;
+    push_mat(&l, e, 1, 32);
+    push_mat(&l, e, 7, 64);
+    push_mat(&l, e, 33, 96);
+    push_mat(&l, mv ? 1 : 3, 3, 160);
+    push_mat(&l, e, 5, 7);
+    push_mat(&l, e, 3, 33);
+    push_mat(&l, 1, 1, 1);
+    return l.n;
+}
+
+/* ---- the descriptors ---------------------------------------------------------------------- */
+
+#define L(...) {__VA_ARGS__, HONE_SLOT_END}
+#define NONE {HONE_SLOT_END}
+#define T_OUT(nm, ...) {.name = nm, .ctype = "float *", .role = HONE_SLOT_ARG_OUT, .dims = L(__VA_ARGS__)}
+#define T_IN(nm, l, h, e, ...) \
+    {.name = nm, .ctype = "const float *", .role = HONE_SLOT_ARG_IN, .dims = L(__VA_ARGS__), .lo = l, .hi = h, .edge = e}
+#define T_DIM(nm, i) {.name = nm, .ctype = "int64_t", .role = HONE_SLOT_ARG_DIM, .dims = {i, HONE_SLOT_END}}
+#define T_F32(nm, i) {.name = nm, .ctype = "float", .role = HONE_SLOT_ARG_F32, .dims = {i, HONE_SLOT_END}}
+
+#define MATVEC_DESC(dt, DT)                                                                         \
+    {.name = "matvec_" #dt, .kind = HONE_SLOT_KIND_MATVEC, .dtype = DT,                             \
+     .math = "y[r] = sum_c W[r][c] * x[c] for r < rows: W[rows][cols] of the weight dtype "         \
+             "(GGUF rows, dequantised exactly), x[cols], y[rows] f32.",                             \
+     .fn_type = "hone_slot_matvec_fn", .n_args = 5,                                                 \
+     .args = {T_OUT("y", MV_ROWS),                                                                  \
+              {.name = "W", .ctype = "const void *", .role = HONE_SLOT_ARG_WEIGHT, .dims = L(MV_ROWS, MV_COLS)}, \
+              T_IN("x", -1, 1, 0, MV_COLS), T_DIM("rows", MV_ROWS), T_DIM("cols", MV_COLS)},        \
+     .n_dims = 2, .dims = {"rows", "cols"}, .key_dims = 3, .range_dim = -1,                         \
+     .share_units = L(MV_ROWS), .share_len = NONE, .cmp_rows = NONE, .cuda_x = L(MV_ROWS), .cuda_y = NONE,                                \
+     .cost = cost_matvec, .shapes = shapes_mat, .invoke = invoke_matvec,                            \
+     .cpu_baseline = (void *)hone_cpu_matvec_##dt}
+
+#define MATMUL_DESC(dt, DT)                                                                         \
+    {.name = "matmul_" #dt, .kind = HONE_SLOT_KIND_MATMUL, .dtype = DT,                             \
+     .math = "Y[t][r] = sum_c W[r][c] * X[t][c]: W[rows][cols] of the weight dtype, X[n][cols], "   \
+             "Y[n][rows] f32; Y[t] must be bitwise the same dtype's matvec of X[t].",               \
+     .fn_type = "hone_slot_matmul_fn", .n_args = 6,                                                 \
+     .args = {T_OUT("Y", MM_N, MM_ROWS),                                                            \
+              {.name = "W", .ctype = "const void *", .role = HONE_SLOT_ARG_WEIGHT, .dims = L(MM_ROWS, MM_COLS)}, \
+              T_IN("X", -1, 1, 0, MM_N, MM_COLS), T_DIM("n", MM_N), T_DIM("rows", MM_ROWS),         \
+              T_DIM("cols", MM_COLS)},                                                              \
+     .n_dims = 3, .dims = {"n", "rows", "cols"}, .key_dims = 7, .range_dim = -1,                    \
+     .share_units = L(MM_ROWS), .share_len = NONE, .cmp_rows = L(MM_N), .cuda_x = L(MM_ROWS), .cuda_y = L(MM_N),                             \
+     .cost = cost_matmul, .shapes = shapes_mat, .invoke = invoke_matmul,                            \
+     .cpu_baseline = (void *)hone_cpu_matmul_##dt}
+
+#define ATTN_ARGS_HEAD                                                                              \
+    T_OUT("out", A_N, A_HEADS, A_HD), T_IN("q", -1, 1, 12, A_N, A_HEADS, A_HD),                     \
+    {.name = "k_cache", .ctype = "const float *", .role = HONE_SLOT_ARG_KV,                         \
+     .dims = L(A_NBLOCKS, A_BS, A_KVH, A_HD), .lo = -1, .hi = 1, .bound = A_NKV, .ref = 4},         \
+    {.name = "v_cache", .ctype = "const float *", .role = HONE_SLOT_ARG_KV,                         \
+     .dims = L(A_NBLOCKS, A_BS, A_KVH, A_HD), .lo = -1, .hi = 1, .bound = A_NKV, .ref = 4},         \
+    {.name = "block_table", .ctype = "const int32_t *", .role = HONE_SLOT_ARG_BLOCKS, .dims = L(A_NBLOCKS)}
+#define ATTN_ARGS_TAIL                                                                              \
+    T_DIM("block_size", A_BS), T_DIM("n_heads", A_HEADS), T_DIM("n_kv_heads", A_KVH),               \
+    T_DIM("head_dim", A_HD), T_F32("scale", 0),                                                     \
+    {.name = "scratch", .ctype = "float *", .role = HONE_SLOT_ARG_SCRATCH, .dims = L(A_NKV)}
+#define ATTN_DIMS .n_dims = 8, .dims = {"n", "pos0", "n_kv", "block_size", "heads", "kv_heads", "head_dim", "n_blocks"}
+
+static const hone_slot_desc builtin[HONE_SLOT_COUNT] = {
+    [HONE_SLOT_EMBED] = {
+        .name = "embed", .kind = HONE_SLOT_KIND_EMBED, .dtype = -1,
+        .math = "out[i][:] = table[ids[i]][:] dequantised to f32 exactly, for i < n: "
+                "table[vocab][dim] of its dtype, ids[n] int32, out[n][dim].",
+        .fn_type = "hone_slot_embed_fn", .n_args = 6,
+        .args = {T_OUT("out", E_N, E_DIM),
+                 {.name = "table", .ctype = "const void *", .role = HONE_SLOT_ARG_WEIGHT, .dims = L(E_VOCAB, E_DIM)},
+                 {.name = "dtype", .ctype = "int32_t", .role = HONE_SLOT_ARG_DTYPE, .dims = NONE},
+                 {.name = "ids", .ctype = "const int32_t *", .role = HONE_SLOT_ARG_INDEX, .dims = L(E_N), .bound = E_VOCAB},
+                 T_DIM("n", E_N), T_DIM("dim", E_DIM)},
+        .n_dims = 3, .dims = {"n", "dim", "vocab"}, .key_dims = 3, .range_dim = -1,
+        .share_units = L(E_N), .share_len = L(E_DIM), .cmp_rows = L(E_N), .nth_max_dim = 2,
+        .cuda_x = L(E_DIM), .cuda_y = L(E_N),
+        .cost = cost_embed, .shapes = shapes_embed, .invoke = invoke_embed,
+        .cpu_baseline = (void *)hone_cpu_embed},
+    [HONE_SLOT_RMSNORM] = {
+        .name = "rmsnorm", .kind = HONE_SLOT_KIND_RMSNORM, .dtype = -1,
+        .math = "y[r][i] = x[r][i] / sqrt(mean_j(x[r][j]^2) + eps) * w[i] for r < n, i < dim; "
+                "y may equal x (in place).",
+        .fn_type = "hone_slot_rmsnorm_fn", .n_args = 6,
+        .args = {T_OUT("y", R_N, R_DIM),
+                 {.name = "x", .ctype = "const float *", .role = HONE_SLOT_ARG_IN, .dims = L(R_N, R_DIM),
+                  .lo = -2, .hi = 2, .edge = 3e19, .flags = HONE_SLOT_ARG_ZERO_ROW},
+                 {.name = "w", .ctype = "const float *", .role = HONE_SLOT_ARG_NORM, .dims = L(R_DIM), .lo = 0.5f, .hi = 1.5f},
+                 T_DIM("n", R_N), T_DIM("dim", R_DIM), T_F32("eps", 0)},
+        .n_dims = 2, .dims = {"n", "dim"}, .key_dims = 3, .range_dim = -1, .params = {"eps"},
+        .share_units = L(R_N), .share_len = L(R_DIM), .cmp_rows = L(R_N), .nth_max_dim = 2,
+        .cuda_x = L(R_N), .cuda_y = NONE,
+        .cost = cost_rmsnorm, .shapes = shapes_rmsnorm, .invoke = invoke_rmsnorm,
+        .cpu_baseline = (void *)hone_cpu_rmsnorm},
+    [HONE_SLOT_MATVEC_F32] = MATVEC_DESC(f32, HONE_DTYPE_F32),
+    [HONE_SLOT_MATVEC_F16] = MATVEC_DESC(f16, HONE_DTYPE_F16),
+    [HONE_SLOT_MATVEC_BF16] = MATVEC_DESC(bf16, HONE_DTYPE_BF16),
+    [HONE_SLOT_MATVEC_Q8_0] = MATVEC_DESC(q8_0, HONE_DTYPE_Q8_0),
+    [HONE_SLOT_MATVEC_Q4_0] = MATVEC_DESC(q4_0, HONE_DTYPE_Q4_0),
+    [HONE_SLOT_MATVEC_Q4_1] = MATVEC_DESC(q4_1, HONE_DTYPE_Q4_1),
+    [HONE_SLOT_MATMUL_F32] = MATMUL_DESC(f32, HONE_DTYPE_F32),
+    [HONE_SLOT_MATMUL_F16] = MATMUL_DESC(f16, HONE_DTYPE_F16),
+    [HONE_SLOT_MATMUL_BF16] = MATMUL_DESC(bf16, HONE_DTYPE_BF16),
+    [HONE_SLOT_MATMUL_Q8_0] = MATMUL_DESC(q8_0, HONE_DTYPE_Q8_0),
+    [HONE_SLOT_MATMUL_Q4_0] = MATMUL_DESC(q4_0, HONE_DTYPE_Q4_0),
+    [HONE_SLOT_MATMUL_Q4_1] = MATMUL_DESC(q4_1, HONE_DTYPE_Q4_1),
+    [HONE_SLOT_ROPE] = {
+        .name = "rope", .kind = HONE_SLOT_KIND_ROPE, .dtype = -1,
+        .math = "In place on x[n][n_heads][head_dim]: rotates the first n_rot dims of every head by "
+                "theta_i = pos[t] * freq_base^(-2i/n_rot), i < n_rot/2, computed in double; normal "
+                "layout (neox == 0) pairs (2i, 2i+1), NeoX pairs (i, i + n_rot/2); "
+                "(a, b) -> (a cos - b sin, a sin + b cos).",
+        .fn_type = "hone_slot_rope_fn", .n_args = 8,
+        .args = {{.name = "x", .ctype = "float *", .role = HONE_SLOT_ARG_INOUT, .dims = L(P_N, P_HEADS, P_HEAD_DIM), .lo = -2, .hi = 2},
+                 {.name = "pos", .ctype = "const int32_t *", .role = HONE_SLOT_ARG_INDEX, .dims = L(P_N), .bound = -1},
+                 T_DIM("n", P_N), T_DIM("n_heads", P_HEADS), T_DIM("head_dim", P_HEAD_DIM),
+                 T_DIM("n_rot", P_ROT), T_F32("freq_base", 0),
+                 {.name = "neox", .ctype = "int32_t", .role = HONE_SLOT_ARG_I32, .dims = {0, HONE_SLOT_END}}},
+        .n_dims = 4, .dims = {"n", "heads", "head_dim", "n_rot"}, .key_dims = 15, .range_dim = -1,
+        .params = {"freq_base"},
+        .share_units = L(P_N, P_HEADS), .share_len = L(P_HEAD_DIM), .cmp_rows = L(P_N, P_HEADS),
+        .nth_max_dim = 2, .cuda_x = L(P_N, P_HEADS), .cuda_y = NONE,
+        .cost = cost_rope, .shapes = shapes_rope, .invoke = invoke_rope,
+        .cpu_baseline = (void *)hone_cpu_rope},
+    [HONE_SLOT_ATTENTION_DECODE] = {
+        .name = "attention_decode", .kind = HONE_SLOT_KIND_ATTENTION_DECODE, .dtype = -1,
+        .math = "One query per head over the paged cache: out[h][d] = sum_j softmax_j(scale * q[h] . "
+                "K[j][kvh]) V[j][kvh][d] over keys j < n_kv, kvh = h / (n_heads / n_kv_heads); key j "
+                "lives in block block_table[j / block_size] at slot j % block_size, a block holding "
+                "[block_size][n_kv_heads][head_dim] f32; scratch: this share's >= n_kv floats.",
+        .fn_type = "hone_slot_attention_decode_fn", .n_args = 12,
+        .args = {ATTN_ARGS_HEAD,
+                 {.name = "n_kv", .ctype = "int64_t", .role = HONE_SLOT_ARG_DIM, .dims = {A_NKV, HONE_SLOT_END},
+                  .flags = HONE_SLOT_ARG_DEVICE_I32},
+                 ATTN_ARGS_TAIL},
+        ATTN_DIMS, .key_dims = (1u << A_N) | (1u << A_HEADS) | (1u << A_KVH) | (1u << A_HD),
+        .range_dim = A_NKV, .params = {"scale"},
+        .share_units = L(A_N, A_HEADS), .share_len = L(A_HD), .cmp_rows = L(A_N, A_HEADS),
+        .cuda_x = L(A_HEADS), .cuda_y = L(A_N),
+        .cost = cost_attention, .derive = derive_attention, .shapes = shapes_attention,
+        .invoke = invoke_attention_decode, .cpu_baseline = (void *)hone_cpu_attention_decode},
+    [HONE_SLOT_ATTENTION_PREFILL] = {
+        .name = "attention_prefill", .kind = HONE_SLOT_KIND_ATTENTION_PREFILL, .dtype = -1,
+        .math = "Causal attention for n queries at positions pos0 .. pos0+n-1 (their K/V already in "
+                "the cache): query t sees keys j <= pos0 + t; q[n][n_heads][head_dim], out likewise; "
+                "each (t, h) row bitwise equal to attention_decode with n_kv = pos0 + t + 1; "
+                "scratch: this share's >= pos0 + n floats.",
+        .fn_type = "hone_slot_attention_prefill_fn", .n_args = 13,
+        .args = {ATTN_ARGS_HEAD, T_DIM("n", A_N), T_DIM("pos0", A_POS0), ATTN_ARGS_TAIL},
+        ATTN_DIMS, .key_dims = (1u << A_N) | (1u << A_HEADS) | (1u << A_KVH) | (1u << A_HD),
+        .range_dim = A_NKV, .params = {"scale"},
+        .share_units = L(A_N, A_HEADS), .share_len = L(A_HD), .cmp_rows = L(A_N, A_HEADS),
+        .cuda_x = L(A_HEADS), .cuda_y = L(A_N),
+        .cost = cost_attention, .derive = derive_attention, .shapes = shapes_attention,
+        .invoke = invoke_attention_prefill, .cpu_baseline = (void *)hone_cpu_attention_prefill},
+    [HONE_SLOT_SWIGLU] = {
+        .name = "swiglu", .kind = HONE_SLOT_KIND_SWIGLU, .dtype = -1,
+        .math = "out[i] = silu(gate[i]) * up[i] = gate[i] / (1 + exp(-gate[i])) * up[i], i < n; "
+                "out may equal gate or up.",
+        .fn_type = "hone_slot_swiglu_fn", .n_args = 4,
+        .args = {T_OUT("out", B_N), T_IN("gate", -6, 6, 100, B_N), T_IN("up", -2, 2, 1e3, B_N), T_DIM("n", B_N)},
+        .n_dims = 1, .dims = {"n"}, .key_dims = 1, .range_dim = -1,
+        .share_units = L(B_N), .share_len = NONE, .cmp_rows = NONE, .cuda_x = L(B_N), .cuda_y = NONE,
+        .cost = cost_swiglu, .shapes = shapes_elementwise, .invoke = invoke_binary,
+        .cpu_baseline = (void *)hone_cpu_swiglu},
+    [HONE_SLOT_ADD] = {
+        .name = "add", .kind = HONE_SLOT_KIND_ADD, .dtype = -1,
+        .math = "y[i] = a[i] + b[i], i < n (the residual add; also qwen2's q/k/v biases, row by "
+                "row); y may equal a or b.",
+        .fn_type = "hone_slot_add_fn", .n_args = 4,
+        .args = {T_OUT("y", B_N), T_IN("a", -2, 2, 1e30, B_N), T_IN("b", -2, 2, 1e30, B_N), T_DIM("n", B_N)},
+        .n_dims = 1, .dims = {"n"}, .key_dims = 1, .range_dim = -1,
+        .share_units = L(B_N), .share_len = NONE, .cmp_rows = NONE, .nth_max_dim = 4096,
+        .cuda_x = L(B_N), .cuda_y = NONE,
+        .cost = cost_add, .shapes = shapes_elementwise, .invoke = invoke_binary,
+        .cpu_baseline = (void *)hone_cpu_add},
+};
+
+static hone_slot_desc registered[HONE_SLOT_MAX - HONE_SLOT_COUNT];
+static int n_registered;
+
+const hone_slot_desc *hone_slots_desc(int id)
+{
+    if (id >= 0 && id < HONE_SLOT_COUNT) return &builtin[id];
+    if (id >= HONE_SLOT_COUNT && id < HONE_SLOT_COUNT + n_registered) return &registered[id - HONE_SLOT_COUNT];
+    return NULL;
+}
+
+int hone_slots_count(void) { return HONE_SLOT_COUNT + n_registered; }
+
+int hone_slots_register(const hone_slot_desc *d)
+{
+    if (!d || !d->name || !d->invoke || d->n_args <= 0 || d->n_args > HONE_SLOT_MAX_ARGS)
+        return hone_error_set(HONE_EINVAL, "a slot descriptor needs a name, an invoke and 1..%d "
+                              "arguments", HONE_SLOT_MAX_ARGS);
+    if (hone_slots_from_name(d->name) >= 0)
+        return hone_error_set(HONE_EINVAL, "slot '%s' exists already", d->name);
+    if (n_registered >= HONE_SLOT_MAX - HONE_SLOT_COUNT)
+        return hone_error_set(HONE_ERANGE, "the slot table is full (%d slots)", HONE_SLOT_MAX);
+    if (hone_slots_out_arg(d) < 0)
+        return hone_error_set(HONE_EINVAL, "slot '%s' has no output argument", d->name);
+    registered[n_registered] = *d;
+    return HONE_SLOT_COUNT + n_registered++;
+}
+
+const char *hone_slots_name(int id)
+{
+    const hone_slot_desc *d = hone_slots_desc(id);
+    return d ? d->name : "unknown";
 }
 
 int hone_slots_from_name(const char *name)
 {
-    for (int i = 0; i < HONE_SLOT_COUNT; i++)
-        if (strcmp(name, slot_names[i]) == 0) return i;
+    for (int i = 0; i < hone_slots_count(); i++)
+        if (strcmp(name, hone_slots_desc(i)->name) == 0) return i;
     return -1;
 }
 
-void hone_slots_cpu_symbol(hone_slot_id id, char *buf, int cap)
+void hone_slots_cpu_symbol(int id, char *buf, int cap)
 {
     snprintf(buf, (size_t)cap, "hone_cpu_%s", hone_slots_name(id));
+}
+
+int hone_slots_prototype(int id, char *buf, int cap)
+{
+    const hone_slot_desc *d = hone_slots_desc(id);
+    if (!d) return snprintf(buf, (size_t)cap, "%s", "");
+    int n = snprintf(buf, (size_t)cap, "void hone_cpu_%s(", d->name);
+    for (int a = 0; a < d->n_args; a++) {
+        const char *t = d->args[a].ctype;
+        size_t tl = strlen(t);
+        n += snprintf(buf + (n < cap ? n : cap), (size_t)(n < cap ? cap - n : 0), "%s%s%s", t,
+                      tl && t[tl - 1] == '*' ? "" : " ", d->args[a].name);
+        n += snprintf(buf + (n < cap ? n : cap), (size_t)(n < cap ? cap - n : 0), ", ");
+    }
+    n += snprintf(buf + (n < cap ? n : cap), (size_t)(n < cap ? cap - n : 0), "int ith, int nth)");
+    return n;
+}
+
+int hone_slots_param_types(int id, char *buf, int cap)
+{
+    const hone_slot_desc *d = hone_slots_desc(id);
+    int n = 0;
+    if (cap > 0) buf[0] = 0;
+    if (!d) return 0;
+    for (int a = 0; a <= d->n_args; a++) {
+        const char *t = a < d->n_args ? d->args[a].ctype : "int,int";
+        n += snprintf(buf + (n < cap ? n : cap), (size_t)(n < cap ? cap - n : 0), "%s%s",
+                      a ? "," : "", t);
+    }
+    return n;
 }
 
 int hone_slots_matvec_id(int dtype)
 {
     for (int i = 0; i < 6; i++)
-        if (mat_dtypes[i] == dtype) return HONE_SLOT_MATVEC_F32 + i;
+        if (MAT_DTYPES[i] == dtype) return HONE_SLOT_MATVEC_F32 + i;
     return -1;
 }
 
 int hone_slots_matmul_id(int dtype)
 {
     for (int i = 0; i < 6; i++)
-        if (mat_dtypes[i] == dtype) return HONE_SLOT_MATMUL_F32 + i;
+        if (MAT_DTYPES[i] == dtype) return HONE_SLOT_MATMUL_F32 + i;
     return -1;
 }
+
+/* ---- shapes and calls ----------------------------------------------------------------------- */
+
+int64_t hone_slots_dims_prod(const int8_t *l, const hone_slot_shape *s)
+{
+    int64_t p = 1;
+    for (int i = 0; i < 5 && l[i] != HONE_SLOT_END; i++) p *= s->d[l[i]];
+    return p;
+}
+
+static int is_tensor(hone_slot_role r)
+{
+    return r != HONE_SLOT_ARG_DIM && r != HONE_SLOT_ARG_DTYPE && r != HONE_SLOT_ARG_F32 &&
+           r != HONE_SLOT_ARG_I32;
+}
+
+int64_t hone_slots_arg_elems(const hone_slot_desc *d, int a, const hone_slot_shape *s)
+{
+    return is_tensor(d->args[a].role) ? hone_slots_dims_prod(d->args[a].dims, s) : 1;
+}
+
+int hone_slots_arg_last_dim(const hone_slot_arg *g)
+{
+    int last = 0;
+    while (last + 1 < 5 && g->dims[last + 1] != HONE_SLOT_END) last++;
+    return last;
+}
+
+int64_t hone_slots_arg_bytes(const hone_slot_desc *d, int a, const hone_slot_shape *s)
+{
+    const hone_slot_arg *g = &d->args[a];
+    if (!is_tensor(g->role)) return 0;
+    if (g->role == HONE_SLOT_ARG_WEIGHT) {
+        int last = hone_slots_arg_last_dim(g);
+        int64_t rows = 1;
+        for (int i = 0; i < last; i++) rows *= s->d[g->dims[i]];
+        return hone_dtype_row_bytes(s->dtype, s->d[g->dims[last]]) * rows;
+    }
+    return hone_slots_arg_elems(d, a, s) * 4;
+}
+
+int hone_slots_out_arg(const hone_slot_desc *d)
+{
+    for (int a = 0; a < d->n_args; a++)
+        if (d->args[a].role == HONE_SLOT_ARG_OUT || d->args[a].role == HONE_SLOT_ARG_INOUT) return a;
+    return -1;
+}
+
+void hone_slots_scalars(const hone_slot_desc *d, const hone_slot_shape *s, hone_slot_value *v)
+{
+    for (int a = 0; a < d->n_args; a++) {
+        const hone_slot_arg *g = &d->args[a];
+        switch (g->role) {
+        case HONE_SLOT_ARG_DIM: v[a].i64 = s->d[g->dims[0]]; break;
+        case HONE_SLOT_ARG_DTYPE: v[a].i32 = s->dtype; break;
+        case HONE_SLOT_ARG_F32: v[a].f32 = s->f[g->dims[0]]; break;
+        case HONE_SLOT_ARG_I32: v[a].i32 = s->flag; break;
+        default: break;
+        }
+    }
+}
+
+void hone_slots_shape_text(const hone_slot_desc *d, const hone_slot_shape *s, char *buf, int cap)
+{
+    int n = snprintf(buf, (size_t)cap, "%s", d->name);
+#define APPEND(...) n += snprintf(buf + (n < cap ? n : cap), (size_t)(n < cap ? cap - n : 0), __VA_ARGS__)
+    for (int a = 0; a < d->n_args; a++) {
+        const hone_slot_arg *g = &d->args[a];
+        switch (g->role) {
+        case HONE_SLOT_ARG_DIM: APPEND(" %s=%lld", g->name, (long long)s->d[g->dims[0]]); break;
+        case HONE_SLOT_ARG_DTYPE: APPEND(" %s", hone_dtype_name(s->dtype)); break;
+        case HONE_SLOT_ARG_I32: APPEND(" %s=%d", g->name, (int)s->flag); break;
+        default: break;
+        }
+    }
+    if (d->kind == HONE_SLOT_KIND_EMBED) APPEND(" vocab=%lld", (long long)s->d[E_VOCAB]);
+#undef APPEND
+}
+
+/* ---- inputs: the generator every case builder uses ------------------------------------------- */
+
+uint64_t hone_slots_rand(uint64_t *state) /* splitmix64 */
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rnd_unit(uint64_t *st) { return (double)(hone_slots_rand(st) >> 11) * 0x1p-53; }
+static float rnd_f(uint64_t *st, double lo, double hi) { return (float)(lo + (hi - lo) * rnd_unit(st)); }
+
+/* An "edge value": mostly ordinary, sometimes large, tiny, zero or subnormal. */
+static float rnd_edge(uint64_t *st, double big)
+{
+    switch (hone_slots_rand(st) % 8) {
+    case 0: return rnd_f(st, -big, big);
+    case 1: return 0.0f;
+    case 2: return rnd_f(st, -1e-40, 1e-40); /* subnormal */
+    case 3: return (hone_slots_rand(st) & 1) ? (float)big : (float)-big;
+    default: return rnd_f(st, -2, 2);
+    }
+}
+
+static uint16_t rnd_scale(uint64_t *st, double lo, double hi, int allow_neg)
+{
+    double v = lo + (hi - lo) * rnd_unit(st);
+    if (allow_neg && (hone_slots_rand(st) & 1)) v = -v;
+    return hone_f32_to_fp16((float)v);
+}
+
+void hone_slots_fill_weight(void *w, int dt, int64_t rows, int64_t cols, uint64_t *st)
+{
+    int64_t n = rows * cols, nb = n / HONE_QK;
+    switch (dt) {
+    case HONE_DTYPE_F32:
+        for (int64_t i = 0; i < n; i++) ((float *)w)[i] = rnd_f(st, -1, 1);
+        break;
+    case HONE_DTYPE_F16:
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)w)[i] = hone_f32_to_fp16(rnd_f(st, -1, 1));
+        break;
+    case HONE_DTYPE_BF16:
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)w)[i] = hone_f32_to_bf16(rnd_f(st, -1, 1));
+        break;
+    case HONE_DTYPE_Q8_0:
+        for (int64_t b = 0; b < nb; b++) {
+            hone_block_q8_0 *k = (hone_block_q8_0 *)w + b;
+            k->d = rnd_scale(st, 0.001, 0.01, 1);
+            for (int j = 0; j < 32; j++) k->qs[j] = (int8_t)(hone_slots_rand(st) & 0xFF);
+        }
+        break;
+    case HONE_DTYPE_Q4_0:
+        for (int64_t b = 0; b < nb; b++) {
+            hone_block_q4_0 *k = (hone_block_q4_0 *)w + b;
+            k->d = rnd_scale(st, 0.01, 0.15, 1);
+            for (int j = 0; j < 16; j++) k->qs[j] = (uint8_t)(hone_slots_rand(st) & 0xFF);
+        }
+        break;
+    case HONE_DTYPE_Q4_1:
+        for (int64_t b = 0; b < nb; b++) {
+            hone_block_q4_1 *k = (hone_block_q4_1 *)w + b;
+            k->d = rnd_scale(st, 0.01, 0.15, 0);
+            k->m = rnd_scale(st, 0.0, 1.0, 1);
+            for (int j = 0; j < 16; j++) k->qs[j] = (uint8_t)(hone_slots_rand(st) & 0xFF);
+        }
+        break;
+    }
+}
+
+static void fill_f(uint64_t *st, float *v, int64_t n, double lo, double hi, double big)
+{
+    for (int64_t i = 0; i < n; i++) v[i] = big > 0 ? rnd_edge(st, big) : rnd_f(st, lo, hi);
+}
+
+/* A block table: a random permutation of the blocks. */
+static void fill_blocks(uint64_t *st, int32_t *bt, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) bt[i] = (int32_t)i;
+    for (int64_t i = n - 1; i > 0; i--) {
+        int64_t j = (int64_t)(hone_slots_rand(st) % (uint64_t)(i + 1));
+        int32_t t = bt[i];
+        bt[i] = bt[j];
+        bt[j] = t;
+    }
+}
+
+/* A paged cache [n_blocks][block_size][rest...]: NaN everywhere (slots no key should be read
+ * from), then the first `valid` keys, found through the block table, in [lo, hi). */
+static void fill_kv(uint64_t *st, const hone_slot_arg *g, const hone_slot_shape *s, float *kv,
+                    const int32_t *bt)
+{
+    int64_t total = hone_slots_dims_prod(g->dims, s);
+    int64_t bs = s->d[g->dims[1]], per_pos = total / (s->d[g->dims[0]] * bs);
+    for (int64_t i = 0; i < total; i++) kv[i] = NAN;
+    for (int64_t j = 0; j < s->d[g->bound]; j++) {
+        int64_t off = ((int64_t)bt[j / bs] * bs + j % bs) * per_pos;
+        fill_f(st, kv + off, per_pos, g->lo, g->hi, 0);
+    }
+}
+
+int hone_slots_arg_is_input(hone_slot_role r)
+{
+    return r == HONE_SLOT_ARG_IN || r == HONE_SLOT_ARG_NORM || r == HONE_SLOT_ARG_WEIGHT ||
+           r == HONE_SLOT_ARG_INDEX || r == HONE_SLOT_ARG_KV || r == HONE_SLOT_ARG_BLOCKS ||
+           r == HONE_SLOT_ARG_INOUT;
+}
+
+void hone_slots_fill_inputs(const hone_slot_desc *d, const hone_slot_shape *s, void *const *in,
+                            uint64_t *st)
+{
+    for (int a = 0; a < d->n_args; a++)
+        if (d->args[a].role == HONE_SLOT_ARG_BLOCKS)
+            fill_blocks(st, in[a], hone_slots_arg_elems(d, a, s));
+    for (int a = 0; a < d->n_args; a++) {
+        const hone_slot_arg *g = &d->args[a];
+        void *p = in[a];
+        int64_t n = hone_slots_arg_elems(d, a, s);
+        switch (g->role) {
+        case HONE_SLOT_ARG_WEIGHT: {
+            int64_t cols = s->d[g->dims[hone_slots_arg_last_dim(g)]];
+            hone_slots_fill_weight(p, s->dtype, n / cols, cols, st);
+            break;
+        }
+        case HONE_SLOT_ARG_IN:
+        case HONE_SLOT_ARG_INOUT:
+            fill_f(st, p, n, g->lo, g->hi, s->edge ? g->edge : 0);
+            if (s->edge && (g->flags & HONE_SLOT_ARG_ZERO_ROW))
+                memset(p, 0, (size_t)s->d[g->dims[hone_slots_arg_last_dim(g)]] * 4);
+            break;
+        case HONE_SLOT_ARG_NORM: fill_f(st, p, n, g->lo, g->hi, 0); break;
+        case HONE_SLOT_ARG_INDEX: {
+            uint64_t bound = g->bound >= 0 ? (uint64_t)s->d[g->bound] : 4096;
+            for (int64_t i = 0; i < n; i++) ((int32_t *)p)[i] = (int32_t)(hone_slots_rand(st) % bound);
+            break;
+        }
+        case HONE_SLOT_ARG_KV: fill_kv(st, g, s, p, in[g->ref]); break;
+        default: break;
+        }
+    }
+}
+
+void hone_slots_values(const hone_slot_desc *d, const hone_slot_shape *s, const void *const *in,
+                       float *out, float *scratch, hone_slot_value *v)
+{
+    memset(v, 0, sizeof(hone_slot_value) * HONE_SLOT_MAX_ARGS);
+    hone_slots_scalars(d, s, v);
+    for (int a = 0; a < d->n_args; a++) {
+        hone_slot_role r = d->args[a].role;
+        if (r == HONE_SLOT_ARG_OUT || (r == HONE_SLOT_ARG_INOUT && out)) v[a].p = out;
+        else if (r == HONE_SLOT_ARG_SCRATCH) v[a].p = scratch;
+        else if (hone_slots_arg_is_input(r)) v[a].cp = in[a];
+    }
+}
+
+/* ---- the table --------------------------------------------------------------------------------- */
 
 void hone_slots_cpu_baseline(hone_slot_table *t)
 {
     memset(t, 0, sizeof *t);
-    t->embed = hone_cpu_embed;
-    t->rmsnorm = hone_cpu_rmsnorm;
-    t->matvec[HONE_DTYPE_F32] = hone_cpu_matvec_f32;
-    t->matvec[HONE_DTYPE_F16] = hone_cpu_matvec_f16;
-    t->matvec[HONE_DTYPE_BF16] = hone_cpu_matvec_bf16;
-    t->matvec[HONE_DTYPE_Q8_0] = hone_cpu_matvec_q8_0;
-    t->matvec[HONE_DTYPE_Q4_0] = hone_cpu_matvec_q4_0;
-    t->matvec[HONE_DTYPE_Q4_1] = hone_cpu_matvec_q4_1;
-    t->matmul[HONE_DTYPE_F32] = hone_cpu_matmul_f32;
-    t->matmul[HONE_DTYPE_F16] = hone_cpu_matmul_f16;
-    t->matmul[HONE_DTYPE_BF16] = hone_cpu_matmul_bf16;
-    t->matmul[HONE_DTYPE_Q8_0] = hone_cpu_matmul_q8_0;
-    t->matmul[HONE_DTYPE_Q4_0] = hone_cpu_matmul_q4_0;
-    t->matmul[HONE_DTYPE_Q4_1] = hone_cpu_matmul_q4_1;
-    t->rope = hone_cpu_rope;
-    t->attention_decode = hone_cpu_attention_decode;
-    t->attention_prefill = hone_cpu_attention_prefill;
-    t->swiglu = hone_cpu_swiglu;
-    t->add = hone_cpu_add;
+    for (int i = 0; i < hone_slots_count(); i++) t->fn[i] = hone_slots_desc(i)->cpu_baseline;
 }
 
-/* The address of slot id's pointer inside t. */
-static void **slot_ref(hone_slot_table *t, hone_slot_id id)
+void *hone_slots_get(const hone_slot_table *t, int id)
 {
-    if (id >= HONE_SLOT_MATVEC_F32 && id <= HONE_SLOT_MATVEC_Q4_1)
-        return (void **)&t->matvec[mat_dtypes[id - HONE_SLOT_MATVEC_F32]];
-    if (id >= HONE_SLOT_MATMUL_F32 && id <= HONE_SLOT_MATMUL_Q4_1)
-        return (void **)&t->matmul[mat_dtypes[id - HONE_SLOT_MATMUL_F32]];
-    switch (id) {
-    case HONE_SLOT_EMBED: return (void **)&t->embed;
-    case HONE_SLOT_RMSNORM: return (void **)&t->rmsnorm;
-    case HONE_SLOT_ROPE: return (void **)&t->rope;
-    case HONE_SLOT_ATTENTION_DECODE: return (void **)&t->attention_decode;
-    case HONE_SLOT_ATTENTION_PREFILL: return (void **)&t->attention_prefill;
-    case HONE_SLOT_SWIGLU: return (void **)&t->swiglu;
-    case HONE_SLOT_ADD: return (void **)&t->add;
-    default: return NULL;
-    }
+    return id >= 0 && id < HONE_SLOT_MAX ? t->fn[id] : NULL;
 }
 
-void *hone_slots_get(const hone_slot_table *t, hone_slot_id id)
+void hone_slots_set(hone_slot_table *t, int id, void *fn)
 {
-    void **p = slot_ref((hone_slot_table *)t, id);
-    return p ? *p : NULL;
-}
-
-void hone_slots_set(hone_slot_table *t, hone_slot_id id, void *fn)
-{
-    void **p = slot_ref(t, id);
-    if (p) *p = fn;
+    if (id >= 0 && id < HONE_SLOT_MAX) t->fn[id] = fn;
 }

@@ -1,6 +1,9 @@
-/* The kernel-slot contract: one C signature per operation of the forward pass.
- * The engine calls kernels only through a hone_slot_table; the profiler times slots,
- * the agent rewrites them, the guard checks them, the review commits them.
+/* The kernel-slot contract: one descriptor per operation of the forward pass.
+ * The engine calls kernels only through a hone_slot_table; the profiler times slots, the agent
+ * rewrites them, the guard checks them, the loader installs them, and every one of them reads
+ * what a slot is from its descriptor (hone_slots_desc): name, kind, dtype, arguments with their
+ * roles and shapes, the share axis, the cost model, the C signature, the shape set and a
+ * generic caller. Adding a slot or a dtype is one descriptor, its kernel files and its oracle.
  *
  * Rules every CPU slot function obeys (baselines and candidates alike):
  *  - it computes the share `ith` of `nth` (0 <= ith < nth) of its output, and the shares
@@ -17,6 +20,9 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "model.h"
+
+/* ---- the C signatures ------------------------------------------------------------------ */
 
 /* out[n][dim] = table[ids[i]][:] dequantised to f32 (exactly). Share: rows of out. */
 typedef void (*hone_slot_embed_fn)(float *out, const void *table, int32_t dtype, const int32_t *ids,
@@ -78,7 +84,9 @@ typedef void (*hone_slot_swiglu_fn)(float *out, const float *gate, const float *
 typedef void (*hone_slot_add_fn)(float *y, const float *a, const float *b, int64_t n, int ith,
                                  int nth);
 
-/* Slot identities, used by the profiler, the agent, the guard and the review. */
+/* ---- slot identities ------------------------------------------------------------------- */
+
+/* The built-in slots; registered slots (hone_slots_register) take ids from HONE_SLOT_COUNT up. */
 typedef enum {
     HONE_SLOT_EMBED,
     HONE_SLOT_RMSNORM,
@@ -94,32 +102,212 @@ typedef enum {
     HONE_SLOT_COUNT
 } hone_slot_id;
 
+#define HONE_SLOT_MAX 48       /* built-in + registered slots */
+
+/* What a slot computes, for the consumers that treat families alike (the oracle, the search
+ * proposer's templates). HONE_SLOT_KIND_OTHER: a registered slot, whose descriptor carries
+ * its own oracle. */
+typedef enum {
+    HONE_SLOT_KIND_EMBED,
+    HONE_SLOT_KIND_RMSNORM,
+    HONE_SLOT_KIND_MATVEC,
+    HONE_SLOT_KIND_MATMUL,
+    HONE_SLOT_KIND_ROPE,
+    HONE_SLOT_KIND_ATTENTION_DECODE,
+    HONE_SLOT_KIND_ATTENTION_PREFILL,
+    HONE_SLOT_KIND_SWIGLU,
+    HONE_SLOT_KIND_ADD,
+    HONE_SLOT_KIND_OTHER
+} hone_slot_kind;
+
+/* ---- descriptors ----------------------------------------------------------------------- */
+
+#define HONE_SLOT_MAX_ARGS 16
+#define HONE_SLOT_MAX_DIMS 10
+#define HONE_SLOT_MAX_PARAMS 3
+#define HONE_SLOT_MAX_SHAPES 48
+
+/* The role of one argument, which says how a caller makes it. Tensor roles have a shape
+ * (hone_slot_arg.dims); scalar roles take their value from the shape (dim or param). */
+typedef enum {
+    HONE_SLOT_ARG_OUT,      /* float[dims]: written by the slot, one element per share unit */
+    HONE_SLOT_ARG_INOUT,    /* float[dims]: updated in place; also the slot's output */
+    HONE_SLOT_ARG_IN,       /* float[dims]: read-only activations */
+    HONE_SLOT_ARG_NORM,     /* float[dims]: read-only weights of a norm, about 1 */
+    HONE_SLOT_ARG_WEIGHT,   /* the slot's dtype, rows = product of all dims but the last */
+    HONE_SLOT_ARG_INDEX,    /* int32[dims]: ids or positions in [0, bound) */
+    HONE_SLOT_ARG_KV,       /* float[n_blocks][block_size][kv_heads][head_dim]: a paged cache,
+                             * keys < valid filled through the block table `ref` */
+    HONE_SLOT_ARG_BLOCKS,   /* int32[dims]: a block table (a permutation of the blocks) */
+    HONE_SLOT_ARG_SCRATCH,  /* float[dims]: this share's own workspace */
+    HONE_SLOT_ARG_DIM,      /* int64: shape dimension dims[0] */
+    HONE_SLOT_ARG_DTYPE,    /* int32: the weight dtype */
+    HONE_SLOT_ARG_F32,      /* float: param dims[0] */
+    HONE_SLOT_ARG_I32       /* int32: param dims[0] (a flag) */
+} hone_slot_role;
+
+#define HONE_SLOT_END (-1)
+
 typedef struct {
-    hone_slot_embed_fn embed;
-    hone_slot_rmsnorm_fn rmsnorm;
-    hone_slot_matvec_fn matvec[HONE_DTYPE_COUNT_MAX];  /* indexed by hone_dtype */
-    hone_slot_matmul_fn matmul[HONE_DTYPE_COUNT_MAX];
-    hone_slot_rope_fn rope;
-    hone_slot_attention_decode_fn attention_decode;
-    hone_slot_attention_prefill_fn attention_prefill;
-    hone_slot_swiglu_fn swiglu;
-    hone_slot_add_fn add;
-} hone_slot_table;
+    const char *name;       /* "y", "W", "rows": the parameter's name in the C signature */
+    const char *ctype;      /* "float *", "const void *", "int64_t", ... */
+    hone_slot_role role;
+    int8_t dims[5];         /* tensors: the dims whose product is the element count
+                             * (HONE_SLOT_END ends the list); DIM, F32, I32: the index */
+    float lo, hi;           /* IN / NORM: ordinary values are drawn from [lo, hi) */
+    double edge;            /* IN: the largest magnitude of edge values (0: none) */
+    int8_t bound;           /* INDEX: the dim that bounds the ids (-1: 4096); KV: the dim of
+                             * valid keys */
+    int8_t ref;             /* KV: the argument index of its block table */
+    uint8_t flags;          /* HONE_SLOT_ARG_ZERO_ROW: edge shapes zero the first row */
+} hone_slot_arg;
+
+#define HONE_SLOT_ARG_ZERO_ROW 1     /* IN: edge shapes zero the first row */
+#define HONE_SLOT_ARG_DEVICE_I32 2   /* DIM: a CUDA kernel reads it from device memory (int32),
+                                      * so one captured launch serves every value */
+
+/* One shape of a slot: the values of its dims and params, and the weight dtype. */
+typedef struct {
+    int64_t d[HONE_SLOT_MAX_DIMS];
+    float f[HONE_SLOT_MAX_PARAMS];
+    int32_t flag;           /* the I32 param (rope's neox) */
+    int32_t dtype;          /* weight / table dtype; -1 where the slot has none */
+    int edge;               /* 1: fill the inputs with edge values (huge, zero, subnormal) */
+} hone_slot_shape;
+
+/* The value of one argument in a call, in signature order. */
+typedef union {
+    void *p;
+    const void *cp;
+    int64_t i64;
+    int32_t i32;
+    float f32;
+} hone_slot_value;
+
+typedef struct hone_slot_desc hone_slot_desc;
+
+struct hone_slot_desc {
+    const char *name;           /* "matvec_q4_1": kernels/<backend>/<name>.{c,cu} */
+    hone_slot_kind kind;
+    int32_t dtype;              /* the weight dtype, -1 for none */
+    const char *math;           /* the contract in words: math, layout, aliasing */
+    const char *fn_type;        /* "hone_slot_matvec_fn" */
+    int n_args;
+    hone_slot_arg args[HONE_SLOT_MAX_ARGS];   /* in signature order, then (int ith, int nth) */
+    int n_dims;
+    const char *dims[HONE_SLOT_MAX_DIMS];     /* dim names: "rows", "cols", ... */
+    uint32_t key_dims;          /* bit i: dim i identifies a profiled shape; the others (the
+                                 * context length of attention) are aggregated */
+    int8_t range_dim;           /* the aggregated dim shown as min..max in the profile; -1 */
+    const char *params[HONE_SLOT_MAX_PARAMS]; /* F32 param names: "eps" */
+    int8_t share_units[5];      /* the share axis: element k of the output belongs to unit */
+    int8_t share_len[5];        /* (k / prod(share_len)) % prod(share_units) */
+    int8_t cmp_rows[5];         /* the output as rows for error metrics: prod(cmp_rows) rows */
+    int64_t nth_max_dim;        /* the engine runs it on one thread below this many elements
+                                 * of dim 0 (0: always all threads) */
+    int8_t cuda_x[5], cuda_y[5];/* CUDA: the items along the launch's x and y axes (products of
+                                 * dims; kernels/cuda/README.md). The CUDA argument list is the
+                                 * C one, with a SCRATCH followed by its row stride (int64) */
+    /* Bytes moved at least and flops of one call of shape s. */
+    void (*cost)(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes, double *flops);
+    /* Fills derived dims (attention: n_kv of a prefill, the block count) after the others. */
+    void (*derive)(const hone_slot_desc *d, hone_slot_shape *s);
+    /* The shape set: the shapes of model m (NULL: none), the SmolLM2-135M reference shapes and
+     * edge shapes (1, odd, non-power-of-two). Returns the count (<= cap). */
+    int (*shapes)(const hone_slot_desc *d, const hone_model *m, hone_slot_shape *out, int cap);
+    /* Calls fn (a function of this slot's signature) with the argument values v. */
+    void (*invoke)(void *fn, const hone_slot_value *v, int ith, int nth);
+    /* The f64 oracle of a registered slot: ref[out elements] from the inputs in v. Built-in
+     * kinds leave it NULL: their oracles are the guard's (guard/oracle.h). */
+    void (*oracle)(const hone_slot_desc *d, const hone_slot_shape *s, const hone_slot_value *v,
+                   double *ref);
+    void *cpu_baseline;         /* kernels/cpu/<name>.c's hone_cpu_<name> */
+};
+
+/* The descriptor of slot id (built-in or registered); NULL when there is none. */
+const hone_slot_desc *hone_slots_desc(int id);
+/* Number of slot ids in use (HONE_SLOT_COUNT + the registered ones). */
+int hone_slots_count(void);
+/* Adds a slot (tests, experiments): *d is copied; returns its id (>= HONE_SLOT_COUNT) or a
+ * negative HONE_E* code when the table is full or the name is taken. Not thread-safe: register
+ * before any other thread reads the table. */
+int hone_slots_register(const hone_slot_desc *d);
 
 /* "matvec_q4_1", "attention_decode", ... (the names of kernels/<backend>/<slot>.*). */
-const char *hone_slots_name(hone_slot_id id);
+const char *hone_slots_name(int id);
 /* Parses a slot name; -1 if unknown. */
 int hone_slots_from_name(const char *name);
 /* The C symbol a CPU kernel file defines for the slot: "hone_cpu_<slot>". */
-void hone_slots_cpu_symbol(hone_slot_id id, char *buf, int cap);
+void hone_slots_cpu_symbol(int id, char *buf, int cap);
+/* The C prototype of the slot's CPU function: "void hone_cpu_add(float *y, ..., int ith, int nth)".
+ * Returns the length written (snprintf's). */
+int hone_slots_prototype(int id, char *buf, int cap);
+/* The comma-separated parameter types, whitespace-free ("float *,const void *,...,int,int"). */
+int hone_slots_param_types(int id, char *buf, int cap);
 /* The slot of the matvec / matmul for a weight dtype; -1 if the dtype is not served. */
 int hone_slots_matvec_id(int dtype);
 int hone_slots_matmul_id(int dtype);
 
-/* Fills t with the CPU baselines of kernels/cpu/. */
+/* ---- shapes and calls ------------------------------------------------------------------ */
+
+/* Elements of argument a's tensor at shape s (product of its dims; 1 for scalars). */
+int64_t hone_slots_arg_elems(const hone_slot_desc *d, int a, const hone_slot_shape *s);
+/* Bytes of argument a's tensor (weights: dtype rows; index and blocks: 4 per element). */
+int64_t hone_slots_arg_bytes(const hone_slot_desc *d, int a, const hone_slot_shape *s);
+/* The position of the last dim in argument g's dims list (a weight's columns). */
+int hone_slots_arg_last_dim(const hone_slot_arg *g);
+/* The output argument (OUT or INOUT) of d. */
+int hone_slots_out_arg(const hone_slot_desc *d);
+/* Elements of product of the dims list l at shape s. */
+int64_t hone_slots_dims_prod(const int8_t *l, const hone_slot_shape *s);
+/* "matvec_q4_1 rows=1536 cols=576": the slot name and its key dims. */
+void hone_slots_shape_text(const hone_slot_desc *d, const hone_slot_shape *s, char *buf, int cap);
+/* Scalar argument values of shape s written into v (tensor slots untouched). */
+void hone_slots_scalars(const hone_slot_desc *d, const hone_slot_shape *s, hone_slot_value *v);
+
+/* The inputs' generator (splitmix64 over *state), shared by every case builder (the guard's,
+ * the loader's self-check, tests). */
+uint64_t hone_slots_rand(uint64_t *state);
+/* A random weight W[rows][cols] of dtype: values about [-1, 1], finite f16 scales in the block
+ * formats (random block bytes with sane scales are valid blocks). */
+void hone_slots_fill_weight(void *w, int dt, int64_t rows, int64_t cols, uint64_t *state);
+/* 1 for the roles whose tensor the caller provides filled (IN, NORM, WEIGHT, INDEX, KV,
+ * BLOCKS, and INOUT's initial content). */
+int hone_slots_arg_is_input(hone_slot_role r);
+/* Fills every input argument of a call at shape s: in[a] is argument a's buffer
+ * (hone_slots_arg_bytes) for the input roles; by role: weights of the dtype, activations in
+ * [lo, hi) (edge shapes: huge, zero, subnormal values), ids below their bound, block tables
+ * as permutations, paged caches NaN wherever no key should be read. */
+void hone_slots_fill_inputs(const hone_slot_desc *d, const hone_slot_shape *s, void *const *in,
+                            uint64_t *state);
+/* The argument values of a call: scalars from s, inputs from in[], the output out (INOUT: out,
+ * or its input buffer when out is NULL, as the oracles read it), the scratch. */
+void hone_slots_values(const hone_slot_desc *d, const hone_slot_shape *s, const void *const *in,
+                       float *out, float *scratch, hone_slot_value *v);
+
+/* ---- the table the engine calls -------------------------------------------------------- */
+
+typedef struct {
+    void *fn[HONE_SLOT_MAX];    /* indexed by slot id: a function of the slot's signature */
+} hone_slot_table;
+
+/* Fills t with the CPU baselines of kernels/cpu/ (registered slots: their cpu_baseline). */
 void hone_slots_cpu_baseline(hone_slot_table *t);
 /* Reads / replaces the function pointer of one slot in t (as void * for loaders). */
-void *hone_slots_get(const hone_slot_table *t, hone_slot_id id);
-void hone_slots_set(hone_slot_table *t, hone_slot_id id, void *fn);
+void *hone_slots_get(const hone_slot_table *t, int id);
+void hone_slots_set(hone_slot_table *t, int id, void *fn);
+
+/* Typed reads for the forward pass and tests. */
+static inline hone_slot_matvec_fn hone_slots_matvec(const hone_slot_table *t, int dtype)
+{
+    int id = hone_slots_matvec_id(dtype);
+    return id < 0 ? (hone_slot_matvec_fn)0 : (hone_slot_matvec_fn)t->fn[id];
+}
+static inline hone_slot_matmul_fn hone_slots_matmul(const hone_slot_table *t, int dtype)
+{
+    int id = hone_slots_matmul_id(dtype);
+    return id < 0 ? (hone_slot_matmul_fn)0 : (hone_slot_matmul_fn)t->fn[id];
+}
+#define HONE_SLOTS_FN(t, id, type) ((type)(t)->fn[id])
 
 #endif

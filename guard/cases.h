@@ -15,19 +15,20 @@
                                 * each alone; 7: the re-check after the timing loop */
 #define HONE_CASES_CANARY 256  /* bytes of canary before and after every output / scratch */
 #define HONE_CASES_POISON 0x7fedcba9u /* the NaN outputs are filled with before a call */
-#define HONE_CASES_MAX_IN 4
 
+/* One case: a shape of a slot (from its descriptor's shape set), its inputs laid out in the
+ * shared region, and the slot's output laid out HONE_CASES_NOUT times between canaries. */
 typedef struct {
-    hone_slot_id slot;
-    int32_t dtype;                           /* weight / table dtype (matvec, matmul, embed) */
-    int64_t n, rows, cols, dim;              /* per slot, as the slot's arguments */
-    int64_t heads, kv_heads, head_dim, n_rot, n_kv, block_size, pos0, n_blocks;
-    int32_t neox;
-    float eps, freq_base, scale;
-    char desc[96];                           /* "matvec_q4_1 rows=1536 cols=576" */
-    size_t in_off[HONE_CASES_MAX_IN], in_bytes[HONE_CASES_MAX_IN];
-    int n_in;
-    int inplace;                             /* rope: out starts as a copy of input 0 */
+    int slot;
+    const hone_slot_desc *d;
+    hone_slot_shape shape;
+    char desc[160];                          /* "matvec_q4_1 rows=1536 cols=576" */
+    size_t in_off[HONE_SLOT_MAX_ARGS];       /* per argument: its input bytes (0 for the output, */
+    size_t in_bytes[HONE_SLOT_MAX_ARGS];     /* the scratch and scalars); INOUT: the initial x */
+    int out_arg;                             /* the OUT or INOUT argument */
+    int scratch_arg;                         /* the SCRATCH argument or -1 */
+    int inplace;                             /* INOUT: out starts as a copy of its input */
+    int64_t n_kv;                            /* attention: keys (cuda_exec checks it is kept) */
     int64_t out_len;                         /* floats */
     int64_t cmp_rows, cmp_row_len;           /* the output as rows for the error metrics */
     int64_t share_units, share_unit_len;     /* the share unit: element k belongs to unit
@@ -48,15 +49,12 @@ typedef struct {
     uint8_t canary[HONE_CASES_CANARY];
 } hone_case_set;
 
-/* The inputs' generator, for tests that want the guard's distributions: one splitmix64 step
- * of *state, and a random weight W[rows][cols] of dtype (values about [-1, 1], finite f16
- * scales in the block formats) drawn from *state. */
-uint64_t hone_cases_rand(uint64_t *state);
-void hone_cases_fill_weight(void *w, int dt, int64_t rows, int64_t cols, uint64_t *state);
-
-/* Builds the cases of slot for model m (NULL: reference and edge shapes only), allocates the
- * shared region and fills inputs and canaries from seed. */
-int hone_cases_new(hone_case_set *out, hone_slot_id slot, const hone_model *m, uint64_t seed);
+/* Builds the cases of slot (its descriptor's shape set for model m; NULL: reference and edge
+ * shapes only), allocates the shared region and fills inputs and canaries from seed: each
+ * input by its argument's role (weights of the slot's dtype, activations in the argument's
+ * range, edge values in edge shapes, ids below their bound, paged caches holding NaN wherever
+ * no key should be read). */
+int hone_cases_new(hone_case_set *out, int slot, const hone_model *m, uint64_t seed);
 void hone_cases_free(hone_case_set *s);
 
 /* The case the speed gate times (the largest non-edge one: its `timing` flag). */
@@ -71,7 +69,7 @@ int hone_cases_canaries_ok(const hone_case_set *s, const hone_case *c, char *wha
 uint64_t hone_cases_hash_inputs(const hone_case_set *s, const hone_case *c);
 
 /* Calls fn (a slot function of c->slot) on case c with inputs from base (any copy laid out like
- * the shared region), writing out and using scratch. */
+ * the shared region), writing out and using scratch, through the descriptor's generic caller. */
 void hone_cases_call(void *fn, const hone_case *c, const uint8_t *base, float *out,
                      float *scratch, int ith, int nth);
 
@@ -105,10 +103,11 @@ int64_t hone_cases_cuda_scratch_len(const hone_case *c);
 void hone_cases_cuda_args(hone_cases_cuda_launch *out, const hone_case *c, uint8_t *dev, size_t lo,
                           float *dev_out, float *scratch, int32_t *n_kv);
 
-/* The f64 oracle of case c (ref: out_len doubles). */
+/* The f64 oracle of case c (ref: out_len doubles): guard/oracle.h's for the built-in kinds, the
+ * descriptor's own for a registered slot. */
 void hone_cases_oracle(const hone_case *c, const uint8_t *base, double *ref);
 
-/* Bytes a call of case c must move at least (inputs read + output written). */
+/* Bytes a call of case c must move at least (the descriptor's cost model). */
 double hone_cases_bytes(const hone_case *c);
 
 #endif

@@ -772,9 +772,9 @@ static int mworker(void *argp)
     return 0;
 }
 
-static void count_hook(void *user, hone_slot_id id, uint64_t ns, int64_t a, int64_t b, int64_t c)
+static void count_hook(void *user, int id, uint64_t ns, const hone_slot_shape *shape)
 {
-    (void)ns, (void)a, (void)b, (void)c;
+    (void)ns, (void)shape;
     ((int *)user)[id]++;
 }
 
@@ -897,7 +897,7 @@ static int model_gates(run_state *r, int do_e2e)
         goto done;
     }
     /* does the model call this slot at all? */
-    int counts[HONE_SLOT_COUNT] = {0};
+    int counts[HONE_SLOT_MAX] = {0};
     hone_ctx_set_hook(ctx, count_hook, counts);
     if (teacher_forced(bk, tokens, pre, S, inc, V) != 0) {
         reject(r, HONE_GUARD_INTERNAL, "incumbent forward: %s", hone_error_last());

@@ -29,6 +29,7 @@
 #include <cjson/cJSON.h>
 
 #include "engine/error.h"
+#include "engine/layers.h"
 #include "membw.h"
 
 #if defined(__AVX512F__) || defined(__FMA__)
@@ -55,7 +56,7 @@
 typedef struct {
     int used;
     int slot, dtype;
-    int64_t a, b, c;         /* key (b is 0 for attention, whose n_kv grows every step) */
+    int64_t key[HONE_SLOT_MAX_DIMS]; /* the descriptor's key dims (others 0) */
     int64_t bmin, bmax;      /* attention: the range of n_kv seen */
     int64_t calls, graph_calls;
     uint64_t ns;
@@ -68,7 +69,6 @@ struct hone_profile {
     hone_hparams hp;
     const hone_model *model;
     int have_hp;
-    int slot_dtype[HONE_SLOT_COUNT];
     entry *tab;              /* [TABLE_SIZE] */
     int n_entries;
     uint64_t step_t0, step_ns;
@@ -76,7 +76,7 @@ struct hone_profile {
     int64_t cur_n, cur_pos0;
     double peak_gbps, peak_gflops, hook_ns;
     /* GPU: modelled bytes and flops of each slot over the profiled steps */
-    double model_bytes[HONE_SLOT_COUNT], model_flops[HONE_SLOT_COUNT];
+    double model_bytes[HONE_SLOT_MAX], model_flops[HONE_SLOT_MAX];
     int64_t dropped;
     int gpu_active;
 };
@@ -88,63 +88,31 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int is_matvec(int s) { return s >= HONE_SLOT_MATVEC_F32 && s <= HONE_SLOT_MATVEC_Q4_1; }
-static int is_matmul(int s) { return s >= HONE_SLOT_MATMUL_F32 && s <= HONE_SLOT_MATMUL_Q4_1; }
-static int is_attention(int s)
+/* Bytes moved and flops of one slot call, from the slot's descriptor. */
+static void call_cost(int slot, const hone_slot_shape *s, double *bytes, double *flops)
 {
-    return s == HONE_SLOT_ATTENTION_DECODE || s == HONE_SLOT_ATTENTION_PREFILL;
-}
-
-static double row_bytes(int dt, int64_t cols)
-{
-    int64_t bs = hone_dtype_block_size(dt);
-    if (bs <= 0) return 4.0 * (double)cols;
-    return (double)((cols + bs - 1) / bs) * (double)hone_dtype_type_size(dt);
-}
-
-/* Bytes moved and flops of one slot call of shape (a, b, c) as forward.c's run() reports it:
- * embed (n, dim, dtype), rmsnorm (n, dim, 0), matvec/matmul (rows, cols, n), rope (n, heads,
- * head_dim), attention (query rows, sum of pos0 + n over its sequences, heads), swiglu and
- * add (elements, 0, 0). */
-static void call_cost(const hone_profile *p, int slot, int dtype, int64_t a, int64_t b,
-                      int64_t c, double *bytes, double *flops)
-{
-    double A = (double)a, B = (double)b, C = (double)c;
-    double kvh = p->have_hp ? (double)p->hp.n_kv_heads : C, hd = p->have_hp ? (double)p->hp.head_dim : 0;
+    const hone_slot_desc *d = hone_slots_desc(slot);
     *bytes = 0;
     *flops = 0;
-    switch (slot) {
-    case HONE_SLOT_EMBED: *bytes = A * (row_bytes(dtype, b) + 4 * B); *flops = A * B; return;
-    case HONE_SLOT_RMSNORM: *bytes = 4 * (2 * A * B + B); *flops = 4 * A * B; return;
-    case HONE_SLOT_ROPE: *bytes = 4 * (2 * A * B * C + A); *flops = 3 * A * B * C; return;
-    case HONE_SLOT_SWIGLU: *bytes = 12 * A; *flops = 5 * A; return;
-    case HONE_SLOT_ADD: *bytes = 12 * A; *flops = A; return;
-    case HONE_SLOT_ATTENTION_DECODE:
-    case HONE_SLOT_ATTENTION_PREFILL: {
-        /* b sums pos0 + n over the call's sequences: every visible key's K and V once per
-         * kv head, plus q in and out. Keys seen, summed over queries: b for decode rows (one
-         * per sequence); for prefill as if one sequence of a rows at pos0 = b - a. */
-        double visible = slot == HONE_SLOT_ATTENTION_DECODE ? B : A * (B - A) + A * (A + 1) / 2;
-        *bytes = 4 * (2 * B * kvh * hd + 2 * A * C * hd);
-        *flops = 4 * C * hd * visible;
-        return;
-    }
-    default:
-        if (is_matvec(slot) || is_matmul(slot)) {
-            double n = C > 0 ? C : 1;
-            *bytes = A * row_bytes(dtype, b) + 4 * n * (A + B);
-            *flops = 2 * n * A * B;
-        }
-        return;
-    }
+    if (d && d->cost) d->cost(d, s, bytes, flops);
 }
 
-static entry *find(hone_profile *p, int slot, int dtype, int64_t a, int64_t b, int64_t c,
-                   const char *name)
+/* The profile key of a shape: its descriptor's key dims, the others zero. */
+static void shape_key(int slot, const hone_slot_shape *s, int64_t *key)
 {
-    uint64_t h = (uint64_t)(slot + 3) * 0x9E3779B97F4A7C15ull;
-    h ^= (uint64_t)a * 0xC2B2AE3D27D4EB4Full + (uint64_t)b * 0x165667B19E3779F9ull +
-         (uint64_t)c * 0x27D4EB2F165667C5ull + (uint64_t)(dtype + 1);
+    const hone_slot_desc *d = hone_slots_desc(slot);
+    for (int i = 0; i < HONE_SLOT_MAX_DIMS; i++)
+        key[i] = s && d && i < d->n_dims && (d->key_dims >> i & 1u) ? s->d[i] : 0;
+}
+
+static entry *find(hone_profile *p, int slot, int dtype, const int64_t *key, const char *name)
+{
+    uint64_t h = (uint64_t)(slot + 3) * 0x9E3779B97F4A7C15ull + (uint64_t)(dtype + 1);
+    int any = 0;
+    for (int i = 0; i < HONE_SLOT_MAX_DIMS; i++) {
+        h = (h ^ (uint64_t)key[i]) * 0xC2B2AE3D27D4EB4Full;
+        any |= key[i] != 0;
+    }
     if (name)
         for (const char *s = name; *s; s++) h = (h ^ (uint8_t)*s) * 0x100000001B3ull;
     for (unsigned i = (unsigned)(h ^ (h >> 29)) & (TABLE_SIZE - 1);; i = (i + 1) & (TABLE_SIZE - 1)) {
@@ -152,36 +120,42 @@ static entry *find(hone_profile *p, int slot, int dtype, int64_t a, int64_t b, i
         if (!e->used) {
             if (p->n_entries >= TABLE_FULL) {
                 /* absurdly many shapes: fold the rest into the slot's zero shape */
-                if (a || b || c || name) return find(p, slot, dtype, 0, 0, 0, NULL);
+                static const int64_t zero[HONE_SLOT_MAX_DIMS];
+                if (any || name) return find(p, slot, dtype, zero, NULL);
             }
             e->used = 1;
-            e->slot = slot; e->dtype = dtype; e->a = a; e->b = b; e->c = c;
+            e->slot = slot; e->dtype = dtype;
+            memcpy(e->key, key, sizeof e->key);
             e->bmin = INT64_MAX; e->bmax = INT64_MIN;
             if (name) snprintf(e->name, sizeof e->name, "%s", name);
             p->n_entries++;
             return e;
         }
-        if (e->slot == slot && e->dtype == dtype && e->a == a && e->b == b && e->c == c &&
+        if (e->slot == slot && e->dtype == dtype && !memcmp(e->key, key, sizeof e->key) &&
             (!name || !strcmp(e->name, name)))
             return e;
     }
 }
 
-void hone_profile_hook(void *user, hone_slot_id id, uint64_t ns, int64_t a, int64_t b, int64_t c)
+void hone_profile_hook(void *user, int id, uint64_t ns, const hone_slot_shape *shape)
 {
     hone_profile *p = user;
-    int slot = (int)id;
-    if (slot < 0 || slot >= HONE_SLOT_COUNT) return;
-    int dtype = slot == HONE_SLOT_EMBED ? (int)c : p->slot_dtype[slot];
-    entry *e = find(p, slot, dtype, a, is_attention(slot) ? 0 : b, c, NULL);
+    const hone_slot_desc *d = hone_slots_desc(id);
+    if (!d) return;
+    int64_t key[HONE_SLOT_MAX_DIMS];
+    shape_key(id, shape, key);
+    entry *e = find(p, id, shape->dtype, key, NULL);
     double bytes, flops;
-    call_cost(p, slot, dtype, a, b, c, &bytes, &flops);
+    call_cost(id, shape, &bytes, &flops);
     e->calls++;
     e->ns += ns;
     e->bytes += bytes;
     e->flops += flops;
-    if (b < e->bmin) e->bmin = b;
-    if (b > e->bmax) e->bmax = b;
+    if (d->range_dim >= 0) {
+        int64_t b = shape->d[d->range_dim];
+        if (b < e->bmin) e->bmin = b;
+        if (b > e->bmax) e->bmax = b;
+    }
     p->calls++;
 }
 
@@ -283,8 +257,8 @@ static double calibrate_hook_ns(const hone_profile *p)
         uint64_t t0 = now_ns();
         for (int i = 0; i < iters; i++) {
             uint64_t s = now_ns();
-            hone_profile_hook(t, (hone_slot_id)(i % 3 ? HONE_SLOT_ADD : HONE_SLOT_MATVEC_F32),
-                              now_ns() - s, 576 + (i & 7), 576, 1);
+            hone_slot_shape sh = {.d = {576 + (i & 7), 576}, .dtype = i % 3 ? -1 : HONE_DTYPE_F32};
+            hone_profile_hook(t, i % 3 ? HONE_SLOT_ADD : HONE_SLOT_MATVEC_F32, now_ns() - s, &sh);
         }
         double ns = (double)(now_ns() - t0) / iters;
         if (rep == 0 || ns < best) best = ns;
@@ -336,8 +310,8 @@ static int kernel_slot(const char *name)
     s += strlen("hone_cuda_");
     int best = -1;
     size_t best_len = 0;
-    for (int id = 0; id < HONE_SLOT_COUNT; id++) {
-        const char *sn = hone_slots_name((hone_slot_id)id);
+    for (int id = 0; id < hone_slots_count(); id++) {
+        const char *sn = hone_slots_name(id);
         size_t len = strlen(sn);
         if (len > best_len && !strncmp(s, sn, len) &&
             (s[len] == 0 || s[len] == '_' || (s[len] >= '0' && s[len] <= '9'))) {
@@ -368,8 +342,9 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             continue;
         const kernel_record *k = (const kernel_record *)rec;
         int slot = kernel_slot(k->name);
-        entry *e = slot >= 0 ? find(p, slot, p->slot_dtype[slot], 0, 0, 0, NULL)
-                             : find(p, HONE_PROFILE_OTHER_KERNEL, -1, 0, 0, 0,
+        static const int64_t zero[HONE_SLOT_MAX_DIMS];
+        entry *e = slot >= 0 ? find(p, slot, hone_slots_desc(slot)->dtype, zero, NULL)
+                             : find(p, HONE_PROFILE_OTHER_KERNEL, -1, zero,
                                     k->name ? k->name : "(unnamed kernel)");
         e->calls++;
         e->graph_calls += k->graphId != 0;
@@ -455,58 +430,133 @@ static void gpu_stop(hone_profile *p) { (void)p; }
 
 #endif
 
-/* ---- the model's slot calls of one step (the GPU byte model) ---- */
+/* ---- the model's slot calls of one step (the GPU byte model) ----
+ * The layer sequence (engine/layers.h) run over the cost model: every operation adds the
+ * bytes and flops of the slot call it stands for to that slot's totals. */
 
-static void model_emit(hone_profile *p, int slot, int dtype, int64_t a, int64_t b, int64_t c)
+typedef struct {
+    hone_profile *p;
+    int64_t pos0;
+} model_run;
+
+static void model_emit(hone_profile *p, int slot, const hone_slot_shape *s)
 {
     double bytes, flops;
-    call_cost(p, slot, dtype, a, b, c, &bytes, &flops);
+    if (slot < 0) return;
+    call_cost(slot, s, &bytes, &flops);
     p->model_bytes[slot] += bytes;
     p->model_flops[slot] += flops;
 }
 
-static void model_matmul(hone_profile *p, const hone_weight *w, int64_t n)
+static hone_slot_shape model_shape(int32_t dtype, int64_t d0, int64_t d1, int64_t d2, int64_t d3)
 {
-    int slot = n == 1 ? hone_slots_matvec_id(w->dtype) : hone_slots_matmul_id(w->dtype);
-    if (slot >= 0) model_emit(p, slot, w->dtype, w->rows, w->cols, n);
+    hone_slot_shape s = {.d = {d0, d1, d2, d3}, .dtype = dtype};
+    return s;
 }
 
-/* The slot calls engine/forward.c makes for n tokens at pos0 (one chunk), with the last
+static int cost_embed_op(void *c, hone_act out, int64_t n)
+{
+    model_run *r = c;
+    const hone_weight *e = hone_model_tok_embd(r->p->model);
+    (void)out;
+    hone_slot_shape s = model_shape(e->dtype, n, r->p->hp.dim, e->rows, 0);
+    model_emit(r->p, HONE_SLOT_EMBED, &s);
+    return 0;
+}
+
+static int cost_rmsnorm_op(void *c, hone_act y, hone_act x, int64_t layer, hone_wsel w, int64_t n)
+{
+    model_run *r = c;
+    (void)y; (void)x; (void)layer; (void)w;
+    hone_slot_shape s = model_shape(-1, n, r->p->hp.dim, 0, 0);
+    model_emit(r->p, HONE_SLOT_RMSNORM, &s);
+    return 0;
+}
+
+static int cost_matmul_op(void *c, hone_act y, int64_t layer, hone_wsel w, hone_act x, int64_t n)
+{
+    model_run *r = c;
+    const hone_weight *W = hone_layers_weight(r->p->model, layer, w);
+    (void)y; (void)x;
+    hone_slot_shape s = n == 1 ? model_shape(W->dtype, W->rows, W->cols, 0, 0)
+                               : model_shape(W->dtype, n, W->rows, W->cols, 0);
+    model_emit(r->p, n == 1 ? hone_slots_matvec_id(W->dtype) : hone_slots_matmul_id(W->dtype), &s);
+    return 0;
+}
+
+static int cost_bias_op(void *c, hone_act y, int64_t layer, hone_wsel w, int64_t n)
+{
+    model_run *r = c;
+    (void)y;
+    hone_slot_shape s = model_shape(-1, hone_layers_weight(r->p->model, layer, w)->cols, 0, 0, 0);
+    for (int64_t t = 0; t < n; t++) model_emit(r->p, HONE_SLOT_ADD, &s);
+    return 0;
+}
+
+static int cost_rope_op(void *c, hone_act x, int64_t n, int64_t heads)
+{
+    model_run *r = c;
+    (void)x;
+    hone_slot_shape s = model_shape(-1, n, heads, r->p->hp.head_dim, r->p->hp.n_rot);
+    model_emit(r->p, HONE_SLOT_ROPE, &s);
+    return 0;
+}
+
+static int cost_store_op(void *c, int64_t layer, int64_t n)
+{
+    (void)c; (void)layer; (void)n;
+    return 0; /* a copy, not a slot */
+}
+
+static int cost_attention_op(void *c, int64_t layer, int64_t n)
+{
+    model_run *r = c;
+    const hone_hparams *hp = &r->p->hp;
+    (void)layer;
+    hone_slot_shape s = model_shape(-1, n, r->pos0, r->pos0 + n, 16);
+    s.d[4] = hp->n_heads; s.d[5] = hp->n_kv_heads; s.d[6] = hp->head_dim;
+    model_emit(r->p, n == 1 ? HONE_SLOT_ATTENTION_DECODE : HONE_SLOT_ATTENTION_PREFILL, &s);
+    return 0;
+}
+
+static int cost_add_op(void *c, hone_act y, hone_act a, hone_act b, int64_t elems)
+{
+    model_run *r = c;
+    (void)y; (void)a; (void)b;
+    hone_slot_shape s = model_shape(-1, elems, 0, 0, 0);
+    model_emit(r->p, HONE_SLOT_ADD, &s);
+    return 0;
+}
+
+static int cost_swiglu_op(void *c, hone_act out, hone_act g, hone_act u, int64_t elems)
+{
+    model_run *r = c;
+    (void)out; (void)g; (void)u;
+    hone_slot_shape s = model_shape(-1, elems, 0, 0, 0);
+    model_emit(r->p, HONE_SLOT_SWIGLU, &s);
+    return 0;
+}
+
+static int64_t cost_gather_op(void *c, int64_t n)
+{
+    (void)c; (void)n;
+    return 1; /* a step wants the last token's logits */
+}
+
+static const hone_layer_ops cost_ops = {
+    .embed = cost_embed_op, .rmsnorm = cost_rmsnorm_op, .matmul = cost_matmul_op,
+    .bias = cost_bias_op, .rope = cost_rope_op, .store_kv = cost_store_op,
+    .attention = cost_attention_op, .add = cost_add_op, .swiglu = cost_swiglu_op,
+    .gather = cost_gather_op,
+};
+
+/* The slot calls the forward pass makes for n tokens at pos0 (one chunk), with the last
  * token's logits. */
 static void model_step(hone_profile *p, int64_t n, int64_t pos0)
 {
-    const hone_hparams *hp = &p->hp;
-    const hone_model *m = p->model;
-    if (!m || n <= 0) return;
-    model_emit(p, HONE_SLOT_EMBED, hone_model_tok_embd(m)->dtype, n, hp->dim,
-               hone_model_tok_embd(m)->dtype);
-    int att = n == 1 ? HONE_SLOT_ATTENTION_DECODE : HONE_SLOT_ATTENTION_PREFILL;
-    for (int64_t l = 0; l < hp->n_layers; l++) {
-        const hone_layer *L = hone_model_layer(m, l);
-        model_emit(p, HONE_SLOT_RMSNORM, -1, n, hp->dim, 0);
-        model_matmul(p, &L->wq, n);
-        model_matmul(p, &L->wk, n);
-        model_matmul(p, &L->wv, n);
-        if (L->bq.data)
-            for (int64_t t = 0; t < n; t++) {
-                model_emit(p, HONE_SLOT_ADD, -1, L->bq.cols, 0, 0);
-                model_emit(p, HONE_SLOT_ADD, -1, L->bk.cols, 0, 0);
-                model_emit(p, HONE_SLOT_ADD, -1, L->bv.cols, 0, 0);
-            }
-        model_emit(p, HONE_SLOT_ROPE, -1, n, hp->n_heads, hp->head_dim);
-        model_emit(p, HONE_SLOT_ROPE, -1, n, hp->n_kv_heads, hp->head_dim);
-        model_emit(p, att, -1, n, pos0 + n, hp->n_heads);
-        model_matmul(p, &L->wo, n);
-        model_emit(p, HONE_SLOT_ADD, -1, n * hp->dim, 0, 0);
-        model_emit(p, HONE_SLOT_RMSNORM, -1, n, hp->dim, 0);
-        model_matmul(p, &L->w_gate, n);
-        model_matmul(p, &L->w_up, n);
-        model_emit(p, HONE_SLOT_SWIGLU, -1, n * hp->ffn, 0, 0);
-        model_matmul(p, &L->w_down, n);
-        model_emit(p, HONE_SLOT_ADD, -1, n * hp->dim, 0, 0);
-    }
-    model_emit(p, HONE_SLOT_RMSNORM, -1, 1, hp->dim, 0);
-    model_matmul(p, hone_model_output(m), 1);
+    if (!p->model || n <= 0) return;
+    model_run r = {p, pos0};
+    hone_layers_run(p->model, &cost_ops, &r, n);
 }
 
 /* ---- lifecycle ---- */
@@ -529,12 +579,6 @@ int hone_profile_new(hone_profile **out, const hone_profile_opts *opts)
     if (!(p->tab = calloc(TABLE_SIZE, sizeof *p->tab))) {
         rc = hone_error_set(HONE_ENOMEM, "out of memory");
         goto done;
-    }
-    for (int i = 0; i < HONE_SLOT_COUNT; i++) p->slot_dtype[i] = -1;
-    for (int dt = 0; dt < HONE_DTYPE_COUNT_MAX; dt++) {
-        int mv = hone_slots_matvec_id(dt), mm = hone_slots_matmul_id(dt);
-        if (mv >= 0) p->slot_dtype[mv] = dt;
-        if (mm >= 0) p->slot_dtype[mm] = dt;
     }
     set_model(p, p->o.model);
     p->peak_gbps = p->o.peak_gbps;
@@ -624,26 +668,29 @@ void hone_profile_reset(hone_profile *p)
 
 /* ---- rows ---- */
 
+/* "rows=576 cols=576", "n=1 heads=9 kv_heads=3 head_dim=64 n_kv=5..6": the key dims and
+ * the aggregated one's range, named as the slot's descriptor names them. */
 static void shape_text(const entry *e, char *buf, size_t cap)
 {
-    int s = e->slot;
-    if (is_matvec(s)) snprintf(buf, cap, "%lldx%lld", (long long)e->a, (long long)e->b);
-    else if (is_matmul(s))
-        snprintf(buf, cap, "n=%lld %lldx%lld", (long long)e->c, (long long)e->a, (long long)e->b);
-    else if (s == HONE_SLOT_EMBED || s == HONE_SLOT_RMSNORM)
-        snprintf(buf, cap, "n=%lld d=%lld", (long long)e->a, (long long)e->b);
-    else if (s == HONE_SLOT_ROPE)
-        snprintf(buf, cap, "n=%lld h=%lld d=%lld", (long long)e->a, (long long)e->b, (long long)e->c);
-    else if (is_attention(s) && e->bmin <= e->bmax) {
-        char kv[24];
-        if (e->bmin == e->bmax) snprintf(kv, sizeof kv, "%lld", (long long)(e->bmin % 10000000));
-        else snprintf(kv, sizeof kv, "%lld..%lld", (long long)(e->bmin % 10000000),
-                      (long long)(e->bmax % 10000000));
-        snprintf(buf, cap, "n=%lld h=%lld kv=%s", (long long)e->a, (long long)e->c, kv);
-    } else if (s == HONE_SLOT_SWIGLU || s == HONE_SLOT_ADD)
-        snprintf(buf, cap, "n=%lld", (long long)e->a);
-    else
+    const hone_slot_desc *d = hone_slots_desc(e->slot);
+    size_t n = 0;
+    buf[0] = 0;
+    if (!d) {
         snprintf(buf, cap, "-");
+        return;
+    }
+    for (int i = 0; i < d->n_dims && n < cap; i++)
+        if (d->key_dims >> i & 1u)
+            n += (size_t)snprintf(buf + n, cap - n, "%s%s=%lld", n ? " " : "", d->dims[i],
+                                  (long long)e->key[i]);
+    if (d->range_dim >= 0 && e->bmin <= e->bmax && n < cap) {
+        const char *nm = d->dims[d->range_dim];
+        if (e->bmin == e->bmax)
+            snprintf(buf + n, cap - n, "%s%s=%lld", n ? " " : "", nm, (long long)e->bmin);
+        else
+            snprintf(buf + n, cap - n, "%s%s=%lld..%lld", n ? " " : "", nm, (long long)e->bmin,
+                     (long long)e->bmax);
+    }
 }
 
 static double total_step_ns(const hone_profile *p, double slot_ns)
@@ -686,10 +733,10 @@ static int build_rows(const hone_profile *p, hone_profile_row **out, int *n)
         hone_profile_row *r = &rows[k++];
         r->slot = e->slot;
         r->dtype = e->dtype;
-        r->a = e->a; r->b = e->b; r->c = e->c;
+        memcpy(r->dims, e->key, sizeof r->dims);
         r->calls = e->calls;
         r->graph_calls = e->graph_calls;
-        if (e->slot >= 0) snprintf(r->name, sizeof r->name, "%s", hone_slots_name((hone_slot_id)e->slot));
+        if (e->slot >= 0) snprintf(r->name, sizeof r->name, "%s", hone_slots_name(e->slot));
         else snprintf(r->name, sizeof r->name, "%s", e->name);
         if (p->o.source == HONE_PROFILE_CUDA) {
             snprintf(r->shape, sizeof r->shape, "(all shapes)");
@@ -835,11 +882,9 @@ static cJSON *row_json(const hone_profile_row *r)
     cJSON_AddStringToObject(o, "dtype", dtype_text(r->dtype));
     cJSON_AddStringToObject(o, "shape", r->shape);
     cJSON *sh = cJSON_AddArrayToObject(o, "dims");
-    if (sh) {
-        cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)r->a));
-        cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)r->b));
-        cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)r->c));
-    }
+    const hone_slot_desc *d = hone_slots_desc(r->slot);
+    for (int i = 0; sh && d && i < d->n_dims; i++)
+        if (d->key_dims >> i & 1u) cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)r->dims[i]));
     cJSON_AddNumberToObject(o, "calls", (double)r->calls);
     cJSON_AddNumberToObject(o, "graph_calls", (double)r->graph_calls);
     cJSON_AddNumberToObject(o, "total_ms", r->total_ms);

@@ -38,8 +38,9 @@ typedef struct {
     int slot;              /* hone_slot_id, HONE_PROFILE_OUTSIDE or HONE_PROFILE_OTHER_KERNEL */
     char name[64];         /* "matvec_q4_1", "(outside slots)", or the kernel name */
     int dtype;             /* weight dtype (matvec, matmul, embed); -1: f32 activations only */
-    int64_t a, b, c;       /* the shape as the hook gives it (forward.c's run() call sites) */
-    char shape[48];        /* readable: "576x1536", "n=64 576x576", "h=9/3 d=64 kv=1..96" */
+    int64_t dims[HONE_SLOT_MAX_DIMS]; /* the shape's key dims (the slot descriptor's key_dims;
+                            * the others 0) */
+    char shape[96];        /* readable: "rows=576 cols=1536", "n=1 heads=9 ... n_kv=1..96" */
     int64_t calls;
     int64_t graph_calls;   /* GPU: kernels that ran as CUDA graph nodes (included in calls) */
     double total_ms;
@@ -90,8 +91,9 @@ void hone_profile_step_end(hone_profile *p);
 void hone_profile_reset(hone_profile *p);
 
 /* The slot hook itself (hone_ctx_slot_hook), for backends that time their own slot calls:
- * user is the hone_profile. Attributes ns to (id, shape a, b, c). */
-void hone_profile_hook(void *user, hone_slot_id id, uint64_t ns, int64_t a, int64_t b, int64_t c);
+ * user is the hone_profile. Attributes ns to slot id at shape (its key dims), with the bytes
+ * and flops of the slot descriptor's cost model. */
+void hone_profile_hook(void *user, int id, uint64_t ns, const hone_slot_shape *shape);
 
 /* Every row, the outside row included, sorted by share of step time (largest first).
  * Writes min(cap, total) rows, *n = total. */

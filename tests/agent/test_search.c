@@ -101,10 +101,10 @@ static void test_space_and_exactness(void)
                 for (int nth = 1; nth <= 3; nth += 2)
                     for (int ith = 0; ith < nth; ith++) {
                         if (is_mm) {
-                            base.matmul[dt](a, W, X, nt, rows, cols, ith, nth);
+                            hone_slots_matmul(&base, dt)(a, W, X, nt, rows, cols, ith, nth);
                             ((hone_slot_matmul_fn)fn)(b, W, X, nt, rows, cols, ith, nth);
                         } else {
-                            base.matvec[dt](a, W, X, rows, cols, ith, nth);
+                            hone_slots_matvec(&base, dt)(a, W, X, rows, cols, ith, nth);
                             ((hone_slot_matvec_fn)fn)(b, W, X, rows, cols, ith, nth);
                         }
                     }

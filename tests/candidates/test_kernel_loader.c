@@ -159,7 +159,7 @@ static void test_installs_good_kernel(void)
               hone_kernel_loader_detail(l, HONE_SLOT_MATVEC_F32));
     CHECK_EQ_INT(hone_kernel_loader_n_installed(l), 1);
     CHECK_EQ_INT(hone_kernel_loader_n_refused(l), 0);
-    CHECK(t.matvec[HONE_DTYPE_F32] != base.matvec[HONE_DTYPE_F32]);
+    CHECK(t.fn[HONE_SLOT_MATVEC_F32] != base.fn[HONE_SLOT_MATVEC_F32]);
     CHECK_STR_CONTAINS(hone_kernel_loader_detail(l, HONE_SLOT_MATVEC_F32), k.cache);
     /* every other slot still the baseline */
     for (int i = 0; i < HONE_SLOT_COUNT; i++)
@@ -170,8 +170,8 @@ static void test_installs_good_kernel(void)
     float *W = malloc(sizeof(float) * ROWS * COLS), x[COLS], yb[ROWS], yc[ROWS];
     fill(W, ROWS * COLS, 1);
     fill(x, COLS, 2);
-    base.matvec[HONE_DTYPE_F32](yb, W, x, ROWS, COLS, 0, 1);
-    for (int ith = 0; ith < 3; ith++) t.matvec[HONE_DTYPE_F32](yc, W, x, ROWS, COLS, ith, 3);
+    ((hone_slot_matvec_fn)base.fn[HONE_SLOT_MATVEC_F32])(yb, W, x, ROWS, COLS, 0, 1);
+    for (int ith = 0; ith < 3; ith++) ((hone_slot_matvec_fn)t.fn[HONE_SLOT_MATVEC_F32])(yc, W, x, ROWS, COLS, ith, 3);
     CHECK(memcmp(yb, yc, sizeof yb) == 0);
     free(W);
 
@@ -206,7 +206,7 @@ static void test_baseline_copy_is_not_compiled(void)
     hone_kernel_loader *l = NULL;
     CHECK_EQ_INT(hone_kernel_loader_new(&l, &t, &o), 0);
     CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_RMSNORM), HONE_KERNEL_BASELINE);
-    CHECK(t.rmsnorm == base.rmsnorm);
+    CHECK(t.fn[HONE_SLOT_RMSNORM] == base.fn[HONE_SLOT_RMSNORM]);
     CHECK(access(k.cache, F_OK) != 0); /* nothing compiled */
     hone_kernel_loader_free(l);
 
@@ -221,13 +221,13 @@ static void test_baseline_copy_is_not_compiled(void)
         CHECK_EQ_INT(hone_kernel_loader_new(&l, &t, &o), 0);
         CHECK_MSG(hone_kernel_loader_state(l, HONE_SLOT_RMSNORM) == HONE_KERNEL_INSTALLED, "%s",
                   hone_kernel_loader_detail(l, HONE_SLOT_RMSNORM));
-        CHECK(t.rmsnorm != base.rmsnorm);
+        CHECK(t.fn[HONE_SLOT_RMSNORM] != base.fn[HONE_SLOT_RMSNORM]);
         enum { N = 3, DIM = 200 };
         float x[N * DIM], w[DIM], yb[N * DIM], yc[N * DIM];
         fill(x, N * DIM, 3);
         fill(w, DIM, 4);
-        base.rmsnorm(yb, x, w, N, DIM, 1e-5f, 0, 1);
-        t.rmsnorm(yc, x, w, N, DIM, 1e-5f, 0, 1);
+        HONE_SLOTS_FN(&base, HONE_SLOT_RMSNORM, hone_slot_rmsnorm_fn)(yb, x, w, N, DIM, 1e-5f, 0, 1);
+        HONE_SLOTS_FN(&t, HONE_SLOT_RMSNORM, hone_slot_rmsnorm_fn)(yc, x, w, N, DIM, 1e-5f, 0, 1);
         CHECK(memcmp(yb, yc, sizeof yb) == 0);
         hone_kernel_loader_free(l);
     }
@@ -286,25 +286,25 @@ static void test_refusals(void)
     const char *d = hone_kernel_loader_detail(l, HONE_SLOT_MATVEC_F16);
     CHECK_STR_CONTAINS(d, "matvec_f16.c:5");
     CHECK_STR_CONTAINS(d, "error:");
-    CHECK(t.matvec[HONE_DTYPE_F16] == base.matvec[HONE_DTYPE_F16]);
+    CHECK(t.fn[HONE_SLOT_MATVEC_F16] == base.fn[HONE_SLOT_MATVEC_F16]);
 
     /* The wrong result: refused by the self-check. */
     CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_MATVEC_BF16), HONE_KERNEL_REFUSED);
     d = hone_kernel_loader_detail(l, HONE_SLOT_MATVEC_BF16);
     CHECK_STR_CONTAINS(d, "self-check against the baseline failed: matvec_bf16 rows=");
     CHECK_STR_CONTAINS(d, "baseline");
-    CHECK(t.matvec[HONE_DTYPE_BF16] == base.matvec[HONE_DTYPE_BF16]);
+    CHECK(t.fn[HONE_SLOT_MATVEC_BF16] == base.fn[HONE_SLOT_MATVEC_BF16]);
 
     /* Unwritten outputs: the NaN poison shows. */
     CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_ADD), HONE_KERNEL_REFUSED);
     CHECK_STR_CONTAINS(hone_kernel_loader_detail(l, HONE_SLOT_ADD), "is NaN (not written?)");
-    CHECK(t.add == base.add);
+    CHECK(t.fn[HONE_SLOT_ADD] == base.fn[HONE_SLOT_ADD]);
 
     /* No slot function. */
     CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_MATVEC_Q8_0), HONE_KERNEL_REFUSED);
     CHECK_STR_CONTAINS(hone_kernel_loader_detail(l, HONE_SLOT_MATVEC_Q8_0),
                        "does not define hone_cpu_matvec_q8_0");
-    CHECK(t.matvec[HONE_DTYPE_Q8_0] == base.matvec[HONE_DTYPE_Q8_0]);
+    CHECK(t.fn[HONE_SLOT_MATVEC_Q8_0] == base.fn[HONE_SLOT_MATVEC_Q8_0]);
 
     /* The good one still goes in; the counts and the log: one line per refusal. */
     CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_MATVEC_F32), HONE_KERNEL_INSTALLED);
@@ -324,8 +324,8 @@ static void test_refusals(void)
     fill(Wf, ROWS * COLS, 5);
     for (int i = 0; i < ROWS * COLS; i++) Wh[i] = hone_f32_to_fp16(Wf[i]);
     fill(x, COLS, 6);
-    base.matvec[HONE_DTYPE_F16](yb, Wh, x, ROWS, COLS, 0, 1);
-    t.matvec[HONE_DTYPE_F16](yc, Wh, x, ROWS, COLS, 0, 1);
+    ((hone_slot_matvec_fn)base.fn[HONE_SLOT_MATVEC_F16])(yb, Wh, x, ROWS, COLS, 0, 1);
+    ((hone_slot_matvec_fn)t.fn[HONE_SLOT_MATVEC_F16])(yc, Wh, x, ROWS, COLS, 0, 1);
     CHECK(memcmp(yb, yc, sizeof yb) == 0);
 
     hone_kernel_loader_free(l);
@@ -353,7 +353,7 @@ static void test_compile_and_check_api(void)
         CHECK_MSG(rc == 0, "%s: %s", hone_slots_name(i), hone_error_last());
     }
     /* A function of the wrong slot fails it (swiglu is not add). */
-    CHECK(hone_kernel_loader_check(HONE_SLOT_ADD, (void *)t.swiglu, &o) != 0);
+    CHECK(hone_kernel_loader_check(HONE_SLOT_ADD, (void *)t.fn[HONE_SLOT_SWIGLU], &o) != 0);
     CHECK_STR_CONTAINS(hone_error_last(), "add n=");
 
     o.cc = "/nonexistent/cc";
@@ -393,7 +393,7 @@ static void test_model_logits(void)
     hone_kernel_loader *l = NULL;
     CHECK_EQ_INT(hone_kernel_loader_new(&l, hone_ctx_slots(b), &o), 0);
     CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_MATVEC_F32), HONE_KERNEL_INSTALLED);
-    CHECK(hone_ctx_slots(b)->matvec[HONE_DTYPE_F32] != hone_ctx_slots(a)->matvec[HONE_DTYPE_F32]);
+    CHECK(hone_ctx_slots(b)->fn[HONE_SLOT_MATVEC_F32] != hone_ctx_slots(a)->fn[HONE_SLOT_MATVEC_F32]);
     int64_t nv = hone_model_hparams(m)->n_vocab;
     float *la = malloc((size_t)nv * sizeof *la), *lb = malloc((size_t)nv * sizeof *lb);
     int32_t toks[5] = {1, 17, 300, 411, 65};

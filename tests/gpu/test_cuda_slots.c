@@ -38,7 +38,7 @@ static hone_slot_table CPU;
 static uint64_t rng = 0x6a09e667f3bcc909ull;
 static uint64_t rnd_u64(void)
 {
-    return hone_cases_rand(&rng);
+    return hone_slots_rand(&rng);
 }
 static double rnd_unit(void) { return (double)(rnd_u64() >> 11) * 0x1p-53; }
 static float rnd_f(double lo, double hi) { return (float)(lo + (hi - lo) * rnd_unit()); }
@@ -155,7 +155,7 @@ static void *make_weight(int dt, int64_t rows, int64_t cols, size_t *bytes)
 {
     *bytes = (size_t)(hone_dtype_row_bytes(dt, cols) * rows);
     void *w = xmalloc(*bytes);
-    hone_cases_fill_weight(w, dt, rows, cols, &rng);
+    hone_slots_fill_weight(w, dt, rows, cols, &rng);
     return w;
 }
 
@@ -187,7 +187,7 @@ static void check_matvec_matmul(int dt, int64_t rows, int64_t cols)
         snprintf(what, sizeof what, "matvec_%s %lldx%lld", hone_dtype_name(dt), (long long)rows, (long long)cols);
         dev_take(dy, gmv + t * rows, (size_t)rows * sizeof(float), what);
         if (t == 0 || t == nmax - 1) {
-            CPU.matvec[dt](cpu, W, X + t * cols, rows, cols, 0, 1);
+            hone_slots_matvec(&CPU, dt)(cpu, W, X + t * cols, rows, cols, 0, 1);
             int64_t d = first_diff(gmv + t * rows, cpu, rows);
             CHECK_MSG(d < 0, "%s: row %lld differs from the CPU: %.9g vs %.9g", what, (long long)d,
                       d >= 0 ? gmv[t * rows + d] : 0.0, d >= 0 ? cpu[d] : 0.0);
@@ -204,7 +204,7 @@ static void check_matvec_matmul(int dt, int64_t rows, int64_t cols)
         snprintf(what, sizeof what, "matmul_%s n=%lld %lldx%lld", hone_dtype_name(dt), (long long)n,
                  (long long)rows, (long long)cols);
         dev_take(dY, gpu, (size_t)(n * rows) * sizeof(float), what);
-        CPU.matmul[dt](cpu, W, X, n, rows, cols, 0, 1);
+        hone_slots_matmul(&CPU, dt)(cpu, W, X, n, rows, cols, 0, 1);
         int64_t d = first_diff(gpu, cpu, n * rows);
         CHECK_MSG(d < 0, "%s: element %lld differs from the CPU", what, (long long)d);
         d = first_diff(gpu, gmv, n * rows);
@@ -257,7 +257,7 @@ static void test_embed(void)
             char what[64];
             snprintf(what, sizeof what, "embed %s dim=%lld", hone_dtype_name(dt), (long long)dim);
             dev_take(dout, gpu, (size_t)(n * dim) * sizeof(float), what);
-            CPU.embed(cpu, tab, dt, ids, n, dim, 0, 1);
+            HONE_SLOTS_FN(&CPU, HONE_SLOT_EMBED, hone_slot_embed_fn)(cpu, tab, dt, ids, n, dim, 0, 1);
             CHECK_MSG(first_diff(gpu, cpu, n * dim) < 0, "%s differs from the CPU", what);
             cudaFree(dtab);
             cudaFree(dids);
@@ -289,7 +289,7 @@ static void test_rmsnorm(void)
             dev_take(dy, gpu, (size_t)(n * dim) * sizeof(float), what);
             if (!inplace) cudaFree(dx);
             cudaFree(dw);
-            CPU.rmsnorm(cpu, x, w, n, dim, eps, 0, 1);
+            HONE_SLOTS_FN(&CPU, HONE_SLOT_RMSNORM, hone_slot_rmsnorm_fn)(cpu, x, w, n, dim, eps, 0, 1);
             hone_oracle_rmsnorm(ref, x, w, n, dim, eps);
             CHECK_MSG(!any_nan(gpu, n * dim), "%s: unwritten output", what);
             check_faithful(what, gpu, cpu, ref, n * dim, 2, 0);
@@ -321,7 +321,7 @@ static void test_rope(void)
             dev_take(dx, gpu, (size_t)len * sizeof(float), what);
             cudaFree(dpos);
             memcpy(cpu, x, (size_t)len * sizeof(float));
-            CPU.rope(cpu, pos, n, heads, hd, rot, base, neox, 0, 1);
+            HONE_SLOTS_FN(&CPU, HONE_SLOT_ROPE, hone_slot_rope_fn)(cpu, pos, n, heads, hd, rot, base, neox, 0, 1);
             double *ref = xmalloc((size_t)len * sizeof(double));
             hone_oracle_rope(ref, x, pos, n, heads, hd, rot, base, neox);
             check_faithful(what, gpu, cpu, ref, len, 2, hd);
@@ -350,7 +350,7 @@ static void test_swiglu_add(void)
             snprintf(what, sizeof what, "swiglu n=%lld%s", (long long)n, alias ? " out=gate" : "");
             dev_take(dout, gpu, bytes, what);
             if (!alias) dev_take(dg, NULL, bytes, what);
-            CPU.swiglu(cpu, g, u, n, 0, 1);
+            HONE_SLOTS_FN(&CPU, HONE_SLOT_SWIGLU, hone_slot_swiglu_fn)(cpu, g, u, n, 0, 1);
             hone_oracle_swiglu(ref, g, u, n);
             check_faithful(what, gpu, cpu, ref, n, 2, 0);
             /* add (alias: y == a) */
@@ -363,7 +363,7 @@ static void test_swiglu_add(void)
             dev_take(dy, gpu, bytes, what);
             if (!alias) dev_take(da, NULL, bytes, what);
             cudaFree(du);
-            CPU.add(cpu, g, u, n, 0, 1);
+            HONE_SLOTS_FN(&CPU, HONE_SLOT_ADD, hone_slot_add_fn)(cpu, g, u, n, 0, 1);
             CHECK_MSG(first_diff(gpu, cpu, n) < 0, "%s differs from the CPU", what);
             free(g); free(u); free(cpu); free(gpu); free(ref);
         }
@@ -434,7 +434,7 @@ static void test_attention(void)
         CHECK_MSG(!any_nan(pre, n * qd), "%s: NaN (unwritten, or a read past n_kv)", what);
         float *cpu = xmalloc((size_t)(n * qd) * sizeof(float)), *scr = xmalloc((size_t)stride * sizeof(float));
         double *ref = xmalloc((size_t)(n * qd) * sizeof(double));
-        CPU.attention_prefill(cpu, q, kv.k, kv.v, kv.bt, n, pos0, bs, heads, kvh, hd, scale, scr, 0, 1);
+        HONE_SLOTS_FN(&CPU, HONE_SLOT_ATTENTION_PREFILL, hone_slot_attention_prefill_fn)(cpu, q, kv.k, kv.v, kv.bt, n, pos0, bs, heads, kvh, hd, scale, scr, 0, 1);
         hone_oracle_attention_prefill(ref, q, kv.k, kv.v, kv.bt, n, pos0, bs, heads, kvh, hd, scale);
         int64_t same = check_faithful(what, pre, cpu, ref, n * qd, 4, hd);
         fprintf(stderr, "  %s: %lld of %lld bitwise equal to the CPU\n", what, (long long)same, (long long)(n * qd));

@@ -170,7 +170,7 @@ static void test_parent_unaffected(void)
         g[i] = (float)(i - 16) * 0.25f;
         u[i] = 1.0f + (float)i / 64;
     }
-    t.swiglu(o, g, u, 33, 0, 1);
+    HONE_SLOTS_FN(&t, HONE_SLOT_SWIGLU, hone_slot_swiglu_fn)(o, g, u, 33, 0, 1);
     hone_oracle_swiglu(ref, g, u, 33);
     for (int i = 0; i < 33; i++) CHECK_NEAR(o[i], ref[i], 1e-6);
 }

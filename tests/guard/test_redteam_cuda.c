@@ -169,49 +169,51 @@ static void test_cuda_args(void)
             const hone_case *c = &cs.c[i];
             size_t lo, hi;
             hone_cases_span(c, &lo, &hi);
-            CHECK(lo == c->in_off[0] && lo >= prev_hi && hi <= cs.bytes && hi > c->scratch_off);
+            CHECK(lo < c->out_off[0] && lo >= prev_hi && hi <= cs.bytes && hi > c->scratch_off);
             prev_hi = hi;
             hone_cases_cuda_launch L;
             hone_cases_cuda_args(&L, c, dev, lo, out, scr, nkv);
             CHECK_MSG(L.n_args == S[k].n_args, "%s: %d arguments", c->desc, L.n_args);
             CHECK(*(float **)L.args[0] == out);
-            const uint8_t *in1 = dev + (c->in_off[1] - lo);
+            const int64_t *D = c->shape.d;
+#define IN(a) (dev + (c->in_off[a] - lo))
             switch (S[k].slot) {
             case HONE_SLOT_SWIGLU:
-                CHECK(*(uint8_t **)L.args[1] == dev && *(const uint8_t **)L.args[2] == in1);
-                CHECK(*(int64_t *)L.args[3] == c->n && L.items_x == c->n && L.items_y == 1);
+                CHECK(*(uint8_t **)L.args[1] == dev && *(const uint8_t **)L.args[2] == IN(2));
+                CHECK(*(int64_t *)L.args[3] == D[0] && L.items_x == D[0] && L.items_y == 1);
                 break;
-            case HONE_SLOT_ATTENTION_DECODE:
+            case HONE_SLOT_ATTENTION_DECODE: /* dims: n, pos0, n_kv, block_size, heads, ... */
                 CHECK(*(int32_t **)L.args[5] == nkv && *(float **)L.args[11] == scr);
-                CHECK(*(int64_t *)L.args[12] == c->n_kv && *(float *)L.args[10] == c->scale);
-                CHECK(L.items_x == c->heads && L.items_y == 1);
-                CHECK(hone_cases_cuda_scratch_len(c) == c->heads * c->n_kv);
+                CHECK(*(int64_t *)L.args[12] == c->n_kv && *(float *)L.args[10] == c->shape.f[0]);
+                CHECK(c->n_kv == D[2] && L.items_x == D[4] && L.items_y == 1);
+                CHECK(hone_cases_cuda_scratch_len(c) == D[4] * c->n_kv);
                 break;
             case HONE_SLOT_ATTENTION_PREFILL:
-                CHECK(*(int64_t *)L.args[5] == c->n && *(int64_t *)L.args[6] == c->pos0);
-                CHECK(*(int64_t *)L.args[13] == c->pos0 + c->n && L.items_y == c->n);
-                CHECK(*(const uint8_t **)L.args[4] == dev + (c->in_off[3] - lo));
+                CHECK(*(int64_t *)L.args[5] == D[0] && *(int64_t *)L.args[6] == D[1]);
+                CHECK(*(int64_t *)L.args[13] == D[1] + D[0] && L.items_y == D[0]);
+                CHECK(*(const uint8_t **)L.args[4] == IN(4));
                 break;
-            case HONE_SLOT_MATMUL_Q4_1:
-                CHECK(*(int64_t *)L.args[3] == c->n && *(int64_t *)L.args[4] == c->rows);
-                CHECK(L.items_x == c->rows && L.items_y == c->n);
+            case HONE_SLOT_MATMUL_Q4_1: /* n, rows, cols */
+                CHECK(*(int64_t *)L.args[3] == D[0] && *(int64_t *)L.args[4] == D[1]);
+                CHECK(L.items_x == D[1] && L.items_y == D[0]);
                 break;
-            case HONE_SLOT_MATVEC_F16:
-                CHECK(*(int64_t *)L.args[3] == c->rows && *(int64_t *)L.args[4] == c->cols);
+            case HONE_SLOT_MATVEC_F16: /* rows, cols */
+                CHECK(*(int64_t *)L.args[3] == D[0] && *(int64_t *)L.args[4] == D[1]);
                 CHECK(hone_cases_cuda_scratch_len(c) == 0);
                 break;
-            case HONE_SLOT_EMBED:
-                CHECK(*(int32_t *)L.args[2] == c->dtype && *(const uint8_t **)L.args[3] == in1);
-                CHECK(L.items_x == c->dim && L.items_y == c->n);
+            case HONE_SLOT_EMBED: /* n, dim, vocab */
+                CHECK(*(int32_t *)L.args[2] == c->shape.dtype && *(const uint8_t **)L.args[3] == IN(3));
+                CHECK(L.items_x == D[1] && L.items_y == D[0]);
                 break;
-            case HONE_SLOT_ROPE: /* in place on out; pos is input 1 */
-                CHECK(*(const uint8_t **)L.args[1] == in1 && *(float *)L.args[6] == c->freq_base);
-                CHECK(*(int32_t *)L.args[7] == c->neox && L.items_x == c->n * c->heads);
+            case HONE_SLOT_ROPE: /* in place on out; pos is argument 1 */
+                CHECK(*(const uint8_t **)L.args[1] == IN(1) && *(float *)L.args[6] == c->shape.f[0]);
+                CHECK(*(int32_t *)L.args[7] == c->shape.flag && L.items_x == D[0] * D[1]);
                 break;
             default:
-                CHECK(*(float *)L.args[5] == c->eps && L.items_x == c->n);
+                CHECK(*(float *)L.args[5] == c->shape.f[0] && L.items_x == D[0]);
                 break;
             }
+#undef IN
         }
         hone_cases_free(&cs);
     }

@@ -73,7 +73,7 @@ static uint64_t rng = 0x5eed0f0a11ce5eedull;
 
 static uint64_t rnd_u64(void) /* splitmix64 */
 {
-    return hone_cases_rand(&rng);
+    return hone_slots_rand(&rng);
 }
 
 static double rnd_unit(void) { return (double)(rnd_u64() >> 11) * 0x1p-53; }
@@ -264,7 +264,7 @@ static void *make_weight(int dt, int64_t rows, int64_t cols, size_t *bytes)
     int64_t rb = hone_dtype_row_bytes(dt, cols);
     *bytes = (size_t)(rb * rows);
     void *w = xmalloc(*bytes);
-    hone_cases_fill_weight(w, dt, rows, cols, &rng);
+    hone_slots_fill_weight(w, dt, rows, cols, &rng);
     return w;
 }
 
@@ -334,13 +334,13 @@ typedef struct {
 static void run_matvec(const void *c, float *out, int ith, int nth)
 {
     const mm_ctx *m = c;
-    TAB.matvec[m->dt](out, m->W, m->x, m->rows, m->cols, ith, nth);
+    hone_slots_matvec(&TAB, m->dt)(out, m->W, m->x, m->rows, m->cols, ith, nth);
 }
 
 static void run_matmul(const void *c, float *out, int ith, int nth)
 {
     const mm_ctx *m = c;
-    TAB.matmul[m->dt](out, m->W, m->x, m->n, m->rows, m->cols, ith, nth);
+    hone_slots_matmul(&TAB, m->dt)(out, m->W, m->x, m->n, m->rows, m->cols, ith, nth);
 }
 
 /* One matvec (n == 0) or matmul (n >= 1) case of dtype dt. */
@@ -385,7 +385,7 @@ static void mat_case(int dt, int64_t n, int64_t rows, int64_t cols)
     if (!is_mv) {
         int64_t bad_t = -1;
         for (int64_t t = 0; t < n && bad_t < 0; t++) {
-            TAB.matvec[dt](G, W, X + t * cols, rows, cols, 0, 1);
+            hone_slots_matvec(&TAB, dt)(G, W, X + t * cols, rows, cols, 0, 1);
             if (first_diff(G, Y + t * rows, rows) >= 0) bad_t = t;
         }
         CHECK_MSG(bad_t < 0, "%s: row %lld differs from matvec", what, (long long)bad_t);
@@ -457,7 +457,7 @@ typedef struct {
 static void run_embed(const void *c, float *out, int ith, int nth)
 {
     const embed_ctx *e = c;
-    TAB.embed(out, e->table, e->dt, e->ids, e->n, e->dim, ith, nth);
+    HONE_SLOTS_FN(&TAB, HONE_SLOT_EMBED, hone_slot_embed_fn)(out, e->table, e->dt, e->ids, e->n, e->dim, ith, nth);
 }
 
 static void test_embed(void)
@@ -516,7 +516,7 @@ typedef struct {
 static void run_rmsnorm(const void *c, float *out, int ith, int nth)
 {
     const rms_ctx *r = c;
-    TAB.rmsnorm(out, r->in_place ? out : r->x, r->w, r->n, r->dim, r->eps, ith, nth);
+    HONE_SLOTS_FN(&TAB, HONE_SLOT_RMSNORM, hone_slot_rmsnorm_fn)(out, r->in_place ? out : r->x, r->w, r->n, r->dim, r->eps, ith, nth);
 }
 
 static void test_rmsnorm(void)
@@ -575,7 +575,7 @@ typedef struct {
 static void run_rope(const void *c, float *out, int ith, int nth)
 {
     const rope_ctx *r = c;
-    TAB.rope(out, r->pos, r->n, r->n_heads, r->head_dim, r->n_rot, r->freq_base, r->neox, ith, nth);
+    HONE_SLOTS_FN(&TAB, HONE_SLOT_ROPE, hone_slot_rope_fn)(out, r->pos, r->n, r->n_heads, r->head_dim, r->n_rot, r->freq_base, r->neox, ith, nth);
 }
 
 static void test_rope(void)
@@ -653,7 +653,7 @@ static void run_decode(const void *c, float *out, int ith, int nth)
 {
     const attn_ctx *a = c;
     poison(a->scratch, a->n_kv);
-    TAB.attention_decode(out, a->q, a->k, a->v, a->bt, a->n_kv, a->block_size, a->n_heads,
+    HONE_SLOTS_FN(&TAB, HONE_SLOT_ATTENTION_DECODE, hone_slot_attention_decode_fn)(out, a->q, a->k, a->v, a->bt, a->n_kv, a->block_size, a->n_heads,
                          a->n_kv_heads, a->head_dim, a->scale, a->scratch, ith, nth);
 }
 
@@ -661,7 +661,7 @@ static void run_prefill(const void *c, float *out, int ith, int nth)
 {
     const attn_ctx *a = c;
     poison(a->scratch, a->pos0 + a->n);
-    TAB.attention_prefill(out, a->q, a->k, a->v, a->bt, a->n, a->pos0, a->block_size, a->n_heads,
+    HONE_SLOTS_FN(&TAB, HONE_SLOT_ATTENTION_PREFILL, hone_slot_attention_prefill_fn)(out, a->q, a->k, a->v, a->bt, a->n, a->pos0, a->block_size, a->n_heads,
                           a->n_kv_heads, a->head_dim, a->scale, a->scratch, ith, nth);
 }
 
@@ -808,7 +808,7 @@ static void attn_case(int64_t n, int64_t pos0, int64_t bs, int64_t nh, int64_t n
         float *o1 = xmalloc((size_t)(nh * hd) * sizeof(float));
         int64_t bad_t = -1;
         for (int64_t t = 0; t < n && bad_t < 0; t++) {
-            TAB.attention_decode(o1, q + t * nh * hd, c.k, c.v, c.bt, pos0 + t + 1, bs, nh, nkvh,
+            HONE_SLOTS_FN(&TAB, HONE_SLOT_ATTENTION_DECODE, hone_slot_attention_decode_fn)(o1, q + t * nh * hd, c.k, c.v, c.bt, pos0 + t + 1, bs, nh, nkvh,
                                  hd, scale, scratch, 0, 1);
             if (first_diff(o1, out + t * nh * hd, nh * hd) >= 0) bad_t = t;
         }
@@ -866,8 +866,8 @@ static void run_ew(const void *c, float *out, int ith, int nth)
 {
     const ew_ctx *e = c;
     const float *a = e->alias == 1 ? out : e->a, *b = e->alias == 2 ? out : e->b;
-    if (e->is_add) TAB.add(out, a, b, e->n, ith, nth);
-    else TAB.swiglu(out, a, b, e->n, ith, nth);
+    if (e->is_add) HONE_SLOTS_FN(&TAB, HONE_SLOT_ADD, hone_slot_add_fn)(out, a, b, e->n, ith, nth);
+    else HONE_SLOTS_FN(&TAB, HONE_SLOT_SWIGLU, hone_slot_swiglu_fn)(out, a, b, e->n, ith, nth);
 }
 
 static void ew_case(int is_add, int64_t n)

@@ -141,11 +141,11 @@ static void check_slowed_first(const char *path, uint64_t spin, int n_prompt, in
         return;
     }
     hone_slot_table *t = hone_ctx_slots(f.ctx);
-    base_rope = t->rope;
+    base_rope = HONE_SLOTS_FN(t, HONE_SLOT_ROPE, hone_slot_rope_fn);
     spin_ns = spin;
-    t->rope = slow_rope;
+    hone_slots_set(t, HONE_SLOT_ROPE, (void *)slow_rope);
     run_steps(f.ctx, f.prof, n_prompt, n_decode, NULL);
-    t->rope = base_rope;
+    hone_slots_set(t, HONE_SLOT_ROPE, (void *)base_rope);
     hone_profile_row top[4];
     int n = 0;
     CHECK_EQ_INT(hone_profile_ranking(f.prof, top, 4, &n), 0);
@@ -257,10 +257,10 @@ static void test_byte_model(void)
     hone_profile_rows(f.prof, rows, 256, &n);
     for (int i = 0; i < n && i < 256; i++) {
         const hone_profile_row *r = &rows[i];
-        if (r->slot == HONE_SLOT_MATVEC_Q4_1 && r->a == hp->dim && r->b == hp->dim) {
-            double per = (double)r->a * (r->b / 32 * 20) + 4.0 * (r->a + r->b);
+        if (r->slot == HONE_SLOT_MATVEC_Q4_1 && r->dims[0] == hp->dim && r->dims[1] == hp->dim) {
+            double per = (double)r->dims[0] * (r->dims[1] / 32 * 20) + 4.0 * (r->dims[0] + r->dims[1]);
             CHECK_NEAR(r->bytes, per * r->calls, 1e-6);
-            CHECK_NEAR(r->flops, 2.0 * r->a * r->b * r->calls, 1e-6);
+            CHECK_NEAR(r->flops, 2.0 * r->dims[0] * r->dims[1] * r->calls, 1e-6);
             CHECK_EQ_INT(r->dtype, HONE_DTYPE_Q4_1);
             CHECK(r->gbps > 0 && r->roofline > 0);
             CHECK_NEAR(r->gain, r->share * (r->roofline >= 1 ? 0 : 1 - r->roofline), 1e-12);

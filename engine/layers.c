@@ -1,0 +1,59 @@
+/* The layer sequence (see layers.h). */
+#include "layers.h"
+
+const hone_weight *hone_layers_weight(const hone_model *m, int64_t layer, hone_wsel w)
+{
+    if (w == HONE_W_TOK_EMBD) return hone_model_tok_embd(m);
+    if (w == HONE_W_OUTPUT_NORM) return hone_model_output_norm(m);
+    if (w == HONE_W_OUTPUT) return hone_model_output(m);
+    const hone_layer *L = hone_model_layer(m, layer);
+    switch (w) {
+    case HONE_W_ATTN_NORM: return &L->attn_norm;
+    case HONE_W_Q: return &L->wq;
+    case HONE_W_K: return &L->wk;
+    case HONE_W_V: return &L->wv;
+    case HONE_W_BQ: return &L->bq;
+    case HONE_W_BK: return &L->bk;
+    case HONE_W_BV: return &L->bv;
+    case HONE_W_O: return &L->wo;
+    case HONE_W_FFN_NORM: return &L->ffn_norm;
+    case HONE_W_GATE: return &L->w_gate;
+    case HONE_W_UP: return &L->w_up;
+    default: return &L->w_down;
+    }
+}
+
+int hone_layers_run(const hone_model *m, const hone_layer_ops *o, void *c, int64_t n)
+{
+    const hone_hparams *hp = hone_model_hparams(m);
+    int rc;
+#define TRY(call) if ((rc = (call))) return rc
+    TRY(o->embed(c, HONE_ACT_X, n));
+    for (int64_t l = 0; l < hp->n_layers; l++) {
+        TRY(o->rmsnorm(c, HONE_ACT_H, HONE_ACT_X, l, HONE_W_ATTN_NORM, n));
+        TRY(o->matmul(c, HONE_ACT_Q, l, HONE_W_Q, HONE_ACT_H, n));
+        TRY(o->matmul(c, HONE_ACT_K, l, HONE_W_K, HONE_ACT_H, n));
+        TRY(o->matmul(c, HONE_ACT_V, l, HONE_W_V, HONE_ACT_H, n));
+        if (hone_layers_weight(m, l, HONE_W_BQ)->data) TRY(o->bias(c, HONE_ACT_Q, l, HONE_W_BQ, n));
+        if (hone_layers_weight(m, l, HONE_W_BK)->data) TRY(o->bias(c, HONE_ACT_K, l, HONE_W_BK, n));
+        if (hone_layers_weight(m, l, HONE_W_BV)->data) TRY(o->bias(c, HONE_ACT_V, l, HONE_W_BV, n));
+        TRY(o->rope(c, HONE_ACT_Q, n, hp->n_heads));
+        TRY(o->rope(c, HONE_ACT_K, n, hp->n_kv_heads));
+        TRY(o->store_kv(c, l, n));
+        TRY(o->attention(c, l, n));
+        TRY(o->matmul(c, HONE_ACT_PROJ, l, HONE_W_O, HONE_ACT_ATT, n));
+        TRY(o->add(c, HONE_ACT_X, HONE_ACT_X, HONE_ACT_PROJ, n * hp->dim));
+        TRY(o->rmsnorm(c, HONE_ACT_H, HONE_ACT_X, l, HONE_W_FFN_NORM, n));
+        TRY(o->matmul(c, HONE_ACT_GATE, l, HONE_W_GATE, HONE_ACT_H, n));
+        TRY(o->matmul(c, HONE_ACT_UP, l, HONE_W_UP, HONE_ACT_H, n));
+        TRY(o->swiglu(c, HONE_ACT_GATE, HONE_ACT_GATE, HONE_ACT_UP, n * hp->ffn));
+        TRY(o->matmul(c, HONE_ACT_PROJ, l, HONE_W_DOWN, HONE_ACT_GATE, n));
+        TRY(o->add(c, HONE_ACT_X, HONE_ACT_X, HONE_ACT_PROJ, n * hp->dim));
+    }
+    int64_t rows = o->gather(c, n);
+    if (rows <= 0) return (int)rows;
+    TRY(o->rmsnorm(c, HONE_ACT_H, HONE_ACT_X, -1, HONE_W_OUTPUT_NORM, rows));
+    TRY(o->matmul(c, HONE_ACT_LOGITS, -1, HONE_W_OUTPUT, HONE_ACT_H, rows));
+#undef TRY
+    return 0;
+}

@@ -1,0 +1,62 @@
+/* The Llama-family layer sequence, written once. Every executor of a model implements the
+ * operations of hone_layer_ops over its own buffers: the CPU forward pass (engine/forward.c),
+ * the CUDA backend (engine/cuda_backend.c) and the profiler's cost model (profiler/profile.c),
+ * and hone_layers_run calls them in the model's order:
+ *   x = embed(tokens)
+ *   per layer: h = rmsnorm(x); q,k,v = h Wq,Wk,Wv (+ biases); rope(q), rope(k); store k, v;
+ *              att = attention(q); x += att Wo; h = rmsnorm(x); x += swiglu(h Wg, h Wu) Wd
+ *   the rows whose logits are wanted: logits = rmsnorm(x) Wout */
+#ifndef HONE_LAYERS_H
+#define HONE_LAYERS_H
+
+#include <stdint.h>
+
+#include "model.h"
+
+/* The activation buffers an executor owns, by role; each holds one row per token of a piece. */
+typedef enum {
+    HONE_ACT_X,      /* [n][dim] the residual stream */
+    HONE_ACT_H,      /* [n][dim] normalised */
+    HONE_ACT_Q,      /* [n][n_heads * head_dim] */
+    HONE_ACT_K,      /* [n][n_kv_heads * head_dim] */
+    HONE_ACT_V,      /* [n][n_kv_heads * head_dim] */
+    HONE_ACT_ATT,    /* [n][n_heads * head_dim] attention output */
+    HONE_ACT_PROJ,   /* [n][dim] output projections */
+    HONE_ACT_GATE,   /* [n][ffn] */
+    HONE_ACT_UP,     /* [n][ffn] */
+    HONE_ACT_LOGITS  /* [rows][n_vocab] the wanted rows' logits */
+} hone_act;
+
+/* The weights, by role: hone_layers_weight(m, layer, HONE_W_Q) is layer's Wq; the
+ * model-wide ones (embedding, output norm and head) ignore the layer. */
+typedef enum {
+    HONE_W_TOK_EMBD,
+    HONE_W_ATTN_NORM, HONE_W_Q, HONE_W_K, HONE_W_V, HONE_W_BQ, HONE_W_BK, HONE_W_BV, HONE_W_O,
+    HONE_W_FFN_NORM, HONE_W_GATE, HONE_W_UP, HONE_W_DOWN,
+    HONE_W_OUTPUT_NORM, HONE_W_OUTPUT
+} hone_wsel;
+
+const hone_weight *hone_layers_weight(const hone_model *m, int64_t layer, hone_wsel w);
+
+/* One executor: every operation returns 0 or a negative HONE_E* code, which stops the run.
+ * n is the piece's token count; layer and w name a weight for hone_layers_weight. */
+typedef struct {
+    int (*embed)(void *ctx, hone_act out, int64_t n);
+    int (*rmsnorm)(void *ctx, hone_act y, hone_act x, int64_t layer, hone_wsel w, int64_t n);
+    int (*matmul)(void *ctx, hone_act y, int64_t layer, hone_wsel w, hone_act x, int64_t n);
+    /* adds bias row w to each of n rows of y (only called where the model has the bias) */
+    int (*bias)(void *ctx, hone_act y, int64_t layer, hone_wsel w, int64_t n);
+    int (*rope)(void *ctx, hone_act x, int64_t n, int64_t heads);
+    int (*store_kv)(void *ctx, int64_t layer, int64_t n);   /* k, v rows into the cache */
+    int (*attention)(void *ctx, int64_t layer, int64_t n);  /* att from q and the cache */
+    int (*add)(void *ctx, hone_act y, hone_act a, hone_act b, int64_t elems);
+    int (*swiglu)(void *ctx, hone_act out, hone_act gate, hone_act up, int64_t elems);
+    /* Makes the x rows whose logits are wanted the first rows the next rmsnorm reads; returns
+     * their count (0: none, the run ends) or a negative HONE_E* code. */
+    int64_t (*gather)(void *ctx, int64_t n);
+} hone_layer_ops;
+
+/* Runs the sequence for a piece of n tokens. */
+int hone_layers_run(const hone_model *m, const hone_layer_ops *ops, void *ctx, int64_t n);
+
+#endif
