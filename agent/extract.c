@@ -9,30 +9,12 @@
 
 #include "engine/error.h"
 
-/* Parameter types of each CPU slot, normalised as norm_params() produces them. */
-static const char *const cpu_sigs[HONE_SLOT_COUNT] = {
-    [HONE_SLOT_EMBED] = "float *,const void *,int32_t,const int32_t *,int64_t,int64_t,int,int",
-    [HONE_SLOT_RMSNORM] = "float *,const float *,const float *,int64_t,int64_t,float,int,int",
-#define MV "float *,const void *,const float *,int64_t,int64_t,int,int"
-#define MM "float *,const void *,const float *,int64_t,int64_t,int64_t,int,int"
-    [HONE_SLOT_MATVEC_F32] = MV, [HONE_SLOT_MATVEC_F16] = MV, [HONE_SLOT_MATVEC_BF16] = MV,
-    [HONE_SLOT_MATVEC_Q8_0] = MV, [HONE_SLOT_MATVEC_Q4_0] = MV, [HONE_SLOT_MATVEC_Q4_1] = MV,
-    [HONE_SLOT_MATMUL_F32] = MM, [HONE_SLOT_MATMUL_F16] = MM, [HONE_SLOT_MATMUL_BF16] = MM,
-    [HONE_SLOT_MATMUL_Q8_0] = MM, [HONE_SLOT_MATMUL_Q4_0] = MM, [HONE_SLOT_MATMUL_Q4_1] = MM,
-#undef MV
-#undef MM
-    [HONE_SLOT_ROPE] = "float *,const int32_t *,int64_t,int64_t,int64_t,int64_t,float,int32_t,int,int",
-    [HONE_SLOT_ATTENTION_DECODE] = "float *,const float *,const float *,const float *,const int32_t *,"
-                                   "int64_t,int64_t,int64_t,int64_t,int64_t,float,float *,int,int",
-    [HONE_SLOT_ATTENTION_PREFILL] = "float *,const float *,const float *,const float *,const int32_t *,"
-                                    "int64_t,int64_t,int64_t,int64_t,int64_t,int64_t,float,float *,int,int",
-    [HONE_SLOT_SWIGLU] = "float *,const float *,const float *,int64_t,int,int",
-    [HONE_SLOT_ADD] = "float *,const float *,const float *,int64_t,int,int",
-};
-
-const char *hone_extract_cpu_signature(hone_slot_id slot)
+/* The parameter types of a CPU slot from its descriptor, as norm_params() produces them. */
+const char *hone_extract_cpu_signature(int slot)
 {
-    return (unsigned)slot < HONE_SLOT_COUNT ? cpu_sigs[slot] : "";
+    static _Thread_local char buf[512];
+    hone_slots_param_types(slot, buf, (int)sizeof buf);
+    return buf;
 }
 
 void hone_extract_entry(hone_slot_id slot, const char *backend, char *buf, int cap)
@@ -178,10 +160,10 @@ int hone_extract_code(const char *reply, hone_slot_id slot, const char *backend,
         hone_error_set(HONE_EINVAL, "no code block defines %s(...) { ... }", entry);
         return 0;
     }
-    if (strcmp(backend, "cuda") != 0 && strcmp(sig, cpu_sigs[slot]) != 0) {
+    const char *want = hone_extract_cpu_signature(slot);
+    if (strcmp(backend, "cuda") != 0 && strcmp(sig, want) != 0) {
         *status = HONE_EXTRACT_BAD_SIGNATURE;
-        hone_error_set(HONE_EINVAL, "%s has parameters (%s); the slot's are (%s)", entry, sig,
-                       cpu_sigs[slot]);
+        hone_error_set(HONE_EINVAL, "%s has parameters (%s); the slot's are (%s)", entry, sig, want);
         return 0;
     }
     if (!(*out_code = strndup(best, best_len))) return hone_error_set(HONE_ENOMEM, "out of memory");

@@ -18,7 +18,7 @@ typedef enum {
 void hone_extract_entry(hone_slot_id slot, const char *backend, char *buf, int cap);
 
 /* The parameter types of the CPU slot's signature, normalised ("float *,const void *,..."). */
-const char *hone_extract_cpu_signature(hone_slot_id slot);
+const char *hone_extract_cpu_signature(int slot);
 
 /* Finds the code block of reply that defines the entry point (```c, ```cpp, ```cuda or a
  * bare ``` fence; the last such block wins, as models often correct themselves) and, for the

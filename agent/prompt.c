@@ -1,5 +1,6 @@
-/* Prompt assembly from the source tree: the contract is read from engine/slots.h itself, so
- * the prompt and the code cannot drift apart. */
+/* Prompt assembly: the contract comes from the slot's descriptor (engine/slots.h), the
+ * incumbent and its helpers from the kernels tree, so the prompt and the code cannot drift
+ * apart. */
 #include "prompt.h"
 
 #include <stdio.h>
@@ -21,64 +22,61 @@ static char *slurp(const char *path)
     return hone_file_read(path, &s, NULL) ? NULL : s;
 }
 
-/* The typedef name of a slot's function type in engine/slots.h. */
-static const char *typedef_name(hone_slot_id slot)
+static const char *role_text(hone_slot_role r)
 {
-    if (slot >= HONE_SLOT_MATVEC_F32 && slot <= HONE_SLOT_MATVEC_Q4_1) return "hone_slot_matvec_fn";
-    if (slot >= HONE_SLOT_MATMUL_F32 && slot <= HONE_SLOT_MATMUL_Q4_1) return "hone_slot_matmul_fn";
-    switch (slot) {
-    case HONE_SLOT_EMBED: return "hone_slot_embed_fn";
-    case HONE_SLOT_RMSNORM: return "hone_slot_rmsnorm_fn";
-    case HONE_SLOT_ROPE: return "hone_slot_rope_fn";
-    case HONE_SLOT_ATTENTION_DECODE: return "hone_slot_attention_decode_fn";
-    case HONE_SLOT_ATTENTION_PREFILL: return "hone_slot_attention_prefill_fn";
-    case HONE_SLOT_SWIGLU: return "hone_slot_swiglu_fn";
-    case HONE_SLOT_ADD: return "hone_slot_add_fn";
-    default: return NULL;
+    switch (r) {
+    case HONE_SLOT_ARG_OUT: return "output (write every element of your share)";
+    case HONE_SLOT_ARG_INOUT: return "input and output (updated in place)";
+    case HONE_SLOT_ARG_IN: return "input activations (f32, never written)";
+    case HONE_SLOT_ARG_NORM: return "norm weights (f32, never written)";
+    case HONE_SLOT_ARG_WEIGHT: return "weights of the slot's dtype (GGUF rows, never written)";
+    case HONE_SLOT_ARG_INDEX: return "int32 ids / positions";
+    case HONE_SLOT_ARG_KV: return "paged cache (f32, never written)";
+    case HONE_SLOT_ARG_BLOCKS: return "int32 block table";
+    case HONE_SLOT_ARG_SCRATCH: return "this share's own workspace (f32)";
+    case HONE_SLOT_ARG_DIM: return "dimension";
+    case HONE_SLOT_ARG_DTYPE: return "weight dtype";
+    default: return "parameter";
     }
 }
 
-char *hone_prompt_contract(const char *source_dir, hone_slot_id slot)
+/* "[rows][cols]" from a dims list. */
+static void dims_text(const hone_slot_desc *d, const int8_t *l, char *buf, size_t cap)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/engine/slots.h", source_dir ? source_dir : HONE_SOURCE_DIR);
-    char *h = slurp(path);
-    const char *td = typedef_name(slot);
-    if (!h || !td) {
-        free(h);
-        return NULL;
+    size_t n = 0;
+    buf[0] = 0;
+    for (int i = 0; i < 5 && l[i] != HONE_SLOT_END && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "[%s]", d->dims[l[i]]);
+}
+
+char *hone_prompt_contract(int slot)
+{
+    const hone_slot_desc *d = hone_slots_desc(slot);
+    if (!d) return NULL;
+    char *out = NULL, sh[96];
+    size_t len = 0;
+    FILE *m = open_memstream(&out, &len);
+    if (!m) return NULL;
+    fprintf(m, "/* %s */\n\n", hone_slots_rules);
+    fprintf(m, "/* %s", d->name);
+    if (d->dtype >= 0) fprintf(m, " (weights %s)", hone_dtype_name(d->dtype));
+    fprintf(m, ": %s\n * Arguments:\n", d->math);
+    for (int a = 0; a < d->n_args; a++) {
+        const hone_slot_arg *g = &d->args[a];
+        int tensor = g->role != HONE_SLOT_ARG_DIM && g->role != HONE_SLOT_ARG_DTYPE &&
+                     g->role != HONE_SLOT_ARG_F32 && g->role != HONE_SLOT_ARG_I32;
+        if (tensor) dims_text(d, g->dims, sh, sizeof sh);
+        else sh[0] = 0;
+        fprintf(m, " *   %-12s %s%s%s\n", g->name, role_text(g->role), tensor ? " " : "", sh);
     }
-    char needle[96];
-    snprintf(needle, sizeof needle, "(*%s)", td);
-    char *at = strstr(h, needle);
-    char *out = NULL;
-    if (at) {
-        /* back to the start of "typedef", then to the comment above it */
-        char *start = at;
-        while (start > h && strncmp(start, "typedef", 7)) start--;
-        char *c = start;
-        while (c > h && (c[-1] == '\n' || c[-1] == ' ')) c--;
-        if (c - h >= 2 && !strncmp(c - 2, "*/", 2)) {
-            char *open = c - 2;
-            while (open > h && strncmp(open, "/*", 2)) open--;
-            start = open;
-        }
-        char *end = strchr(at, ';');
-        if (end) out = strndup(start, (size_t)(end + 1 - start));
-    }
-    /* the rules block at the top of the header applies to every slot */
-    char *rules_start = strstr(h, "Rules every CPU slot");
-    char *rules_end = rules_start ? strstr(rules_start, "*/") : NULL;
-    if (out && rules_start && rules_end) {
-        size_t n = strlen(out) + (size_t)(rules_end - rules_start) + 64;
-        char *both = malloc(n);
-        if (both) {
-            snprintf(both, n, "/* %.*s*/\n\n%s", (int)(rules_end - rules_start), rules_start, out);
-            free(out);
-            out = both;
-        }
-    }
-    free(h);
+    dims_text(d, d->share_units, sh, sizeof sh);
+    fprintf(m, " * Share: ith of nth takes its part of the units %s of the output. */\n", sh);
+    char proto[1024];
+    hone_slots_prototype(slot, proto, sizeof proto);
+    const char *params = strchr(proto, '('); /* "void hone_cpu_x(...)" as the slot's typedef */
+    if (d->fn_type) fprintf(m, "typedef void (*%s)%s;\n", d->fn_type, params ? params : "()");
+    else fprintf(m, "typedef void (*hone_slot_%s_fn)%s;\n", d->name, params ? params : "()");
+    fclose(m);
     return out;
 }
 
@@ -161,12 +159,11 @@ int hone_prompt_build(const hone_prompt_opts *o, char **out_system, char **out_u
     if (!incumbent) return hone_error_set(HONE_EIO, "cannot read the incumbent %s", path);
     snprintf(path, sizeof path, "%s/kernels/%s/common.%s", dir, cuda ? "cuda" : "cpu", cuda ? "cuh" : "h");
     char *common = slurp(path);
-    char *contract = hone_prompt_contract(dir, o->slot);
+    char *contract = hone_prompt_contract(o->slot);
     if (!contract) {
         free(incumbent);
         free(common);
-        return hone_error_set(HONE_EIO, "cannot read the contract of %s from %s/engine/slots.h",
-                              hone_slots_name(o->slot), dir);
+        return hone_error_set(HONE_ENOMEM, "no contract for slot %d", (int)o->slot);
     }
     /* assemble the user message in an open_memstream */
     char *user = NULL;

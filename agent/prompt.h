@@ -26,11 +26,13 @@ typedef struct {
 #define HONE_PROMPT_OPTS_INIT {HONE_SLOT_MATVEC_Q4_1, "cpu", NULL, NULL, NULL, NULL, 0, NULL}
 
 /* Builds the system and user messages (both malloc'd). Errors: HONE_EIO if the incumbent
- * source or engine/slots.h cannot be read. */
+ * source cannot be read. */
 int hone_prompt_build(const hone_prompt_opts *o, char **out_system, char **out_user);
 
-/* The comment and typedef of the slot in engine/slots.h (malloc'd), or NULL. */
-char *hone_prompt_contract(const char *source_dir, hone_slot_id slot);
+/* The slot's contract from its descriptor (malloc'd), or NULL for an unknown slot: the rules
+ * every slot obeys, the math, each argument's role and shape, the share axis, and the typedef
+ * of its function. */
+char *hone_prompt_contract(int slot);
 
 /* A one-line description of this CPU: model name, online CPUs, SIMD features. */
 void hone_prompt_cpu_device(char *buf, int cap);

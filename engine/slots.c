@@ -31,6 +31,16 @@ void hone_cpu_attention_prefill(float *, const float *, const float *, const flo
 void hone_cpu_swiglu(float *, const float *, const float *, int64_t, int, int);
 void hone_cpu_add(float *, const float *, const float *, int64_t, int, int);
 
+const char hone_slots_rules[] =
+    "Rules every CPU slot function obeys (baselines and candidates alike):\n"
+    " - it computes the share `ith` of `nth` (0 <= ith < nth) of its output, and the shares\n"
+    "   together cover the output exactly once; it never creates threads or allocates;\n"
+    " - each output element is computed by one fixed sequence of f32 operations that does not\n"
+    "   depend on nth, ith, or on the batch size n: so threading and batching change no bit;\n"
+    " - inputs are never written (except the in-place slots rope and rmsnorm with y == x);\n"
+    " - all tensors are dense row-major with the shapes given in brackets; weight matrices are\n"
+    "   GGUF rows: W[rows][cols] of the weight dtype (block formats: cols / 32 blocks per row).\n";
+
 /* ---- generic callers, one per signature ---------------------------------------------- */
 
 static void invoke_embed(void *fn, const hone_slot_value *v, int ith, int nth)

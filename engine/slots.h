@@ -22,6 +22,9 @@
 #include "dtype.h"
 #include "model.h"
 
+/* The rules above, as the prompt gives them to an LLM (one text). */
+extern const char hone_slots_rules[];
+
 /* ---- the C signatures ------------------------------------------------------------------ */
 
 /* out[n][dim] = table[ids[i]][:] dequantised to f32 (exactly). Share: rows of out. */

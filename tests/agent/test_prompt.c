@@ -39,7 +39,7 @@ static void test_cpu_prompt(void)
     free(user);
     /* every slot has a contract */
     for (int s = 0; s < HONE_SLOT_COUNT; s++) {
-        char *c = hone_prompt_contract(NULL, (hone_slot_id)s);
+        char *c = hone_prompt_contract(s);
         CHECK_MSG(c && strstr(c, "typedef void"), "%s", hone_slots_name((hone_slot_id)s));
         free(c);
     }
