@@ -29,9 +29,9 @@
 extern char **environ;
 
 struct hone_kernel_loader {
-    void *handle[HONE_SLOT_COUNT];          /* dlopen handles of installed kernels */
-    hone_kernel_state state[HONE_SLOT_COUNT];
-    char *detail[HONE_SLOT_COUNT];          /* refusal reason / shared object path */
+    void *handle[HONE_SLOT_MAX];          /* dlopen handles of installed kernels */
+    hone_kernel_state state[HONE_SLOT_MAX];
+    char *detail[HONE_SLOT_MAX];          /* refusal reason / shared object path */
 };
 
 /* ---- files ------------------------------------------------------------------------------------ */
@@ -201,363 +201,95 @@ int hone_kernel_loader_compile(char *so_path, size_t cap, const char *src_path,
 
 /* ---- the self-check ------------------------------------------------------------------------ */
 
-typedef struct {
-    int64_t dim, ffn, n_heads, n_kv_heads, head_dim, n_rot;
-    float rope_base, eps;
-    int neox;
-} shapes;
-
-static shapes model_shapes(const hone_kernel_loader_opts *o)
-{
-    shapes s = {64, 160, 4, 2, 16, 16, 10000.0f, 1e-5f, 0};
-    if (o && o->model) {
-        const hone_hparams *hp = hone_model_hparams(o->model);
-        s.dim = hp->dim;
-        s.ffn = hp->ffn;
-        s.n_heads = hp->n_heads;
-        s.n_kv_heads = hp->n_kv_heads;
-        s.head_dim = hp->head_dim;
-        s.n_rot = hp->n_rot;
-        s.rope_base = hp->rope_base;
-        s.eps = hp->norm_eps;
-        s.neox = hp->rope_neox;
-    }
-    return s;
-}
-
-typedef struct { uint64_t s; } rng;
-
-static uint64_t rng_next(rng *r)
-{
-    r->s ^= r->s << 13;
-    r->s ^= r->s >> 7;
-    r->s ^= r->s << 17;
-    return r->s;
-}
-
-static float rng_uniform(rng *r) /* [-1, 1) */
-{
-    return (float)((double)(rng_next(r) >> 11) * (2.0 / 9007199254740992.0) - 1.0);
-}
-
-/* One slot call's inputs; unused fields stay 0. */
-typedef struct {
-    hone_slot_id id;
-    int32_t dtype;
-    int64_t n, rows, cols, heads, kv_heads, head_dim, n_rot, n_kv, block_size, pos0;
-    float eps, base, scale;
-    int32_t neox;
-    void *W;
-    float *x, *w, *a, *b, *k, *v, *scratch;
-    int32_t *ids, *pos, *table;
-    int64_t out_n;
-    char desc[160];
-} kcase;
-
-static void kcase_free(kcase *c)
-{
-    free(c->W); free(c->x); free(c->w); free(c->a); free(c->b); free(c->k); free(c->v);
-    free(c->scratch); free(c->ids); free(c->pos); free(c->table);
-}
-
-static float *rand_f32(rng *r, int64_t n, float scale)
-{
-    float *p = malloc((size_t)(n > 0 ? n : 1) * sizeof *p);
-    if (p)
-        for (int64_t i = 0; i < n; i++) p[i] = rng_uniform(r) * scale;
-    return p;
-}
-
-/* Random weights W[rows][cols] of dtype: values in [-1, 1], small block scales. */
-static void *rand_weights(rng *r, int32_t dt, int64_t rows, int64_t cols)
-{
-    size_t bytes = (size_t)(rows * hone_dtype_row_bytes(dt, cols));
-    uint8_t *p = malloc(bytes ? bytes : 1);
-    if (!p) return NULL;
-    int64_t nv = rows * cols, nb = nv / HONE_QK;
-    switch (dt) {
-    case HONE_DTYPE_F32:
-        for (int64_t i = 0; i < nv; i++) ((float *)p)[i] = rng_uniform(r);
-        break;
-    case HONE_DTYPE_F16:
-        for (int64_t i = 0; i < nv; i++) ((uint16_t *)p)[i] = hone_f32_to_fp16(rng_uniform(r));
-        break;
-    case HONE_DTYPE_BF16:
-        for (int64_t i = 0; i < nv; i++) ((uint16_t *)p)[i] = hone_f32_to_bf16(rng_uniform(r));
-        break;
-    case HONE_DTYPE_Q8_0:
-        for (int64_t i = 0; i < nb; i++) {
-            hone_block_q8_0 *bl = (hone_block_q8_0 *)p + i;
-            bl->d = hone_f32_to_fp16(0.004f + 0.004f * fabsf(rng_uniform(r)));
-            for (int j = 0; j < 32; j++) bl->qs[j] = (int8_t)((int)(rng_next(r) % 255) - 127);
-        }
-        break;
-    case HONE_DTYPE_Q4_0:
-        for (int64_t i = 0; i < nb; i++) {
-            hone_block_q4_0 *bl = (hone_block_q4_0 *)p + i;
-            bl->d = hone_f32_to_fp16(0.05f + 0.05f * fabsf(rng_uniform(r)));
-            for (int j = 0; j < 16; j++) bl->qs[j] = (uint8_t)rng_next(r);
-        }
-        break;
-    case HONE_DTYPE_Q4_1:
-        for (int64_t i = 0; i < nb; i++) {
-            hone_block_q4_1 *bl = (hone_block_q4_1 *)p + i;
-            bl->d = hone_f32_to_fp16(0.05f + 0.05f * fabsf(rng_uniform(r)));
-            bl->m = hone_f32_to_fp16(-0.5f * fabsf(rng_uniform(r)));
-            for (int j = 0; j < 16; j++) bl->qs[j] = (uint8_t)rng_next(r);
-        }
-        break;
-    default:
-        memset(p, 0, bytes);
-    }
-    return p;
-}
-
-static void call_slot(const kcase *c, void *fn, float *out, int ith, int nth)
-{
-    switch (c->id) {
-    case HONE_SLOT_EMBED:
-        ((hone_slot_embed_fn)fn)(out, c->W, c->dtype, c->ids, c->n, c->cols, ith, nth);
-        break;
-    case HONE_SLOT_RMSNORM:
-        ((hone_slot_rmsnorm_fn)fn)(out, c->x, c->w, c->n, c->cols, c->eps, ith, nth);
-        break;
-    case HONE_SLOT_ROPE:
-        ((hone_slot_rope_fn)fn)(out, c->pos, c->n, c->heads, c->head_dim, c->n_rot, c->base, c->neox,
-                                ith, nth);
-        break;
-    case HONE_SLOT_ATTENTION_DECODE:
-        ((hone_slot_attention_decode_fn)fn)(out, c->x, c->k, c->v, c->table, c->n_kv, c->block_size,
-                                            c->heads, c->kv_heads, c->head_dim, c->scale, c->scratch,
-                                            ith, nth);
-        break;
-    case HONE_SLOT_ATTENTION_PREFILL:
-        ((hone_slot_attention_prefill_fn)fn)(out, c->x, c->k, c->v, c->table, c->n, c->pos0,
-                                             c->block_size, c->heads, c->kv_heads, c->head_dim,
-                                             c->scale, c->scratch, ith, nth);
-        break;
-    case HONE_SLOT_SWIGLU:
-        ((hone_slot_swiglu_fn)fn)(out, c->a, c->b, c->n, ith, nth);
-        break;
-    case HONE_SLOT_ADD:
-        ((hone_slot_add_fn)fn)(out, c->a, c->b, c->n, ith, nth);
-        break;
-    default:
-        if (c->id >= HONE_SLOT_MATVEC_F32 && c->id <= HONE_SLOT_MATVEC_Q4_1)
-            ((hone_slot_matvec_fn)fn)(out, c->W, c->x, c->rows, c->cols, ith, nth);
-        else if (c->id >= HONE_SLOT_MATMUL_F32 && c->id <= HONE_SLOT_MATMUL_Q4_1)
-            ((hone_slot_matmul_fn)fn)(out, c->W, c->x, c->n, c->rows, c->cols, ith, nth);
-        break;
-    }
-}
-
-/* Output before the call: the input for in-place rope, NaN poison otherwise. */
-static void prepare(const kcase *c, float *out)
-{
-    if (c->id == HONE_SLOT_ROPE) memcpy(out, c->x, (size_t)c->out_n * sizeof *out);
-    else
-        for (int64_t i = 0; i < c->out_n; i++) out[i] = NAN;
-}
-
-static const int32_t mat_dtypes[6] = {HONE_DTYPE_F32, HONE_DTYPE_F16, HONE_DTYPE_BF16,
-                                      HONE_DTYPE_Q8_0, HONE_DTYPE_Q4_0, HONE_DTYPE_Q4_1};
-
-static int32_t slot_dtype(hone_slot_id id)
-{
-    for (int i = 0; i < 6; i++)
-        if (hone_slots_matvec_id(mat_dtypes[i]) == (int)id || hone_slots_matmul_id(mat_dtypes[i]) == (int)id)
-            return mat_dtypes[i];
-    return -1;
-}
-
-/* Builds case number `which` of slot id; 0 ok, 1 no such case (end of the list), < 0 error. */
-static int make_case(kcase *c, hone_slot_id id, int which, const shapes *s, rng *r)
-{
-    memset(c, 0, sizeof *c);
-    c->id = id;
-    const char *name = hone_slots_name(id);
-    int32_t dt = slot_dtype(id);
-    if (dt >= 0) {
-        int64_t bs = hone_dtype_block_size(dt);
-        int64_t cap_rows = 48;
-        int64_t shp[5][2] = {{s->ffn < cap_rows ? s->ffn : cap_rows, s->dim},
-                             {s->dim < cap_rows ? s->dim : cap_rows, s->ffn},
-                             {1, 32},
-                             {7, 96},
-                             {5, 35}};
-        int is_mm = id >= HONE_SLOT_MATMUL_F32;
-        int n_shapes = 5;
-        if (which >= n_shapes + is_mm) return 1;
-        int si = which < n_shapes ? which : 0;
-        if (shp[si][1] % bs) { /* block formats need whole blocks: an odd shape is not in scope */
-            shp[si][1] = 64;
-        }
-        c->dtype = dt;
-        c->rows = shp[si][0];
-        c->cols = shp[si][1];
-        c->n = is_mm ? (which < n_shapes ? 5 : 1) : 1;
-        c->W = rand_weights(r, dt, c->rows, c->cols);
-        c->x = rand_f32(r, c->n * c->cols, 1.0f);
-        c->out_n = c->n * c->rows;
-        if (is_mm)
-            snprintf(c->desc, sizeof c->desc, "%s n=%lld rows=%lld cols=%lld", name, (long long)c->n,
-                     (long long)c->rows, (long long)c->cols);
-        else
-            snprintf(c->desc, sizeof c->desc, "%s rows=%lld cols=%lld", name, (long long)c->rows,
-                     (long long)c->cols);
-        return c->W && c->x ? 0 : hone_error_set(HONE_ENOMEM, "out of memory");
-    }
-    switch (id) {
-    case HONE_SLOT_EMBED: {
-        if (which >= 6) return 1;
-        c->dtype = mat_dtypes[which];
-        c->cols = s->dim % 32 ? 64 : s->dim;
-        c->n = 5;
-        int64_t vocab = 37;
-        c->W = rand_weights(r, c->dtype, vocab, c->cols);
-        c->ids = malloc(5 * sizeof *c->ids);
-        if (c->ids)
-            for (int i = 0; i < 5; i++) c->ids[i] = (int32_t)(rng_next(r) % (uint64_t)vocab);
-        c->out_n = c->n * c->cols;
-        snprintf(c->desc, sizeof c->desc, "embed %s n=5 dim=%lld", hone_dtype_name(c->dtype),
-                 (long long)c->cols);
-        return c->W && c->ids ? 0 : hone_error_set(HONE_ENOMEM, "out of memory");
-    }
-    case HONE_SLOT_RMSNORM:
-        if (which >= 2) return 1;
-        c->n = which ? 2 : 3;
-        c->cols = which ? 35 : s->dim;
-        c->eps = s->eps;
-        c->x = rand_f32(r, c->n * c->cols, 2.0f);
-        c->w = rand_f32(r, c->cols, 1.0f);
-        c->out_n = c->n * c->cols;
-        snprintf(c->desc, sizeof c->desc, "rmsnorm n=%lld dim=%lld", (long long)c->n, (long long)c->cols);
-        return c->x && c->w ? 0 : hone_error_set(HONE_ENOMEM, "out of memory");
-    case HONE_SLOT_ROPE:
-        if (which >= 3) return 1;
-        c->n = which == 2 ? 2 : 3;
-        c->heads = which == 2 ? 3 : s->n_heads;
-        c->head_dim = which == 2 ? 10 : s->head_dim;
-        c->n_rot = which == 2 ? 6 : s->n_rot;
-        c->neox = which == 1 ? !s->neox : s->neox;
-        c->base = s->rope_base;
-        c->x = rand_f32(r, c->n * c->heads * c->head_dim, 1.0f);
-        c->pos = malloc((size_t)c->n * sizeof *c->pos);
-        if (c->pos)
-            for (int64_t i = 0; i < c->n; i++) c->pos[i] = (int32_t)(rng_next(r) % 1000);
-        c->out_n = c->n * c->heads * c->head_dim;
-        snprintf(c->desc, sizeof c->desc, "rope n=%lld heads=%lld head_dim=%lld n_rot=%lld %s",
-                 (long long)c->n, (long long)c->heads, (long long)c->head_dim, (long long)c->n_rot,
-                 c->neox ? "neox" : "normal");
-        return c->x && c->pos ? 0 : hone_error_set(HONE_ENOMEM, "out of memory");
-    case HONE_SLOT_ATTENTION_DECODE:
-    case HONE_SLOT_ATTENTION_PREFILL: {
-        if (which >= 2) return 1;
-        int prefill = id == HONE_SLOT_ATTENTION_PREFILL;
-        c->heads = s->n_heads;
-        c->kv_heads = s->n_kv_heads;
-        c->head_dim = s->head_dim;
-        c->block_size = 16;
-        c->scale = (float)(1.0 / sqrt((double)c->head_dim));
-        c->n = prefill ? (which ? 4 : 3) : 1;
-        c->pos0 = prefill ? (which ? 0 : 34) : 0;
-        c->n_kv = prefill ? c->pos0 + c->n : (which ? 1 : 37);
-        int64_t nblk = (c->n_kv + c->block_size - 1) / c->block_size;
-        int64_t per_blk = c->block_size * c->kv_heads * c->head_dim;
-        c->k = rand_f32(r, nblk * per_blk, 1.0f);
-        c->v = rand_f32(r, nblk * per_blk, 1.0f);
-        c->table = malloc((size_t)nblk * sizeof *c->table);
-        if (c->table) /* blocks in reverse order: the kernel must follow the table */
-            for (int64_t i = 0; i < nblk; i++) c->table[i] = (int32_t)(nblk - 1 - i);
-        c->x = rand_f32(r, c->n * c->heads * c->head_dim, 1.0f);
-        c->scratch = malloc((size_t)(c->n_kv + 1) * sizeof *c->scratch);
-        c->out_n = c->n * c->heads * c->head_dim;
-        snprintf(c->desc, sizeof c->desc, "%s n=%lld keys=%lld heads=%lld/%lld head_dim=%lld", name,
-                 (long long)c->n, (long long)c->n_kv, (long long)c->heads, (long long)c->kv_heads,
-                 (long long)c->head_dim);
-        return c->k && c->v && c->table && c->x && c->scratch ? 0
-                                                               : hone_error_set(HONE_ENOMEM, "out of memory");
-    }
-    case HONE_SLOT_SWIGLU:
-    case HONE_SLOT_ADD:
-        if (which >= 2) return 1;
-        c->n = which ? 37 : s->ffn;
-        c->a = rand_f32(r, c->n, 4.0f);
-        c->b = rand_f32(r, c->n, 2.0f);
-        c->out_n = c->n;
-        snprintf(c->desc, sizeof c->desc, "%s n=%lld", name, (long long)c->n);
-        return c->a && c->b ? 0 : hone_error_set(HONE_ENOMEM, "out of memory");
-    default:
-        return hone_error_set(HONE_EINVAL, "no self-check for slot %d", (int)id);
-    }
-}
-
 /* 0 when cand is within tolerance of base everywhere; else an error naming the first element. */
-static int compare_outputs(const kcase *c, const float *cand, const float *base)
+static int compare_outputs(const char *desc, int64_t n, const float *cand, const float *base)
 {
     double ss = 0.0;
     int64_t nf = 0;
-    for (int64_t i = 0; i < c->out_n; i++)
+    for (int64_t i = 0; i < n; i++)
         if (isfinite(base[i])) { ss += (double)base[i] * base[i]; nf++; }
     double rms = nf ? sqrt(ss / (double)nf) : 0.0;
     const double rtol = 1e-4;
-    for (int64_t i = 0; i < c->out_n; i++) {
+    for (int64_t i = 0; i < n; i++) {
         double b = base[i], x = cand[i];
         if (!isfinite(b)) continue;
         if (isnan(x))
             return hone_error_set(HONE_EINVAL, "%s: output[%lld] is NaN (not written?), baseline %.9g",
-                                  c->desc, (long long)i, b);
+                                  desc, (long long)i, b);
         double tol = rtol * (fabs(b) + rms) + 1e-30;
         if (!(fabs(x - b) <= tol))
             return hone_error_set(HONE_EINVAL, "%s: output[%lld] = %.9g, baseline %.9g (|diff| %.3g > %.3g)",
-                                  c->desc, (long long)i, x, b, fabs(x - b), tol);
+                                  desc, (long long)i, x, b, fabs(x - b), tol);
     }
     return 0;
 }
 
-int hone_kernel_loader_check(hone_slot_id id, void *fn, const hone_kernel_loader_opts *opts)
+/* One call of fn into out (NaN first; an in-place output starts as its input). */
+static void call_into(const hone_slot_desc *d, const hone_slot_shape *s, void *fn, void *const *in,
+                      float *out, int64_t out_n, int out_arg, float *scratch, int nth)
 {
-    if ((unsigned)id >= HONE_SLOT_COUNT || !fn)
-        return hone_error_set(HONE_EINVAL, "self-check: bad slot or function");
-    hone_slot_table bt;
-    hone_slots_cpu_baseline(&bt);
-    void *base_fn = hone_slots_get(&bt, id);
-    shapes s = model_shapes(opts);
-    rng r = {0x9e3779b97f4a7c15ull ^ (uint64_t)id};
-    int rc = 0;
-    for (int which = 0;; which++) {
-        kcase c;
-        int mc = make_case(&c, id, which, &s, &r);
-        if (mc == 1) break;
-        float *ob = NULL, *oc = NULL, *os = NULL;
-        if (mc) { rc = mc; goto next; }
-        ob = malloc((size_t)c.out_n * sizeof *ob);
-        oc = malloc((size_t)c.out_n * sizeof *oc);
-        os = malloc((size_t)c.out_n * sizeof *os);
-        if (!ob || !oc || !os) { rc = hone_error_set(HONE_ENOMEM, "out of memory"); goto next; }
-        prepare(&c, ob);
-        call_slot(&c, base_fn, ob, 0, 1);
-        prepare(&c, oc);
-        call_slot(&c, fn, oc, 0, 1);
-        if ((rc = compare_outputs(&c, oc, ob))) goto next;
-        prepare(&c, os); /* the same work in 3 shares must give the same bits */
-        for (int ith = 0; ith < 3; ith++) call_slot(&c, fn, os, ith, 3);
-        for (int64_t i = 0; i < c.out_n; i++)
-            if (memcmp(&os[i], &oc[i], sizeof *os)) {
-                rc = hone_error_set(HONE_EINVAL,
-                                    "%s: output[%lld] is %.9g in 3 shares but %.9g in one: the result "
-                                    "depends on the thread split",
-                                    c.desc, (long long)i, os[i], oc[i]);
-                break;
-            }
-    next:
-        free(ob);
-        free(oc);
-        free(os);
-        kcase_free(&c);
-        if (rc) return rc;
+    if (d->args[out_arg].role == HONE_SLOT_ARG_INOUT) memcpy(out, in[out_arg], (size_t)out_n * 4);
+    else for (int64_t i = 0; i < out_n; i++) out[i] = NAN;
+    hone_slot_value v[HONE_SLOT_MAX_ARGS];
+    hone_slots_values(d, s, (const void *const *)in, out, scratch, v);
+    for (int ith = 0; ith < nth; ith++) d->invoke(fn, v, ith, nth);
+}
+
+/* Checks fn on one shape: inputs by the descriptor's roles, against the baseline, and the
+ * same work in 3 shares against one. */
+static int check_shape(const hone_slot_desc *d, void *fn, const hone_slot_shape *s, uint64_t *st)
+{
+    void *in[HONE_SLOT_MAX_ARGS] = {NULL};
+    float *ob = NULL, *oc = NULL, *os = NULL, *scratch = NULL;
+    int out_arg = hone_slots_out_arg(d), rc = 0;
+    int64_t out_n = hone_slots_arg_elems(d, out_arg, s), scratch_n = 1;
+    char desc[160];
+    hone_slots_shape_text(d, s, desc, (int)sizeof desc);
+    for (int a = 0; a < d->n_args; a++) {
+        if (d->args[a].role == HONE_SLOT_ARG_SCRATCH) scratch_n = hone_slots_arg_elems(d, a, s);
+        if (!hone_slots_arg_is_input(d->args[a].role)) continue;
+        if (!(in[a] = malloc((size_t)hone_slots_arg_bytes(d, a, s) + 64))) goto oom;
     }
-    return 0;
+    hone_slots_fill_inputs(d, s, in, st);
+    ob = malloc((size_t)out_n * 4);
+    oc = malloc((size_t)out_n * 4);
+    os = malloc((size_t)out_n * 4);
+    scratch = malloc((size_t)scratch_n * 4);
+    if (!ob || !oc || !os || !scratch) goto oom;
+    call_into(d, s, d->cpu_baseline, in, ob, out_n, out_arg, scratch, 1);
+    call_into(d, s, fn, in, oc, out_n, out_arg, scratch, 1);
+    if ((rc = compare_outputs(desc, out_n, oc, ob))) goto done;
+    call_into(d, s, fn, in, os, out_n, out_arg, scratch, 3);
+    for (int64_t i = 0; i < out_n; i++)
+        if (memcmp(&os[i], &oc[i], sizeof *os)) {
+            rc = hone_error_set(HONE_EINVAL, "%s: output[%lld] is %.9g in 3 shares but %.9g in one: "
+                                "the result depends on the thread split", desc, (long long)i, os[i], oc[i]);
+            break;
+        }
+    goto done;
+oom:
+    rc = hone_error_set(HONE_ENOMEM, "out of memory for the self-check of %s", desc);
+done:
+    for (int a = 0; a < d->n_args; a++) free(in[a]);
+    free(ob);
+    free(oc);
+    free(os);
+    free(scratch);
+    return rc;
+}
+
+int hone_kernel_loader_check(int id, void *fn, const hone_kernel_loader_opts *opts)
+{
+    const hone_slot_desc *d = hone_slots_desc(id);
+    if (!d || !fn || !d->shapes || !d->cpu_baseline)
+        return hone_error_set(HONE_EINVAL, "self-check: bad slot or function");
+    hone_slot_shape *shapes = malloc(sizeof *shapes * HONE_SLOT_MAX_SHAPES);
+    if (!shapes) return hone_error_set(HONE_ENOMEM, "out of memory");
+    int n = d->shapes(d, opts ? opts->model : NULL, shapes, HONE_SLOT_MAX_SHAPES), rc = 0;
+    uint64_t st = 0x9e3779b97f4a7c15ull ^ (uint64_t)id;
+    for (int i = 0; i < n && !rc; i++) rc = check_shape(d, fn, &shapes[i], &st);
+    free(shapes);
+    return rc;
 }
 
 /* ---- the loader ---------------------------------------------------------------------------- */
@@ -653,7 +385,7 @@ int hone_kernel_loader_new(hone_kernel_loader **out, hone_slot_table *t,
         if (hone_slots_from_name(name) < 0 && !o.quiet)
             fprintf(stderr, "hone: kernels: %s/%s ignored: '%s' is not a slot\n", dir, e->d_name, name);
     }
-    for (int i = 0; i < HONE_SLOT_COUNT; i++) {
+    for (int i = 0; i < hone_slots_count(); i++) {
         hone_slot_id id = (hone_slot_id)i;
         size_t na, nb;
         snprintf(path, sizeof path, "%s/%s.c", dir, hone_slots_name(id));
@@ -689,7 +421,7 @@ done:
 void hone_kernel_loader_free(hone_kernel_loader *l)
 {
     if (!l) return;
-    for (int i = 0; i < HONE_SLOT_COUNT; i++) {
+    for (int i = 0; i < hone_slots_count(); i++) {
         if (l->handle[i]) dlclose(l->handle[i]);
         free(l->detail[i]);
     }
@@ -699,23 +431,23 @@ void hone_kernel_loader_free(hone_kernel_loader *l)
 int hone_kernel_loader_n_installed(const hone_kernel_loader *l)
 {
     int n = 0;
-    for (int i = 0; l && i < HONE_SLOT_COUNT; i++) n += l->state[i] == HONE_KERNEL_INSTALLED;
+    for (int i = 0; l && i < hone_slots_count(); i++) n += l->state[i] == HONE_KERNEL_INSTALLED;
     return n;
 }
 
 int hone_kernel_loader_n_refused(const hone_kernel_loader *l)
 {
     int n = 0;
-    for (int i = 0; l && i < HONE_SLOT_COUNT; i++) n += l->state[i] == HONE_KERNEL_REFUSED;
+    for (int i = 0; l && i < hone_slots_count(); i++) n += l->state[i] == HONE_KERNEL_REFUSED;
     return n;
 }
 
 hone_kernel_state hone_kernel_loader_state(const hone_kernel_loader *l, hone_slot_id id)
 {
-    return l && (unsigned)id < HONE_SLOT_COUNT ? l->state[id] : HONE_KERNEL_BASELINE;
+    return l && id >= 0 && id < hone_slots_count() ? l->state[id] : HONE_KERNEL_BASELINE;
 }
 
 const char *hone_kernel_loader_detail(const hone_kernel_loader *l, hone_slot_id id)
 {
-    return l && (unsigned)id < HONE_SLOT_COUNT && l->detail[id] ? l->detail[id] : "";
+    return l && id >= 0 && id < hone_slots_count() && l->detail[id] ? l->detail[id] : "";
 }

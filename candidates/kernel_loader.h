@@ -62,10 +62,11 @@ const char *hone_kernel_loader_detail(const hone_kernel_loader *l, hone_slot_id 
 int hone_kernel_loader_compile(char *so_path, size_t cap, const char *src_path,
                                const hone_kernel_loader_opts *opts);
 
-/* Checks fn, a function with slot id's signature, against the baseline on random inputs of the
- * shapes of opts->model (plus odd ones): outputs NaN-free where the baseline's are, within a small
- * relative tolerance of them, and bitwise the same whether the work is split in shares or not.
+/* Checks fn, a function with slot id's signature, against the baseline on the slot descriptor's
+ * shape set for opts->model (its shapes, the reference and edge shapes), inputs made by the
+ * descriptor's roles: outputs NaN-free where the baseline's are, within a small relative
+ * tolerance of them, and bitwise the same whether the work is split in shares or not.
  * 0 if it passes; else an error saying where it differs. */
-int hone_kernel_loader_check(hone_slot_id id, void *fn, const hone_kernel_loader_opts *opts);
+int hone_kernel_loader_check(int id, void *fn, const hone_kernel_loader_opts *opts);
 
 #endif
