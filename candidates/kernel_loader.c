@@ -444,10 +444,10 @@ int hone_kernel_loader_n_refused(const hone_kernel_loader *l)
 
 hone_kernel_state hone_kernel_loader_state(const hone_kernel_loader *l, hone_slot_id id)
 {
-    return l && id >= 0 && id < hone_slots_count() ? l->state[id] : HONE_KERNEL_BASELINE;
+    return l && (int)id >= 0 && (int)id < hone_slots_count() ? l->state[id] : HONE_KERNEL_BASELINE;
 }
 
 const char *hone_kernel_loader_detail(const hone_kernel_loader *l, hone_slot_id id)
 {
-    return l && id >= 0 && id < hone_slots_count() && l->detail[id] ? l->detail[id] : "";
+    return l && (int)id >= 0 && (int)id < hone_slots_count() && l->detail[id] ? l->detail[id] : "";
 }
