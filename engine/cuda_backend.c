@@ -29,6 +29,7 @@
 #include "cuda.h"
 #include "cuda_kernels.h"
 #include "error.h"
+#include "layers.h"
 
 typedef struct {
     const void *data; /* device pointer (NULL: absent bias) */
@@ -76,6 +77,8 @@ typedef struct {
     int32_t *params_host; /* pinned; written only while the stream is idle */
     int64_t max_blocks;
     cudaGraphExec_t graph; /* the batch-1 decode step, once captured */
+    /* the piece being enqueued (enqueue_piece), for the layer operations */
+    int64_t piece_pos0, piece_out_rows, x_first;
     char desc[384];
 } cuda_backend;
 
@@ -205,46 +208,124 @@ static int op_attention(cuda_backend *b, int64_t layer, int64_t pos0, int64_t n)
     return k_launch(b, HONE_SLOT_ATTENTION_PREFILL, heads, n, args);
 }
 
+/* ---- the layer sequence's operations on the device (engine/layers.h) ---- */
+
+static float *act(cuda_backend *b, hone_act a)
+{
+    switch (a) {
+    case HONE_ACT_X: return b->x + b->x_first * b->hp.dim;
+    case HONE_ACT_H: return b->h;
+    case HONE_ACT_Q: return b->q;
+    case HONE_ACT_K: return b->k;
+    case HONE_ACT_V: return b->v;
+    case HONE_ACT_ATT: return b->att;
+    case HONE_ACT_PROJ: return b->proj;
+    case HONE_ACT_GATE: return b->gate;
+    case HONE_ACT_UP: return b->up;
+    default: return b->logits;
+    }
+}
+
+/* The device copy of the model weight (layer, w). */
+static const dweight *dw(const cuda_backend *b, int64_t layer, hone_wsel w)
+{
+    if (w == HONE_W_TOK_EMBD) return &b->tok_embd;
+    if (w == HONE_W_OUTPUT_NORM) return &b->output_norm;
+    if (w == HONE_W_OUTPUT) return &b->output;
+    const dlayer *L = &b->layers[layer];
+    switch (w) {
+    case HONE_W_ATTN_NORM: return &L->attn_norm;
+    case HONE_W_Q: return &L->wq;
+    case HONE_W_K: return &L->wk;
+    case HONE_W_V: return &L->wv;
+    case HONE_W_BQ: return &L->bq;
+    case HONE_W_BK: return &L->bk;
+    case HONE_W_BV: return &L->bv;
+    case HONE_W_O: return &L->wo;
+    case HONE_W_FFN_NORM: return &L->ffn_norm;
+    case HONE_W_GATE: return &L->w_gate;
+    case HONE_W_UP: return &L->w_up;
+    default: return &L->w_down;
+    }
+}
+
+static int dev_embed(void *p, hone_act out, int64_t n)
+{
+    cuda_backend *b = p;
+    return op_embed(b, act(b, out), &b->tok_embd, P_TOKENS(b), n);
+}
+
+static int dev_rmsnorm(void *p, hone_act y, hone_act x, int64_t layer, hone_wsel w, int64_t n)
+{
+    cuda_backend *b = p;
+    return op_rmsnorm(b, act(b, y), act(b, x), dw(b, layer, w), n);
+}
+
+static int dev_matmul(void *p, hone_act y, int64_t layer, hone_wsel w, hone_act x, int64_t n)
+{
+    cuda_backend *b = p;
+    return op_matmul(b, act(b, y), dw(b, layer, w), act(b, x), n);
+}
+
+static int dev_bias(void *p, hone_act y, int64_t layer, hone_wsel w, int64_t n)
+{
+    cuda_backend *b = p;
+    return op_bias(b, act(b, y), dw(b, layer, w), n);
+}
+
+static int dev_rope(void *p, hone_act x, int64_t n, int64_t heads)
+{
+    cuda_backend *b = p;
+    return op_rope(b, act(b, x), n, heads);
+}
+
+static int dev_store_kv(void *p, int64_t layer, int64_t n) { return op_kv_store(p, layer, n); }
+
+static int dev_attention(void *p, int64_t layer, int64_t n)
+{
+    cuda_backend *b = p;
+    return op_attention(b, layer, b->piece_pos0, n);
+}
+
+static int dev_add(void *p, hone_act y, hone_act a, hone_act c, int64_t elems)
+{
+    cuda_backend *b = p;
+    return op_add(b, act(b, y), act(b, a), act(b, c), elems);
+}
+
+static int dev_swiglu(void *p, hone_act out, hone_act g, hone_act u, int64_t elems)
+{
+    cuda_backend *b = p;
+    float *o = act(b, out), *gp = act(b, g), *up = act(b, u);
+    void *args[] = {&o, &gp, &up, &elems};
+    return k_launch(b, HONE_SLOT_SWIGLU, elems, 1, args);
+}
+
+/* The wanted rows are the piece's last out_rows: the final norm reads x from there. */
+static int64_t dev_gather(void *p, int64_t n)
+{
+    cuda_backend *b = p;
+    b->x_first = n - b->piece_out_rows;
+    return b->piece_out_rows;
+}
+
+static const hone_layer_ops cuda_ops = {
+    .embed = dev_embed, .rmsnorm = dev_rmsnorm, .matmul = dev_matmul, .bias = dev_bias,
+    .rope = dev_rope, .store_kv = dev_store_kv, .attention = dev_attention, .add = dev_add,
+    .swiglu = dev_swiglu, .gather = dev_gather,
+};
+
 /* Enqueues one piece of n tokens at positions pos0 .. pos0+n-1 (their params uploaded), the
- * sequence of forward.c; logits for the last `out_rows` rows (0, 1 or n) go to b->logits.
- * For n == 1 nothing here depends on pos0, which is what makes the decode graph reusable. */
+ * layer sequence of engine/layers.c; logits for the last `out_rows` rows (0, 1 or n) go to
+ * b->logits. For n == 1 nothing here depends on pos0, which is what makes the decode graph
+ * reusable. */
 static int enqueue_piece(cuda_backend *b, int64_t n, int64_t pos0, int64_t out_rows)
 {
-    const hone_hparams *hp = &b->hp;
-    int rc = 0;
-#define TRY(call) if ((rc = (call))) return rc
-    TRY(op_embed(b, b->x, &b->tok_embd, P_TOKENS(b), n));
-    for (int64_t l = 0; l < hp->n_layers; l++) {
-        const dlayer *L = &b->layers[l];
-        TRY(op_rmsnorm(b, b->h, b->x, &L->attn_norm, n));
-        TRY(op_matmul(b, b->q, &L->wq, b->h, n));
-        TRY(op_matmul(b, b->k, &L->wk, b->h, n));
-        TRY(op_matmul(b, b->v, &L->wv, b->h, n));
-        TRY(op_bias(b, b->q, &L->bq, n));
-        TRY(op_bias(b, b->k, &L->bk, n));
-        TRY(op_bias(b, b->v, &L->bv, n));
-        TRY(op_rope(b, b->q, n, hp->n_heads));
-        TRY(op_rope(b, b->k, n, hp->n_kv_heads));
-        TRY(op_kv_store(b, l, n));
-        TRY(op_attention(b, l, pos0, n));
-        TRY(op_matmul(b, b->proj, &L->wo, b->att, n));
-        TRY(op_add(b, b->x, b->x, b->proj, n * hp->dim));
-        TRY(op_rmsnorm(b, b->h, b->x, &L->ffn_norm, n));
-        TRY(op_matmul(b, b->gate, &L->w_gate, b->h, n));
-        TRY(op_matmul(b, b->up, &L->w_up, b->h, n));
-        float *g = b->gate, *u = b->up;
-        int64_t ne = n * hp->ffn;
-        void *args[] = {&g, &g, &u, &ne};
-        TRY(k_launch(b, HONE_SLOT_SWIGLU, ne, 1, args));
-        TRY(op_matmul(b, b->proj, &L->w_down, b->gate, n));
-        TRY(op_add(b, b->x, b->x, b->proj, n * hp->dim));
-    }
-    if (out_rows > 0) {
-        int64_t first = n - out_rows;
-        TRY(op_rmsnorm(b, b->h, b->x + first * hp->dim, &b->output_norm, out_rows));
-        TRY(op_matmul(b, b->logits, &b->output, b->h, out_rows));
-    }
-#undef TRY
+    b->piece_pos0 = pos0;
+    b->piece_out_rows = out_rows;
+    b->x_first = 0;
+    int rc = hone_layers_run(b->m, &cuda_ops, b, n);
+    b->x_first = 0;
     return rc;
 }
 
