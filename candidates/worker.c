@@ -143,17 +143,53 @@ int hone_worker_enter_timing(void)
     return 0;
 }
 
+/* The fault channel: a shared page the parent maps before fork; the child's SIGSEGV/SIGBUS
+ * handler (trusted code, on its own stack) writes the signal and the faulting address there
+ * and ends the process, so the parent can say which buffer was read or written out of
+ * bounds. A forged entry could only change the wording of a rejection. */
+typedef struct {
+    volatile int sig;
+    volatile uintptr_t addr;
+} fault_page;
+
+static fault_page *child_fault;
+
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+    (void)uc;
+    if (child_fault) {
+        child_fault->addr = (uintptr_t)si->si_addr;
+        child_fault->sig = sig;
+    }
+    if (child_strict) syscall(SYS_exit, 128 + sig);
+    syscall(SYS_exit_group, 128 + sig);
+}
+
 static void child_setup(const hone_worker_opts *o)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
     prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     if (o->no_net) (void)unshare(CLONE_NEWNET);
+    /* /dev/null on 0-2 and nothing else open: what a candidate prints reaches no one, and it
+     * inherits no pipe or file of the parent's */
     int dn = open("/dev/null", O_RDWR);
     if (dn >= 0) {
         dup2(dn, 0);
         dup2(dn, 1);
-        if (dn > 2) close(dn);
+        dup2(dn, 2);
+    }
+    syscall(SYS_close_range, 3u, ~0u, 0u);
+    if (!o->gpu && child_fault) {
+        static char altstack[1 << 16];
+        stack_t ss = {.ss_sp = altstack, .ss_size = sizeof altstack};
+        sigaltstack(&ss, NULL);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_sigaction = on_fault;
+        sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        sigaction(SIGSEGV, &sa, NULL);
+        sigaction(SIGBUS, &sa, NULL);
     }
     struct rlimit r;
     r.rlim_cur = r.rlim_max = (rlim_t)o->cpu_s;
@@ -179,10 +215,18 @@ int hone_worker_run(hone_worker_result *out, const hone_worker_opts *opts, int (
     memset(out, 0, sizeof *out);
     out->exit_status = -1;
     fflush(NULL);
+    fault_page *fp = mmap(NULL, sizeof *fp, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (fp == MAP_FAILED) return hone_error_set(HONE_ENOMEM, "fault page: %s", strerror(errno));
+    fp->sig = 0;
+    fp->addr = 0;
     double t0 = mono_s();
     pid_t pid = fork();
-    if (pid < 0) return hone_error_set(HONE_EIO, "fork: %s", strerror(errno));
+    if (pid < 0) {
+        munmap(fp, sizeof *fp);
+        return hone_error_set(HONE_EIO, "fork: %s", strerror(errno));
+    }
     if (pid == 0) {
+        child_fault = fp;
         child_setup(&o);
         int rc = fn(arg);
         if (child_strict) syscall(SYS_exit, rc & 0xff);
@@ -218,10 +262,16 @@ int hone_worker_run(hone_worker_result *out, const hone_worker_opts *opts, int (
             snprintf(out->reason, sizeof out->reason, "killed by SIGXCPU (CPU time limit of %d s)", o.cpu_s);
         else
             snprintf(out->reason, sizeof out->reason, "killed by %s", hone_worker_signame(out->signal));
+    } else if (WIFEXITED(st) && fp->sig && WEXITSTATUS(st) == 128 + fp->sig) {
+        out->signal = fp->sig;
+        out->fault_addr = fp->addr;
+        snprintf(out->reason, sizeof out->reason, "killed by %s at address %#lx",
+                 hone_worker_signame(out->signal), (unsigned long)fp->addr);
     } else if (WIFEXITED(st)) {
         out->exit_status = WEXITSTATUS(st);
         out->ok = out->exit_status == 0;
         if (!out->ok) snprintf(out->reason, sizeof out->reason, "exited with status %d", out->exit_status);
     }
+    munmap(fp, sizeof *fp);
     return 0;
 }

@@ -12,6 +12,7 @@
 #define HONE_WORKER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct {
     double timeout_s;      /* wall clock; the child is SIGKILLed after it */
@@ -33,7 +34,9 @@ typedef struct {
     int signal;          /* when killed by a signal: its number; else 0 */
     int timed_out;       /* 1: killed by the watchdog */
     double wall_s;
-    char reason[160];    /* "", "killed by SIGSEGV", "timed out after 10 s", "exited with status 3" */
+    uintptr_t fault_addr;/* SIGSEGV / SIGBUS: the address it faulted on (CPU workers), else 0 */
+    char reason[160];    /* "", "killed by SIGSEGV at address 0x...", "timed out after 10 s",
+                          * "exited with status 3" */
 } hone_worker_result;
 
 /* Runs fn(arg) in a forked child under opts' limits and waits for it (at most timeout_s).

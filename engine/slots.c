@@ -201,6 +201,7 @@ typedef struct {
     const hone_slot_desc *d;
     hone_slot_shape *s;
     int n, cap;
+    int edge;      /* push_mat: the shapes pushed are edge shapes */
 } shape_list;
 
 static int same_shape(const hone_slot_shape *a, const hone_slot_shape *b)
@@ -239,7 +240,7 @@ static int shapes_elementwise(const hone_slot_desc *d, const hone_model *m, hone
 {
     const hone_hparams *hp = hparams(m);
     int64_t mdim = hp ? hp->dim : REF_DIM, mffn = hp ? hp->ffn : REF_FFN;
-    shape_list l = {d, out, 0, cap};
+    shape_list l = {.d = d, .s = out, .cap = cap};
     int64_t ns[] = {1, 7, 33, 1000, mffn, mdim, REF_FFN, REF_DIM, REF_CHUNK * REF_FFN};
     for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) PUSH(&l, NULL, 0, -1, 0, ns[i]);
     PUSH(&l, NULL, 0, -1, 1, 257);
@@ -251,7 +252,7 @@ static int shapes_rmsnorm(const hone_slot_desc *d, const hone_model *m, hone_slo
     const hone_hparams *hp = hparams(m);
     int64_t mdim = hp ? hp->dim : REF_DIM;
     float eps[1] = {hp ? hp->norm_eps : 1e-5f};
-    shape_list l = {d, out, 0, cap};
+    shape_list l = {.d = d, .s = out, .cap = cap};
     PUSH(&l, eps, 0, -1, 0, 1, mdim);
     PUSH(&l, eps, 0, -1, 0, 5, mdim);
     PUSH(&l, eps, 0, -1, 0, 1, REF_DIM);
@@ -271,7 +272,7 @@ static int shapes_rope(const hone_slot_desc *d, const hone_model *m, hone_slot_s
     float base[1] = {hp ? hp->rope_base : 100000.0f};
     int neox = hp ? hp->rope_neox : 0;
     float b1[1] = {100000.0f}, b2[1] = {10000.0f}, b3[1] = {500000.0f};
-    shape_list l = {d, out, 0, cap};
+    shape_list l = {.d = d, .s = out, .cap = cap};
     PUSH(&l, base, neox, -1, 0, 1, h, hd, nr);
     PUSH(&l, base, neox, -1, 0, 5, kv, hd, nr);
     PUSH(&l, b1, 0, -1, 0, REF_CHUNK, REF_HEADS, REF_HEAD_DIM, REF_HEAD_DIM);
@@ -288,7 +289,7 @@ static int shapes_attention(const hone_slot_desc *d, const hone_model *m, hone_s
     const hone_hparams *hp = hparams(m);
     int64_t h = hp ? hp->n_heads : REF_HEADS, kv = hp ? hp->n_kv_heads : REF_KV_HEADS;
     int64_t hd = hp ? hp->head_dim : REF_HEAD_DIM;
-    shape_list l = {d, out, 0, cap};
+    shape_list l = {.d = d, .s = out, .cap = cap};
     if (d->kind == HONE_SLOT_KIND_ATTENTION_DECODE) {
         PUSH(&l, NULL, 0, -1, 0, 1, 0, 1, 16, h, kv, hd);
         PUSH(&l, NULL, 0, -1, 0, 1, 0, 37, 16, h, kv, hd);
@@ -313,7 +314,7 @@ static const int MAT_DTYPES[6] = {HONE_DTYPE_F32, HONE_DTYPE_F16, HONE_DTYPE_BF1
 
 static int shapes_embed(const hone_slot_desc *d, const hone_model *m, hone_slot_shape *out, int cap)
 {
-    shape_list l = {d, out, 0, cap};
+    shape_list l = {.d = d, .s = out, .cap = cap};
     for (int i = 0; i < 6; i++) {
         int dt = MAT_DTYPES[i];
         PUSH(&l, NULL, 0, dt, 0, 5, REF_DIM, 1000); /* both dims are whole blocks */
@@ -325,6 +326,7 @@ static int shapes_embed(const hone_slot_desc *d, const hone_model *m, hone_slot_
             PUSH(&l, NULL, 0, e->dtype, 0, 7, e->cols, 1000);
     }
     PUSH(&l, NULL, 0, HONE_DTYPE_F32, 0, 3, 7, 5);
+    for (int i = 0; i < 6; i++) PUSH(&l, NULL, 0, MAT_DTYPES[i], 1, 9, 64, 50); /* special rows */
     return l.n;
 }
 
@@ -335,13 +337,13 @@ static void push_mat(shape_list *l, int64_t n, int64_t rows, int64_t cols)
     int dt = l->d->dtype;
     if (hone_dtype_block_size(dt) == HONE_QK && cols % HONE_QK) return;
     if (hone_dtype_row_bytes(dt, cols) * rows > MAX_WEIGHT_BYTES) return;
-    if (l->d->kind == HONE_SLOT_KIND_MATVEC) PUSH(l, NULL, 0, dt, 0, rows, cols);
-    else PUSH(l, NULL, 0, dt, 0, n, rows, cols);
+    if (l->d->kind == HONE_SLOT_KIND_MATVEC) PUSH(l, NULL, 0, dt, l->edge, rows, cols);
+    else PUSH(l, NULL, 0, dt, l->edge, n, rows, cols);
 }
 
 static int shapes_mat(const hone_slot_desc *d, const hone_model *m, hone_slot_shape *out, int cap)
 {
-    shape_list l = {d, out, 0, cap};
+    shape_list l = {.d = d, .s = out, .cap = cap};
     int mv = d->kind == HONE_SLOT_KIND_MATVEC;
     int64_t n = mv ? 1 : 5;
     if (m) { /* every distinct weight shape of the slot's dtype in the model */
@@ -364,6 +366,9 @@ static int shapes_mat(const hone_slot_desc *d, const hone_model *m, hone_slot_sh
     push_mat(&l, e, 5, 7);
     push_mat(&l, e, 3, 33);
     push_mat(&l, 1, 1, 1);
+    l.edge = 1; /* special weights against zero blocks of activations, and huge/tiny ones */
+    push_mat(&l, mv ? 1 : 3, 33, 96);
+    push_mat(&l, mv ? 1 : 2, 64, 256);
     return l.n;
 }
 
@@ -384,7 +389,9 @@ static int shapes_mat(const hone_slot_desc *d, const hone_model *m, hone_slot_sh
      .fn_type = "hone_slot_matvec_fn", .n_args = 5,                                                 \
      .args = {T_OUT("y", MV_ROWS),                                                                  \
               {.name = "W", .ctype = "const void *", .role = HONE_SLOT_ARG_WEIGHT, .dims = L(MV_ROWS, MV_COLS)}, \
-              T_IN("x", -1, 1, 0, MV_COLS), T_DIM("rows", MV_ROWS), T_DIM("cols", MV_COLS)},        \
+              {.name = "x", .ctype = "const float *", .role = HONE_SLOT_ARG_IN, .dims = L(MV_COLS),       \
+               .lo = -1, .hi = 1, .edge = 1e4, .flags = HONE_SLOT_ARG_ZERO_BLOCKS},                 \
+              T_DIM("rows", MV_ROWS), T_DIM("cols", MV_COLS)},        \
      .n_dims = 2, .dims = {"rows", "cols"}, .key_dims = 3, .range_dim = -1,                         \
      .share_units = L(MV_ROWS), .share_len = NONE, .cmp_rows = NONE, .cuda_x = L(MV_ROWS), .cuda_y = NONE,                                \
      .cost = cost_matvec, .shapes = shapes_mat, .invoke = invoke_matvec,                            \
@@ -397,7 +404,9 @@ static int shapes_mat(const hone_slot_desc *d, const hone_model *m, hone_slot_sh
      .fn_type = "hone_slot_matmul_fn", .n_args = 6,                                                 \
      .args = {T_OUT("Y", MM_N, MM_ROWS),                                                            \
               {.name = "W", .ctype = "const void *", .role = HONE_SLOT_ARG_WEIGHT, .dims = L(MM_ROWS, MM_COLS)}, \
-              T_IN("X", -1, 1, 0, MM_N, MM_COLS), T_DIM("n", MM_N), T_DIM("rows", MM_ROWS),         \
+              {.name = "X", .ctype = "const float *", .role = HONE_SLOT_ARG_IN, .dims = L(MM_N, MM_COLS), \
+               .lo = -1, .hi = 1, .edge = 1e4, .flags = HONE_SLOT_ARG_ZERO_BLOCKS},                 \
+              T_DIM("n", MM_N), T_DIM("rows", MM_ROWS),                                             \
               T_DIM("cols", MM_COLS)},                                                              \
      .n_dims = 3, .dims = {"n", "rows", "cols"}, .key_dims = 7, .range_dim = -1,                    \
      .share_units = L(MM_ROWS), .share_len = NONE, .cmp_rows = L(MM_N), .cuda_x = L(MM_ROWS), .cuda_y = L(MM_N),                             \
@@ -800,6 +809,28 @@ static void fill_kv(uint64_t *st, const hone_slot_arg *g, const hone_slot_shape 
     }
 }
 
+/* Special values sprinkled into a weight of an edge shape (about 1 element in 48, 1 block in 3):
+ * +-Inf, NaN, subnormal, huge (not near the top of the range, so that a sum's overflow does not
+ * depend on its order) and zero. Block formats get them in their f16 scales. */
+static void sprinkle_weight(uint64_t *st, void *w, int dt, int64_t n)
+{
+    static const float fs[] = {INFINITY, -INFINITY, NAN, 1e-40f, 1e20f, 0.0f};
+    static const uint16_t hs[] = {0x7c00, 0xfc00, 0x7e00, 0x0001, 0x7bff, 0x0000}; /* f16 */
+    static const uint16_t bs[] = {0x7f80, 0xff80, 0x7fc0, 0x0001, 0x60ad, 0x0000}; /* bf16 */
+    int64_t bsz = hone_dtype_block_size(dt), nb = n / bsz, tsz = hone_dtype_type_size(dt);
+    for (int64_t b = 0; b < nb; b++) {
+        if (hone_slots_rand(st) % (bsz > 1 ? 3 : 48)) continue;
+        int k = (int)(hone_slots_rand(st) % 6);
+        uint8_t *p = (uint8_t *)w + b * tsz;
+        switch (dt) {
+        case HONE_DTYPE_F32: memcpy(p, &fs[k], 4); break;
+        case HONE_DTYPE_F16: memcpy(p, &hs[k], 2); break;
+        case HONE_DTYPE_BF16: memcpy(p, &bs[k], 2); break;
+        default: memcpy(p, &hs[k], 2); break; /* d, the first field of every block format */
+        }
+    }
+}
+
 int hone_slots_arg_is_input(hone_slot_role r)
 {
     return r == HONE_SLOT_ARG_IN || r == HONE_SLOT_ARG_NORM || r == HONE_SLOT_ARG_WEIGHT ||
@@ -821,6 +852,7 @@ void hone_slots_fill_inputs(const hone_slot_desc *d, const hone_slot_shape *s, v
         case HONE_SLOT_ARG_WEIGHT: {
             int64_t cols = s->d[g->dims[hone_slots_arg_last_dim(g)]];
             hone_slots_fill_weight(p, s->dtype, n / cols, cols, st);
+            if (s->edge) sprinkle_weight(st, p, s->dtype, n);
             break;
         }
         case HONE_SLOT_ARG_IN:
@@ -828,8 +860,14 @@ void hone_slots_fill_inputs(const hone_slot_desc *d, const hone_slot_shape *s, v
             fill_f(st, p, n, g->lo, g->hi, s->edge ? g->edge : 0);
             if (s->edge && (g->flags & HONE_SLOT_ARG_ZERO_ROW))
                 memset(p, 0, (size_t)s->d[g->dims[hone_slots_arg_last_dim(g)]] * 4);
+            if (s->edge && (g->flags & HONE_SLOT_ARG_ZERO_BLOCKS))
+                for (int64_t b = 0; b + 32 <= n; b += 32)
+                    if (hone_slots_rand(st) % 3 == 0) memset((float *)p + b, 0, 32 * 4);
             break;
-        case HONE_SLOT_ARG_NORM: fill_f(st, p, n, g->lo, g->hi, 0); break;
+        case HONE_SLOT_ARG_NORM:
+            fill_f(st, p, n, g->lo, g->hi, 0);
+            if (s->edge) sprinkle_weight(st, p, HONE_DTYPE_F32, n);
+            break;
         case HONE_SLOT_ARG_INDEX: {
             uint64_t bound = g->bound >= 0 ? (uint64_t)s->d[g->bound] : 4096;
             for (int64_t i = 0; i < n; i++) ((int32_t *)p)[i] = (int32_t)(hone_slots_rand(st) % bound);

@@ -166,6 +166,8 @@ typedef struct {
 } hone_slot_arg;
 
 #define HONE_SLOT_ARG_ZERO_ROW 1     /* IN: edge shapes zero the first row */
+#define HONE_SLOT_ARG_ZERO_BLOCKS 4   /* IN: edge shapes zero about a third of the 32-element
+                                      * blocks (so Inf/NaN weights meet zero activations) */
 #define HONE_SLOT_ARG_DEVICE_I32 2   /* DIM: a CUDA kernel reads it from device memory (int32),
                                       * so one captured launch serves every value */
 
@@ -279,8 +281,10 @@ void hone_slots_fill_weight(void *w, int dt, int64_t rows, int64_t cols, uint64_
 int hone_slots_arg_is_input(hone_slot_role r);
 /* Fills every input argument of a call at shape s: in[a] is argument a's buffer
  * (hone_slots_arg_bytes) for the input roles; by role: weights of the dtype, activations in
- * [lo, hi) (edge shapes: huge, zero, subnormal values), ids below their bound, block tables
- * as permutations, paged caches NaN wherever no key should be read. */
+ * [lo, hi), ids below their bound, block tables as permutations, paged caches NaN wherever no
+ * key should be read. Edge shapes add special values to every input that can hold them:
+ * activations huge, zero, subnormal (and whole zero blocks where flagged); weights and norm
+ * weights +-Inf, NaN, subnormal, huge and zero (block formats: in their f16 scales). */
 void hone_slots_fill_inputs(const hone_slot_desc *d, const hone_slot_shape *s, void *const *in,
                             uint64_t *state);
 /* The argument values of a call: scalars from s, inputs from in[], the output out (INOUT: out,

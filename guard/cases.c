@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/mman.h>
 
 #include "candidates/worker.h"
 #include "engine/dtype.h"
@@ -14,7 +16,28 @@
 
 /* ---- layout ---------------------------------------------------------------------------- */
 
-static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
+#define PAGE ((size_t)4096)
+
+static size_t page_up(size_t x) { return (x + PAGE - 1) & ~(PAGE - 1); }
+static size_t page_down(size_t x) { return x & ~(PAGE - 1); }
+
+/* Places a buffer of `bytes` (with `pre` bytes of canary before it and `tail` after it) so
+ * that it ends `tail` bytes before a page boundary, after a guard page:
+ * [guard][... pre | buffer | tail][next guard]. Returns the buffer's offset; *off moves to the
+ * next guard page, which the next buffer shares. */
+static size_t place(size_t *off, size_t bytes, size_t pre, size_t tail)
+{
+    size_t start = page_up(*off) + PAGE; /* the leading guard page is [page_up(*off), start) */
+    size_t end = start + page_up(bytes + pre + tail > 0 ? bytes + pre + tail : 1);
+    *off = end;
+    return end - tail - bytes;
+}
+
+/* The tail after output k: output 0 (the first run, and the fresh-input run) ends exactly at
+ * its guard page; the next runs end 64 and 160 bytes before theirs (canaries there), so the
+ * three runs' addresses differ in their low bits and a result that depends on the address
+ * differs between runs. */
+static size_t out_tail(int k) { return k % 3 == 0 ? 0 : k % 3 == 1 ? 64 : 160; }
 
 /* Fills the case's geometry from its descriptor and shape, and lays its inputs, outputs
  * and scratch out from *off on. */
@@ -43,17 +66,11 @@ static void layout(hone_case *c, size_t *off)
     for (int a = 0; a < d->n_args; a++) {
         if (!hone_slots_arg_is_input(d->args[a].role)) continue;
         c->in_bytes[a] = (size_t)hone_slots_arg_bytes(d, a, s);
-        c->in_off[a] = *off;
-        *off = align64(*off + c->in_bytes[a]);
+        c->in_off[a] = place(off, c->in_bytes[a], 0, 0);
     }
-    for (int k = 0; k < HONE_CASES_NOUT; k++) {
-        *off += HONE_CASES_CANARY;
-        c->out_off[k] = *off;
-        *off = align64(*off + (size_t)c->out_len * 4) + HONE_CASES_CANARY;
-    }
-    *off += HONE_CASES_CANARY;
-    c->scratch_off = *off;
-    *off = align64(*off + (size_t)c->scratch_len * 4) + HONE_CASES_CANARY;
+    for (int k = 0; k < HONE_CASES_NOUT; k++)
+        c->out_off[k] = place(off, (size_t)c->out_len * 4, HONE_CASES_CANARY, out_tail(k));
+    c->scratch_off = place(off, (size_t)c->scratch_len * 4, HONE_CASES_CANARY, 0);
 }
 
 /* ---- inputs ----------------------------------------------------------------------------- */
@@ -119,6 +136,20 @@ int hone_cases_new(hone_case_set *out, int slot, const hone_model *m, uint64_t s
     out->c = cs;
     out->n = n;
     out->seed = seed;
+    /* every page that holds no buffer is a guard page */
+    if (mprotect(out->base, off, PROT_NONE) != 0) {
+        hone_cases_free(out);
+        return hone_error_set(HONE_EIO, "guard pages: %s", strerror(errno));
+    }
+    for (int i = 0; i < n; i++) {
+        size_t lo[HONE_CASES_MAX_RANGES], hi[HONE_CASES_MAX_RANGES];
+        int nr = hone_cases_ranges(&cs[i], lo, hi, HONE_CASES_MAX_RANGES);
+        for (int k = 0; k < nr; k++)
+            if (mprotect(out->base + lo[k], hi[k] - lo[k], PROT_READ | PROT_WRITE) != 0) {
+                hone_cases_free(out);
+                return hone_error_set(HONE_EIO, "guard pages: %s", strerror(errno));
+            }
+    }
     uint64_t st = seed;
     for (int i = 0; i < HONE_CASES_CANARY; i++) out->canary[i] = (uint8_t)(hone_slots_rand(&st) | 1);
     for (int i = 0; i < n; i++) {
@@ -131,10 +162,9 @@ int hone_cases_new(hone_case_set *out, int slot, const hone_model *m, uint64_t s
         c->in_hash = hone_cases_hash_inputs(out, c);
         for (int k = 0; k < HONE_CASES_NOUT; k++) {
             memcpy(out->base + c->out_off[k] - HONE_CASES_CANARY, out->canary, HONE_CASES_CANARY);
-            memcpy(out->base + align64(c->out_off[k] + (size_t)c->out_len * 4), out->canary, HONE_CASES_CANARY);
+            memcpy(out->base + c->out_off[k] + (size_t)c->out_len * 4, out->canary, out_tail(k));
         }
         memcpy(out->base + c->scratch_off - HONE_CASES_CANARY, out->canary, HONE_CASES_CANARY);
-        memcpy(out->base + align64(c->scratch_off + (size_t)c->scratch_len * 4), out->canary, HONE_CASES_CANARY);
     }
     return 0;
 }
@@ -175,35 +205,112 @@ void hone_cases_poison(const hone_case_set *s, const hone_case *c, float *out)
     for (int64_t i = 0; i < c->out_len; i++) memcpy(&out[i], &p, 4);
 }
 
+/* 1 if the canary before buffer `off` and the zero bytes before it on its first page are intact. */
+static int before_ok(const hone_case_set *s, size_t off)
+{
+    const uint8_t *pre = s->base + off - HONE_CASES_CANARY;
+    if (memcmp(pre, s->canary, HONE_CASES_CANARY) != 0) return 0;
+    for (const uint8_t *g = s->base + page_down(off - HONE_CASES_CANARY); g < pre; g++)
+        if (*g) return 0;
+    return 1;
+}
+
 int hone_cases_canaries_ok(const hone_case_set *s, const hone_case *c, char *what, size_t cap)
 {
+    /* past the end of a buffer is a guard page (a fault), or the tail canary before it;
+     * before it, its canary */
     for (int k = 0; k < HONE_CASES_NOUT; k++) {
-        const uint8_t *pre = s->base + c->out_off[k] - HONE_CASES_CANARY;
-        const uint8_t *post = s->base + align64(c->out_off[k] + (size_t)c->out_len * 4);
-        if (memcmp(pre, s->canary, HONE_CASES_CANARY) != 0) {
+        if (!before_ok(s, c->out_off[k])) {
             snprintf(what, cap, "wrote before its output (%s)", c->desc);
             return 0;
         }
-        if (memcmp(post, s->canary, HONE_CASES_CANARY) != 0) {
+        if (memcmp(s->base + c->out_off[k] + (size_t)c->out_len * 4, s->canary, out_tail(k))) {
             snprintf(what, cap, "wrote past the end of its output (%s)", c->desc);
             return 0;
         }
-        /* the alignment gap between the output's end and the canary must stay untouched too:
-         * it is zero from the shared mapping */
-        const uint8_t *gap = s->base + c->out_off[k] + (size_t)c->out_len * 4;
-        for (; gap < post; gap++)
-            if (*gap) {
-                snprintf(what, cap, "wrote past the end of its output (%s)", c->desc);
-                return 0;
-            }
     }
-    const uint8_t *pre = s->base + c->scratch_off - HONE_CASES_CANARY;
-    const uint8_t *post = s->base + align64(c->scratch_off + (size_t)c->scratch_len * 4);
-    if (memcmp(pre, s->canary, HONE_CASES_CANARY) || memcmp(post, s->canary, HONE_CASES_CANARY)) {
-        snprintf(what, cap, "wrote outside its scratch buffer (%s)", c->desc);
+    if (!before_ok(s, c->scratch_off)) {
+        snprintf(what, cap, "wrote before its scratch buffer (%s)", c->desc);
         return 0;
     }
     return 1;
+}
+
+int hone_cases_ranges(const hone_case *c, size_t *lo, size_t *hi, int cap)
+{
+    int n = 0;
+    for (int a = 0; a < c->d->n_args && n < cap; a++)
+        if (hone_slots_arg_is_input(c->d->args[a].role)) {
+            lo[n] = page_down(c->in_off[a]);
+            hi[n++] = c->in_off[a] + c->in_bytes[a];
+        }
+    for (int k = 0; k < HONE_CASES_NOUT && n < cap; k++) {
+        lo[n] = page_down(c->out_off[k] - HONE_CASES_CANARY);
+        hi[n++] = c->out_off[k] + (size_t)c->out_len * 4 + out_tail(k);
+    }
+    if (n < cap) {
+        lo[n] = page_down(c->scratch_off - HONE_CASES_CANARY);
+        hi[n++] = c->scratch_off + (size_t)c->scratch_len * 4;
+    }
+    return n;
+}
+
+int hone_cases_where(const hone_case_set *s, uintptr_t addr, char *buf, size_t cap)
+{
+    uintptr_t base = (uintptr_t)s->base;
+    if (addr < base || addr >= base + s->bytes) return 0;
+    size_t a = addr - base;
+    for (int i = 0; i < s->n; i++) {
+        const hone_case *c = &s->c[i];
+        size_t lo[HONE_CASES_MAX_RANGES], hi[HONE_CASES_MAX_RANGES];
+        int n = hone_cases_ranges(c, lo, hi, HONE_CASES_MAX_RANGES);
+        for (int k = 0; k < n; k++) {
+            char name[64];
+            int n_in = 0;
+            for (int g = 0; g < c->d->n_args; g++) n_in += hone_slots_arg_is_input(c->d->args[g].role);
+            if (k < n_in) {
+                int seen = 0;
+                for (int g = 0; g < c->d->n_args; g++)
+                    if (hone_slots_arg_is_input(c->d->args[g].role) && seen++ == k)
+                        snprintf(name, sizeof name, "input '%s'", c->d->args[g].name);
+            } else if (k < n_in + HONE_CASES_NOUT) {
+                snprintf(name, sizeof name, "output %d", k - n_in);
+            } else {
+                snprintf(name, sizeof name, "the scratch buffer");
+            }
+            size_t end = k < n_in ? hi[k] : k < n_in + HONE_CASES_NOUT
+                                                ? c->out_off[k - n_in] + (size_t)c->out_len * 4
+                                                : c->scratch_off + (size_t)c->scratch_len * 4;
+            if (a >= hi[k] && a < hi[k] + PAGE) { /* the guard page after the buffer */
+                snprintf(buf, cap, "%zu bytes past the end of %s (%s)", a - end, name, c->desc);
+                return 1;
+            }
+            if (a < lo[k] && a + PAGE >= lo[k]) {
+                snprintf(buf, cap, "%zu bytes before the page of %s (%s)", lo[k] - a, name, c->desc);
+                return 1;
+            }
+        }
+    }
+    snprintf(buf, cap, "inside the case region at offset %zu", a);
+    return 1;
+}
+
+void hone_cases_copy(uint8_t *dst, const uint8_t *src, const hone_case *c, int swap)
+{
+    size_t lo[HONE_CASES_MAX_RANGES], hi[HONE_CASES_MAX_RANGES];
+    int n = hone_cases_ranges(c, lo, hi, HONE_CASES_MAX_RANGES);
+    for (int k = 0; k < n; k++) {
+        if (!swap) {
+            memcpy(dst + lo[k], src + lo[k], hi[k] - lo[k]);
+            continue;
+        }
+        uint8_t *a = dst + lo[k], *b = (uint8_t *)src + lo[k];
+        for (size_t i = 0; i < hi[k] - lo[k]; i++) {
+            uint8_t t = a[i];
+            a[i] = b[i];
+            b[i] = t;
+        }
+    }
 }
 
 static void case_values(const hone_case *c, const uint8_t *base, float *out, float *scratch,
@@ -225,10 +332,10 @@ void hone_cases_call(void *fn, const hone_case *c, const uint8_t *base, float *o
 
 void hone_cases_span(const hone_case *c, size_t *lo, size_t *hi)
 {
-    *lo = c->out_off[0] - HONE_CASES_CANARY; /* an input-less case starts at its outputs */
-    for (int a = 0; a < c->d->n_args; a++)
-        if (hone_slots_arg_is_input(c->d->args[a].role) && c->in_off[a] < *lo) *lo = c->in_off[a];
-    *hi = align64(c->scratch_off + (size_t)c->scratch_len * 4) + HONE_CASES_CANARY;
+    size_t l[HONE_CASES_MAX_RANGES], h[HONE_CASES_MAX_RANGES];
+    int n = hone_cases_ranges(c, l, h, HONE_CASES_MAX_RANGES);
+    *lo = l[0];
+    *hi = h[n - 1];
 }
 
 int64_t hone_cases_cuda_scratch_len(const hone_case *c)

@@ -1,7 +1,9 @@
 /* The guard's test cases for one slot: the shape set (the loaded model's shapes, the
  * SmolLM2-135M reference shapes and edge shapes), fresh random inputs from a seed, laid out in
- * one shared-memory region with canaries around every output and scratch buffer, and a call
- * of any slot function on a case (share ith of nth). */
+ * one shared-memory region where every input, output and scratch buffer ends exactly at a
+ * PROT_NONE guard page and starts after one (so an over-read or over-write by one element, or
+ * a 64-byte tail load past the end, faults), with a canary before every output and scratch
+ * buffer, and a call of any slot function on a case (share ith of nth). */
 #ifndef HONE_GUARD_CASES_H
 #define HONE_GUARD_CASES_H
 
@@ -13,7 +15,8 @@
 
 #define HONE_CASES_NOUT 8      /* 0..2: three runs nth = 1; 3: nth = 2; 4..6: the shares of nth = 3
                                 * each alone; 7: the re-check after the timing loop */
-#define HONE_CASES_CANARY 256  /* bytes of canary before and after every output / scratch */
+#define HONE_CASES_CANARY 256  /* bytes of canary before every output / scratch buffer */
+#define HONE_CASES_MAX_RANGES (HONE_SLOT_MAX_ARGS + HONE_CASES_NOUT + 1)
 #define HONE_CASES_POISON 0x7fedcba9u /* the NaN outputs are filled with before a call */
 
 /* One case: a shape of a slot (from its descriptor's shape set), its inputs laid out in the
@@ -74,8 +77,18 @@ void hone_cases_call(void *fn, const hone_case *c, const uint8_t *base, float *o
                      float *scratch, int ith, int nth);
 
 /* The bytes of case c in the shared region, [*lo, *hi): its inputs, outputs and scratch with
- * every canary (cases lie one after the other, so the spans of two cases do not overlap). */
+ * every canary and the guard pages between them (cases lie one after the other, so the spans
+ * of two cases do not overlap). Only the ranges below are readable. */
 void hone_cases_span(const hone_case *c, size_t *lo, size_t *hi);
+/* The readable ranges of case c's span, [lo[i], hi[i]) for i < the count returned (<= cap):
+ * each buffer's pages, from its first page (canary included) to its end. */
+int hone_cases_ranges(const hone_case *c, size_t *lo, size_t *hi, int cap);
+/* Where address addr (a fault's) lies in the region of s: 1 and a text naming the buffer
+ * ("4 bytes past the end of output 0 (swiglu n=1)"), or 0 when it is outside the region. */
+int hone_cases_where(const hone_case_set *s, uintptr_t addr, char *buf, size_t cap);
+/* Copies (swap: exchanges) case c's readable ranges between two regions laid out alike (the
+ * shared region, a copy of it, a fresh case set's). */
+void hone_cases_copy(uint8_t *dst, const uint8_t *src, const hone_case *c, int swap);
 
 /* One launch of the slot's CUDA kernel on case c: the arguments of kernels/cuda/README.md's
  * table in cudaLaunchKernel's form (args[i] points at the i-th argument's value, kept in this

@@ -236,7 +236,9 @@ static void image_free(image *im)
 static int image_upload(shm *sh, image *im, const hone_case_set *s, const hone_case *c)
 {
     int32_t nkv = (int32_t)c->n_kv;
-    if (HONE_CUDART(cudaMemcpy(im->dev, s->base + im->lo, im->span, cudaMemcpyHostToDevice)) ||
+    /* the case's readable ranges into a host image of the span, then the image up */
+    hone_cases_copy(im->host - im->lo, s->base, c, 0);
+    if (HONE_CUDART(cudaMemcpy(im->dev, im->host, im->span, cudaMemcpyHostToDevice)) ||
         HONE_CUDART(cudaMemset(im->dev + im->span, 0xff, im->bytes - im->span)) ||
         HONE_CUDART(cudaMemcpy(im->dev + im->nkv, &nkv, sizeof nkv, cudaMemcpyHostToDevice)))
         return child_fail(sh, HONE_CUDA_EXEC_SETUP, "upload of %s: %s", c->desc, hone_error_last());
@@ -270,7 +272,7 @@ static int take_back(shm *sh, const image *im, const hone_case_set *s, const hon
         if (k != out_k && memcmp(im->host + (c->out_off[k] - im->lo), s->base + c->out_off[k], len) != 0)
             return child_fail(sh, HONE_CUDA_EXEC_OOB, "wrote into another output buffer of the "
                               "same case, beyond its canaries (%s)", c->desc);
-    memcpy(s->base + im->lo, im->host, im->span);
+    hone_cases_copy(s->base, im->host - im->lo, c, 0);
     return 0;
 }
 

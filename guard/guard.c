@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <immintrin.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,15 +216,6 @@ static void *load_candidate(const char *so, const char *sym)
 }
 
 /* Exchanges the bytes [lo, hi) of two regions (no allocation: this runs under strict seccomp). */
-static void swap_span(uint8_t *a, uint8_t *b, size_t lo, size_t hi)
-{
-    for (size_t k = lo; k < hi; k++) {
-        uint8_t t = a[k];
-        a[k] = b[k];
-        b[k] = t;
-    }
-}
-
 static void run_parity_calls(const run_state *r, void *fn)
 {
     const hone_case_set *s = &r->main.cs, *f = &r->fresh.cs;
@@ -245,13 +237,11 @@ static void run_parity_calls(const run_state *r, void *fn)
         }
         /* the fresh case's bytes at this case's addresses, one call into output 0, then both
          * back where they were: a result cached by address or call count comes back stale */
-        size_t lo, hi;
-        hone_cases_span(c, &lo, &hi);
-        swap_span(s->base, f->base, lo, hi);
+        hone_cases_copy(s->base, f->base, c, 1);
         o = hone_cases_out(s, c, 0);
         hone_cases_poison(s, c, o);
         hone_cases_call(fn, c, s->base, o, scratch, 0, 1);
-        swap_span(s->base, f->base, lo, hi);
+        hone_cases_copy(s->base, f->base, c, 1);
     }
 }
 
@@ -280,8 +270,8 @@ static int kworker(void *argp)
     /* calibrate: copies so that one rep lasts >= 20 us */
     uint8_t *one = malloc(span);
     if (!one) return 5;
-    memcpy(one, s->base + lo, span);
     const uint8_t *b1 = one - lo;
+    hone_cases_copy((uint8_t *)b1, s->base, tc, 0);
     hone_cases_call(r->inc_fn, tc, b1, (float *)(b1 + tc->out_off[0]), (float *)(b1 + tc->scratch_off), 0, 1);
     uint64_t t0 = mono_ns();
     hone_cases_call(r->inc_fn, tc, b1, (float *)(b1 + tc->out_off[0]), (float *)(b1 + tc->scratch_off), 0, 1);
@@ -293,7 +283,7 @@ static int kworker(void *argp)
     for (int k = 0; k < inner; k++) {
         copies[k] = malloc(span);
         if (!copies[k]) return 5;
-        memcpy(copies[k], s->base + lo, span);
+        hone_cases_copy(copies[k] - lo, s->base, tc, 0); /* (no guard pages in the copies) */
     }
     int reps = speed_reps(r);
     if (hone_worker_enter_timing() != 0) return 4;
@@ -340,6 +330,15 @@ static void worker_failure(run_state *r, const char *gname, const hone_worker_re
         else if (w->exit_status == 4) why = "seccomp unavailable in the worker";
         else if (w->exit_status == 5) why = "the worker ran out of memory preparing its inputs";
         code = w->exit_status >= 3 && w->exit_status <= 5 ? HONE_GUARD_INTERNAL : HONE_GUARD_CRASH;
+    }
+    /* a fault on a guard page of the cases is an out-of-bounds access, with the buffer named */
+    char where[256];
+    if ((w->signal == SIGSEGV || w->signal == SIGBUS) && w->fault_addr &&
+        (hone_cases_where(&r->main.cs, w->fault_addr, where, sizeof where) ||
+         hone_cases_where(&r->fresh.cs, w->fault_addr, where, sizeof where))) {
+        gate(r, gname, "fail", "out-of-bounds access: faulted on a guard page %s", where);
+        reject(r, HONE_GUARD_CANARY, "out-of-bounds access: faulted on a guard page %s", where);
+        return;
     }
     gate(r, gname, "fail", "%s", why);
     reject(r, code, "%s: %s", gname, why);

@@ -169,7 +169,7 @@ static void test_cuda_args(void)
             const hone_case *c = &cs.c[i];
             size_t lo, hi;
             hone_cases_span(c, &lo, &hi);
-            CHECK(lo < c->out_off[0] && lo >= prev_hi && hi <= cs.bytes && hi > c->scratch_off);
+            CHECK(lo < c->out_off[0] && lo >= prev_hi && hi <= cs.bytes && hi >= c->scratch_off);
             prev_hi = hi;
             hone_cases_cuda_launch L;
             hone_cases_cuda_args(&L, c, dev, lo, out, scr, nkv);
@@ -179,7 +179,7 @@ static void test_cuda_args(void)
 #define IN(a) (dev + (c->in_off[a] - lo))
             switch (S[k].slot) {
             case HONE_SLOT_SWIGLU:
-                CHECK(*(uint8_t **)L.args[1] == dev && *(const uint8_t **)L.args[2] == IN(2));
+                CHECK(*(const uint8_t **)L.args[1] == IN(1) && *(const uint8_t **)L.args[2] == IN(2));
                 CHECK(*(int64_t *)L.args[3] == D[0] && L.items_x == D[0] && L.items_y == 1);
                 break;
             case HONE_SLOT_ATTENTION_DECODE: /* dims: n, pos0, n_kv, block_size, heads, ... */
