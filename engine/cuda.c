@@ -24,15 +24,16 @@ static int rt_code(cudaError_t e)
 int hone_cuda_check_rt(cudaError_t e, const char *expr, const char *file, int line)
 {
     if (e == cudaSuccess) return 0;
-    return hone_error_set(rt_code(e), "%s failed at %s:%d: %s (%s)", expr, file, line,
-                          cudaGetErrorString(e), cudaGetErrorName(e));
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
+    return hone_error_lib(rt_code(e), "CUDA runtime", msg, expr, file, line);
 }
 
 int hone_cuda_check_nvrtc(nvrtcResult e, const char *expr, const char *file, int line)
 {
     if (e == NVRTC_SUCCESS) return 0;
-    return hone_error_set(e == NVRTC_ERROR_OUT_OF_MEMORY ? HONE_ENOMEM : HONE_EINTERNAL,
-                          "%s failed at %s:%d: %s", expr, file, line, nvrtcGetErrorString(e));
+    return hone_error_lib(e == NVRTC_ERROR_OUT_OF_MEMORY ? HONE_ENOMEM : HONE_EINTERNAL, "NVRTC",
+                          nvrtcGetErrorString(e), expr, file, line);
 }
 
 static const char *cublas_message(cublasStatus_t e)
@@ -54,9 +55,10 @@ static const char *cublas_message(cublasStatus_t e)
 int hone_cuda_check_cublas(cublasStatus_t e, const char *expr, const char *file, int line)
 {
     if (e == CUBLAS_STATUS_SUCCESS) return 0;
-    return hone_error_set(e == CUBLAS_STATUS_ALLOC_FAILED ? HONE_ENOMEM : HONE_EINTERNAL,
-                          "%s failed at %s:%d: %s (status %d)", expr, file, line,
-                          cublas_message(e), (int)e);
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s (status %d)", cublas_message(e), (int)e);
+    return hone_error_lib(e == CUBLAS_STATUS_ALLOC_FAILED ? HONE_ENOMEM : HONE_EINTERNAL, "cuBLAS",
+                          msg, expr, file, line);
 }
 
 int hone_cuda_probe(int *out_count, char *why, int cap)

@@ -15,6 +15,13 @@ int hone_error_set(int code, const char *fmt, ...)
     return code;
 }
 
+int hone_error_lib(int code, const char *lib, const char *msg, const char *expr, const char *file,
+                   int line)
+{
+    return hone_error_set(code, "%s failed at %s:%d: %s: %s", expr, file, line, lib,
+                          msg ? msg : "unknown error");
+}
+
 const char *hone_error_last(void) { return last_msg; }
 
 const char *hone_error_name(int code)

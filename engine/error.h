@@ -19,6 +19,14 @@ enum {
  * `return hone_error_set(HONE_EINVAL, "bad %s", x);` reads naturally. */
 int hone_error_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Library errors (CUDA runtime, NVRTC, cuBLAS, CUPTI, libgit2, curl, libmicrohttpd) go through
+ * one family: a per-library macro HONE_<LIB>(expr) evaluates the call once and returns 0, or
+ * calls this with the library's own message, which records
+ * "<expr> failed at <file>:<line>: <lib>: <msg>" and returns code. Usage:
+ *   if ((rc = HONE_CUDART(cudaMalloc(&p, n)))) goto done; */
+int hone_error_lib(int code, const char *lib, const char *msg, const char *expr, const char *file,
+                   int line);
+
 /* The message of this thread's last error ("" if none). Borrowed; valid until the next set. */
 const char *hone_error_last(void);
 

@@ -285,22 +285,15 @@ static pthread_mutex_t gpu_mu = PTHREAD_MUTEX_INITIALIZER; /* guards gpu_profile
 static hone_profile *gpu_profile;
 static int gpu_callbacks_registered;
 
-#define CUPTI_TRY(expr)                                                                   \
-    do {                                                                                  \
-        CUptiResult r_ = (expr);                                                          \
-        if (r_ != CUPTI_SUCCESS) {                                                        \
-            const char *m_ = NULL;                                                        \
-            cuptiGetResultString(r_, &m_);                                                \
-            rc = hone_error_set(HONE_EINTERNAL, "%s (%s:%d): %s", #expr, __FILE__, __LINE__, \
-                                m_ ? m_ : "unknown CUPTI error");                         \
-            goto done;                                                                    \
-        }                                                                                 \
-    } while (0)
-
-#define CUDA_TRY(expr)                                                                    \
-    do {                                                                                  \
-        if ((rc = HONE_CUDART(expr))) goto done;                                          \
-    } while (0)
+/* CUPTI's member of the library-error family (engine/error.h). */
+static int cupti_check(CUptiResult r, const char *expr, const char *file, int line)
+{
+    if (r == CUPTI_SUCCESS) return 0;
+    const char *m = NULL;
+    cuptiGetResultString(r, &m);
+    return hone_error_lib(HONE_EINTERNAL, "CUPTI", m, expr, file, line);
+}
+#define HONE_CUPTI(expr) cupti_check((expr), #expr, __FILE__, __LINE__)
 
 /* The slot a kernel name names: the longest slot name right after "hone_cuda_"; -1 if none. */
 static int kernel_slot(const char *name)
@@ -365,13 +358,13 @@ static int gpu_start(hone_profile *p)
     if (e != cudaSuccess || n <= 0)
         return hone_error_set(HONE_EUNSUPPORTED, "no usable CUDA device (%s)",
                               e != cudaSuccess ? cudaGetErrorString(e) : "device count 0");
-    CUDA_TRY(cudaGetDevice(&dev));
-    CUDA_TRY(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, dev));
-    CUDA_TRY(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev));
-    CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    CUDA_TRY(cudaDeviceGetAttribute(&clk_khz, cudaDevAttrClockRate, dev));
-    CUDA_TRY(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    CUDA_TRY(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    if ((rc = HONE_CUDART(cudaGetDevice(&dev)))) goto done;
+    if ((rc = HONE_CUDART(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, dev)))) goto done;
+    if ((rc = HONE_CUDART(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, dev)))) goto done;
+    if ((rc = HONE_CUDART(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)))) goto done;
+    if ((rc = HONE_CUDART(cudaDeviceGetAttribute(&clk_khz, cudaDevAttrClockRate, dev)))) goto done;
+    if ((rc = HONE_CUDART(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev)))) goto done;
+    if ((rc = HONE_CUDART(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev)))) goto done;
     /* double data rate: two transfers per memory clock over the bus */
     if (p->o.peak_gbps <= 0) p->peak_gbps = 2.0 * mem_khz * 1e3 * (bus_bits / 8.0) * 1e-9;
     /* f32 lanes per SM: 64 on sm_80 and sm_60/70, 128 on sm_86/89/90 and later */
@@ -386,10 +379,10 @@ static int gpu_start(hone_profile *p)
     pthread_mutex_unlock(&gpu_mu);
     p->gpu_active = 1;
     if (!gpu_callbacks_registered) {
-        CUPTI_TRY(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed));
+        if ((rc = HONE_CUPTI(cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed)))) goto done;
         gpu_callbacks_registered = 1;
     }
-    CUPTI_TRY(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL));
+    if ((rc = HONE_CUPTI(cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)))) goto done;
 done:
     if (rc && p->gpu_active) {
         pthread_mutex_lock(&gpu_mu);
