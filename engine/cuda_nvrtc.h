@@ -54,7 +54,7 @@ typedef struct {
     const char *cache_dir; /* NULL: the default directory (hone_cuda_nvrtc_cache_dir) */
 } hone_cuda_nvrtc_opts;
 
-#define HONE_CUDA_NVRTC_OPTS_INIT {90, NULL, 0, 1, NULL}
+#define HONE_CUDA_NVRTC_OPTS_INIT {.sm = 90, .header = NULL, .strict = 0, .use_cache = 1, .cache_dir = NULL}
 
 typedef struct {
     void *cubin;

@@ -19,7 +19,7 @@ typedef struct {
     int64_t kv_blocks;      /* blocks in the pool; <= 0: enough for one full-length sequence */
 } hone_ctx_opts;
 
-#define HONE_CTX_OPTS_INIT {0, 0, 64, 16, 0}
+#define HONE_CTX_OPTS_INIT {.n_threads = 0, .n_ctx = 0, .chunk = 64, .kv_block_size = 16, .kv_blocks = 0}
 
 /* Called around every slot call when set (the profiler's hook): the slot, the time the call
  * took in ns, and its shape (the slot descriptor's dims; an attention call over several

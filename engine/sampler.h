@@ -23,8 +23,9 @@ typedef struct {
     uint64_t seed;          /* PRNG seed; any value, 0 included */
 } hone_sampler_params;
 
-#define HONE_SAMPLER_PARAMS_INIT \
-    { 1.0f, 0, 1.0f, 0.0f, 1.0f, 64, 0 }
+#define HONE_SAMPLER_PARAMS_INIT                                                            \
+    {.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .repeat_penalty = 1.0f,   \
+     .repeat_last_n = 64, .seed = 0}
 
 typedef struct hone_sampler hone_sampler;
 

@@ -14,7 +14,7 @@ typedef struct {
 } hone_membw_opts;
 
 #define HONE_MEMBW_OPTS_INIT \
-    { (size_t)512 << 20, 0, 5, 1 }
+    {.buffer_bytes = (size_t)512 << 20, .n_threads = 0, .repetitions = 5, .copy_triad = 1}
 
 typedef struct {
     double read_gbps;    /* sum of every 8-byte word of the buffer: bytes read / time */

@@ -30,7 +30,8 @@ typedef struct {
     double peak_gflops;       /* > 0: use this compute roof instead of measuring it */
 } hone_profile_opts;
 
-#define HONE_PROFILE_OPTS_INIT {HONE_PROFILE_CPU, NULL, 0, 0.0, 0.0}
+#define HONE_PROFILE_OPTS_INIT \
+    {.source = HONE_PROFILE_CPU, .model = NULL, .n_threads = 0, .peak_gbps = 0.0, .peak_gflops = 0.0}
 
 /* One row of the profile: a (slot, dtype, shape) on the CPU, a slot (all its shapes) on the
  * GPU, or the outside row. Figures are totals over every profiled step. */
