@@ -304,7 +304,9 @@ static int compile_bytes(hone_compile_cpu_result *out, const char *src, size_t l
              "(a copy of %s, into %s)", cc, inc, src_path, so_path);
 
     int st = 0, to = 0;
-    if ((rc = run_captured(&log, &st, &to, argv, dir, timeout, 8 * max))) goto done;
+    /* files the compiler writes (.s, .o, the object) may be larger than the object: room to spare */
+    size_t fsize = 8 * max > ((size_t)64 << 20) ? 8 * max : (size_t)64 << 20;
+    if ((rc = run_captured(&log, &st, &to, argv, dir, timeout, fsize))) goto done;
     out->log = log = rename_in_log(log, src_path);
     if (to) {
         rc = hone_error_set(HONE_EFORMAT, "%s: the compiler timed out after %.0f s", src_path, timeout);
@@ -314,15 +316,19 @@ static int compile_bytes(hone_compile_cpu_result *out, const char *src, size_t l
         rc = hone_error_set(HONE_EIO, "cannot run the C compiler '%s'", cc);
         goto done;
     }
+    if (strstr(log, "File size limit exceeded") || strstr(log, "File too large") ||
+        (WIFSIGNALED(st) && WTERMSIG(st) == SIGXFSZ)) {
+        rc = hone_error_set(HONE_EFORMAT, "%s: the compiler's output passed %zu bytes: the object "
+                            "would be over the cap of %zu (%zu MiB)", src_path, fsize, max, max >> 20);
+        goto done;
+    }
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         const char *e = strstr(log, "error");
         if (e)
             while (e > log && e[-1] != '\n') e--;
-        int big = strstr(log, "File too large") != NULL || (WIFSIGNALED(st) && WTERMSIG(st) == SIGXFSZ);
         rc = hone_error_set(HONE_EFORMAT, "%s does not compile (%s " HONE_COMPILE_CPU_FLAGS " -I%s): %.*s%s",
                             src_path, cc, root, e ? (int)strcspn(e, "\n") : 0, e ? e : "",
-                            big ? " (the output passed the size limit: the object would be over the cap)"
-                                : e ? "" : "the compiler failed");
+                            e ? "" : "the compiler failed");
         goto done;
     }
     if ((rc = inspect_object(out, cso, max, src_path))) goto done;
