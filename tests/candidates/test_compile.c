@@ -9,30 +9,7 @@
 #include "candidates/compile.h"
 #include "engine/error.h"
 #include "harness.h"
-
-static const char add_src[] =
-    "#include \"kernels/cpu/common.h\"\n"
-    "void hone_cpu_add(float *y, const float *a, const float *b, int64_t n, int ith, int nth)\n"
-    "{\n"
-    "    int64_t i0, i1;\n"
-    "    hone_cpu_share(n, ith, nth, &i0, &i1);\n"
-    "    for (int64_t i = i0; i < i1; i++) y[i] = a[i] + b[i];\n"
-    "}\n";
-
-static char *tmpdir(void)
-{
-    char *d = strdup("/tmp/hone-test-compile-XXXXXX");
-    if (!mkdtemp(d)) { perror("mkdtemp"); exit(1); }
-    return d;
-}
-
-static void rm_rf(char *d)
-{
-    char cmd[4200];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", d);
-    if (system(cmd)) {}
-    free(d);
-}
+#include "candidates_test.h"
 
 static void write_at(char *path, size_t cap, const char *dir, const char *name, const char *text)
 {
@@ -56,12 +33,12 @@ static int count_entries(const char *dir)
 
 static void test_reproducible(void)
 {
-    char *d = tmpdir();
+    char *d = candidates_test_tmpdir("compile");
     char sub[4200], a[4300], b[4300], sa[4300], sb[4300];
     snprintf(sub, sizeof sub, "%s/elsewhere", d);
     mkdir(sub, 0755);
-    write_at(a, sizeof a, d, "source.c", add_src);
-    write_at(b, sizeof b, sub, "add.c", add_src);
+    write_at(a, sizeof a, d, "source.c", candidates_test_add_src);
+    write_at(b, sizeof b, sub, "add.c", candidates_test_add_src);
     snprintf(sa, sizeof sa, "%s/candidate.so", d);
     snprintf(sb, sizeof sb, "%s/other-name.so", sub);
     hone_compile_cpu_result ra, rb;
@@ -99,14 +76,14 @@ static void test_reproducible(void)
     hone_compile_cpu_result_clear(&c1);
     hone_compile_cpu_result_clear(&c2);
     hone_compile_cpu_result_clear(&c3);
-    rm_rf(d);
+    candidates_test_rm_rf(d);
 }
 
 /* A 64 MiB table (.rodata), a 64 MiB zeroed array (.bss: no file bytes, but memory when loaded)
  * and a 1 GiB table are refused at compile time; nothing but the source is left in the directory. */
 static void test_size_cap(void)
 {
-    char *d = tmpdir();
+    char *d = candidates_test_tmpdir("compile");
     char src[4300], so[4300];
     snprintf(so, sizeof so, "%s/candidate.so", d);
     const char *cases[][2] = {
@@ -127,14 +104,14 @@ static void test_size_cap(void)
         hone_compile_cpu_result_clear(&r);
     }
     /* a smaller cap from the options applies to a small object too */
-    write_at(src, sizeof src, d, "source.c", add_src);
+    write_at(src, sizeof src, d, "source.c", candidates_test_add_src);
     hone_compile_cpu_opts o = HONE_COMPILE_CPU_OPTS_INIT;
     o.max_bytes = 1024;
     hone_compile_cpu_result r;
     CHECK(hone_compile_cpu(&r, src, so, &o) == HONE_EFORMAT);
     CHECK_STR_CONTAINS(hone_error_last(), "over the cap of 1024");
     hone_compile_cpu_result_clear(&r);
-    rm_rf(d);
+    candidates_test_rm_rf(d);
 }
 
 static double now_s(void)
@@ -147,12 +124,12 @@ static double now_s(void)
 /* A compiler that hangs is killed after the timeout (with its children); errors name the file. */
 static void test_timeout_and_errors(void)
 {
-    char *d = tmpdir();
+    char *d = candidates_test_tmpdir("compile");
     char cc[4300], src[4300], so[4300];
     write_at(cc, sizeof cc, d, "slowcc",
              "#!/bin/sh\n[ \"$1\" = --version ] && { echo 'slowcc 1.0'; exit 0; }\nsleep 30 & wait\n");
     chmod(cc, 0755);
-    write_at(src, sizeof src, d, "source.c", add_src);
+    write_at(src, sizeof src, d, "source.c", candidates_test_add_src);
     snprintf(so, sizeof so, "%s/candidate.so", d);
     setenv("HONE_CC", cc, 1);
     hone_compile_cpu_opts o = HONE_COMPILE_CPU_OPTS_INIT;
@@ -176,7 +153,7 @@ static void test_timeout_and_errors(void)
     CHECK_STR_CONTAINS(r.log, where); /* the caller's file, not the private copy */
     CHECK_STR_CONTAINS(r.log, "not_declared");
     hone_compile_cpu_result_clear(&r);
-    rm_rf(d);
+    candidates_test_rm_rf(d);
 }
 
 TEST_MAIN(TEST_CASE(test_reproducible), TEST_CASE(test_size_cap), TEST_CASE(test_timeout_and_errors))
