@@ -8,6 +8,7 @@
 
 #include "candidates/compile.h"
 #include "candidates/kernel_loader.h"
+#include "candidates/review.h"
 #include "engine/error.h"
 #include "engine/forward.h"
 #include "engine/model.h"
@@ -518,9 +519,13 @@ static void test_evidence_object_hash(void)
     CHECK_EQ_INT(hone_compile_cpu(&r, gsrc, gso, NULL), 0);
     CHECK_EQ_INT((int)strlen(r.so_hash), 64);
 
-    snprintf(ev, sizeof ev, "{\"slot\": \"matvec_f32\", \"candidate\": {\"hash\": \"x\", \"so_hash\": \"%s\"}}\n",
-             r.so_hash);
-    write_file(k.cpu, "matvec_f32.evidence.json", ev);
+    /* the evidence as the review commit writes it beside the kernel */
+    hone_review_evidence rev = HONE_REVIEW_EVIDENCE_INIT;
+    rev.so_hash = r.so_hash;
+    char *json = NULL;
+    CHECK_EQ_INT(hone_review_evidence_to_json(&json, &rev, "matvec_f32", "cpu"), 0);
+    if (json) write_file(k.cpu, "matvec_f32.evidence.json", json);
+    free(json);
     hone_kernel_loader_opts o = opts_for(&k);
     hone_slot_table t;
     hone_slots_cpu_baseline(&t);
