@@ -9,15 +9,64 @@
 
 #include "engine/cuda_nvrtc.h"
 
-/* The flags every CPU candidate is compiled with (recorded in the evidence). */
-#define HONE_COMPILE_CPU_FLAGS "-std=c11 -O3 -march=native -fPIC -shared -nostartfiles -Wall -Wextra"
+/* The one CPU compile path: the guard (into the store), the kernel loader (into its cache) and
+ * the tuner all compile a CPU kernel here, so what is served is the build that was vetted.
+ * The flags are the engine's own for its kernels (so a copy of a baseline gives the baseline's
+ * bits) plus -nostartfiles (no crt objects: no load-time code for the guard's ELF scan) and the
+ * warnings the agent reads. They are recorded in the evidence. */
+#define HONE_COMPILE_CPU_FLAGS \
+    "-std=c11 -O3 -march=native -D_GNU_SOURCE -fPIC -shared -nostartfiles -Wall -Wextra"
 
-/* cc (or $HONE_CC) HONE_COMPILE_CPU_FLAGS -I<src_root> -o so_path src_path.
- * On return *out_log holds the compiler's stdout+stderr (malloc'd, possibly empty) and cmd the
- * command line. 0 when the compiler succeeded; HONE_EFORMAT (with the log) when it failed;
- * HONE_EIO when it could not be run; it is killed after timeout_s seconds. */
-int hone_compile_cpu(char **out_log, char *cmd, size_t cmd_cap, const char *src_path,
-                     const char *so_path, const char *src_root, double timeout_s);
+/* The largest object accepted: the file, every section (.bss included) and the loaded sections
+ * together. A kernel is a few KiB; a 256 MiB table is not a kernel. */
+#define HONE_COMPILE_CPU_MAX_BYTES ((size_t)16 << 20)
+
+typedef struct {
+    const char *src_root;   /* the one include root: -I<src_root> (the engine's sources, whose
+                               kernels/cpu/common.h kernels include); NULL: HONE_SOURCE_DIR */
+    double timeout_s;       /* the compiler's process group is killed after it; <= 0: 60 s */
+    size_t max_bytes;       /* the size cap; 0: HONE_COMPILE_CPU_MAX_BYTES */
+} hone_compile_cpu_opts;
+
+#define HONE_COMPILE_CPU_OPTS_INIT {.src_root = NULL, .timeout_s = 60.0, .max_bytes = 0}
+
+/* What a CPU compile produced. log is owned: hone_compile_cpu_result_clear frees it. */
+typedef struct {
+    char key[65];           /* SHA-256 over the source bytes, HONE_COMPILE_CPU_FLAGS, the include
+                               root and its kernels/cpu/common.h, the compiler's name and the
+                               first line of its --version: the cache key */
+    char so_hash[65];       /* SHA-256 of the object's bytes (what the evidence records) */
+    size_t so_bytes;        /* the object's size */
+    int cached;             /* 1: an object under this key was already there (not recompiled) */
+    char cmd[4600];         /* the command line as run */
+    char *log;              /* the compiler's stdout + stderr (malloc'd; NULL when reused) */
+} hone_compile_cpu_result;
+
+void hone_compile_cpu_result_clear(hone_compile_cpu_result *r);
+
+/* Compiles the C file src_path with $HONE_CC (else cc) and HONE_COMPILE_CPU_FLAGS into so_path.
+ * The source bytes are read once, copied under a fixed name into a private directory beside
+ * so_path, compiled there (posix_spawn, no shell; its own process group, killed after the
+ * timeout), checked against the size cap, hashed, and only then renamed onto so_path: so_path
+ * is never a partial object, two processes compiling the same source at once both succeed, and a
+ * refused object leaves nothing behind. The same source, flags and compiler give the same bytes
+ * wherever src_path and so_path are.
+ * 0 on success; HONE_EFORMAT when the candidate is at fault (compile error, timeout, size cap;
+ * out->log has the compiler's output); HONE_EIO when the compiler cannot be run.
+ * Example: hone_compile_cpu(&r, "cand/source.c", "cand/candidate.so", NULL); ...;
+ *          hone_compile_cpu_result_clear(&r); */
+int hone_compile_cpu(hone_compile_cpu_result *out, const char *src_path, const char *so_path,
+                     const hone_compile_cpu_opts *opts);
+
+/* The same into a cache: so_path becomes cache_dir/<name>-<key prefix>.so (cache_dir is created;
+ * <name> is src_path's base name up to the first '.'), compiled only when it is not there yet;
+ * an object found there is hashed and size-checked again (out->cached = 1). */
+int hone_compile_cpu_cached(hone_compile_cpu_result *out, char *so_path, size_t cap,
+                            const char *src_path, const char *cache_dir,
+                            const hone_compile_cpu_opts *opts);
+
+/* The SHA-256 of a file's bytes (e.g. an object to compare with evidence). */
+int hone_compile_file_hash(char out[65], const char *path);
 
 /* The NVRTC options of every CUDA candidate, besides the architecture: the engine's own, so
  * the compile gate compiles what the engine would run. */

@@ -1,23 +1,22 @@
-/* Approved CPU kernels at start-up: compile DIR/cpu/<slot>.c with the system compiler, dlopen it,
- * check it against the shipped baseline on random inputs of the model's shapes, install it in the
- * slot table, or refuse it with one log line and keep the baseline. */
+/* Approved CPU kernels at start-up: compile DIR/cpu/<slot>.c through the one CPU compile path
+ * (candidates/compile.h), match the object's hash with the evidence beside it, dlopen it, check it
+ * against the shipped baseline on random inputs of the model's shapes, install it in the slot
+ * table, or refuse it with one log line and keep the baseline. */
 #include "kernel_loader.h"
 
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <git2.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "candidates/compile.h"
 #include "engine/dtype.h"
 #include "engine/error.h"
 #include "engine/file.h"
@@ -25,8 +24,6 @@
 #ifndef HONE_SOURCE_DIR
 #define HONE_SOURCE_DIR "."
 #endif
-
-extern char **environ;
 
 struct hone_kernel_loader {
     void *handle[HONE_SLOT_MAX];          /* dlopen handles of installed kernels */
@@ -43,23 +40,6 @@ static int slurp(const char *path, char **out, size_t *len)
     return rc == HONE_EIO && !*out && errno == ENOENT ? 1 : rc;
 }
 
-static int mkdir_p(const char *path)
-{
-    char tmp[4096];
-    if (snprintf(tmp, sizeof tmp, "%s", path) >= (int)sizeof tmp)
-        return hone_error_set(HONE_EINVAL, "path too long: %s", path);
-    for (char *p = tmp + 1; *p; p++)
-        if (*p == '/') {
-            *p = 0;
-            if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-                return hone_error_set(HONE_EIO, "cannot create %s: %s", tmp, strerror(errno));
-            *p = '/';
-        }
-    if (mkdir(tmp, 0755) != 0 && errno != EEXIST)
-        return hone_error_set(HONE_EIO, "cannot create %s: %s", tmp, strerror(errno));
-    return 0;
-}
-
 static void cache_dir(char *buf, size_t cap, const hone_kernel_loader_opts *o)
 {
     const char *e;
@@ -70,140 +50,68 @@ static void cache_dir(char *buf, size_t cap, const hone_kernel_loader_opts *o)
     else snprintf(buf, cap, "/tmp/hone-kernels-%ld", (long)getuid());
 }
 
-static const char *compiler(const hone_kernel_loader_opts *o)
-{
-    const char *e = getenv("CC");
-    return o && o->cc ? o->cc : e && *e ? e : "cc";
-}
-
 static const char *source_dir(const hone_kernel_loader_opts *o)
 {
     return o && o->source_dir ? o->source_dir : HONE_SOURCE_DIR;
 }
 
-/* The first line of the compiler's output that reports an error (else its first line). */
-static void first_error_line(char *buf, size_t cap, const char *log)
-{
-    const char *p = strstr(log, "error");
-    if (p) {
-        while (p > log && p[-1] != '\n') p--;
-    } else {
-        p = log;
-    }
-    size_t n = strcspn(p, "\n");
-    snprintf(buf, cap, "%.*s", (int)n, p);
-}
-
 /* ---- compile ------------------------------------------------------------------------------------ */
 
-static int compile_impl(char *so_path, size_t cap, const char *src_path,
-                        const hone_kernel_loader_opts *o, char **log_out)
+static int compile_cached(hone_compile_cpu_result *r, char *so_path, size_t cap, const char *src_path,
+                          const hone_kernel_loader_opts *o)
 {
-    char *src = NULL, *keybuf = NULL, *log = NULL;
-    size_t len = 0, loglen = 0;
-    char dir[4096], tmp[4300], logpath[4300], key[GIT_OID_HEXSZ + 1];
-    const char *cc = compiler(o), *inc = source_dir(o);
-    int rc = slurp(src_path, &src, &len);
-    if (rc == 1) return hone_error_set(HONE_EINVAL, "%s: no such file", src_path);
-    if (rc) return rc;
-
-    /* The cache key: compiler, flags, include root and source. */
-    size_t klen = strlen(cc) + strlen(HONE_KERNEL_LOADER_CFLAGS) + strlen(inc) + len + 3;
-    if (!(keybuf = malloc(klen))) { rc = hone_error_set(HONE_ENOMEM, "out of memory"); goto done; }
-    size_t k = 0;
-    memcpy(keybuf + k, cc, strlen(cc) + 1), k += strlen(cc) + 1;
-    memcpy(keybuf + k, HONE_KERNEL_LOADER_CFLAGS, strlen(HONE_KERNEL_LOADER_CFLAGS) + 1),
-        k += strlen(HONE_KERNEL_LOADER_CFLAGS) + 1;
-    memcpy(keybuf + k, inc, strlen(inc) + 1), k += strlen(inc) + 1;
-    memcpy(keybuf + k, src, len), k += len;
-    git_oid oid;
-    git_libgit2_init();
-    int grc = git_odb_hash(&oid, keybuf, k, GIT_OBJECT_BLOB);
-    git_libgit2_shutdown();
-    if (grc < 0) { rc = hone_error_set(HONE_EINTERNAL, "cannot hash %s", src_path); goto done; }
-    git_oid_tostr(key, sizeof key, &oid);
-
+    char dir[4096];
     cache_dir(dir, sizeof dir, o);
-    if ((rc = mkdir_p(dir))) goto done;
-    const char *base = strrchr(src_path, '/');
-    base = base ? base + 1 : src_path;
-    int blen = (int)strcspn(base, ".");
-    if (snprintf(so_path, cap, "%s/%.*s-%.16s.so", dir, blen, base, key) >= (int)cap) {
-        rc = hone_error_set(HONE_EINVAL, "cache path too long: %s", dir);
-        goto done;
-    }
-    if (access(so_path, R_OK) == 0) goto done; /* compiled before */
-
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", so_path, (long)getpid());
-    snprintf(logpath, sizeof logpath, "%s.log.%ld", so_path, (long)getpid());
-    char flags[] = HONE_KERNEL_LOADER_CFLAGS, incflag[4200];
-    snprintf(incflag, sizeof incflag, "-I%s", inc);
-    char *argv[32];
-    int a = 0;
-    argv[a++] = (char *)cc;
-    for (char *save = NULL, *t = strtok_r(flags, " ", &save); t && a < 20; t = strtok_r(NULL, " ", &save))
-        argv[a++] = t;
-    argv[a++] = incflag;
-    argv[a++] = "-o";
-    argv[a++] = tmp;
-    argv[a++] = (char *)src_path;
-    argv[a++] = "-lm";
-    argv[a] = NULL;
-
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 2, logpath, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 2, 1);
-    pid_t pid;
-    int serr = posix_spawnp(&pid, cc, &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (serr) {
-        unlink(logpath);
-        rc = hone_error_set(HONE_EIO, "cannot run the C compiler '%s': %s", cc, strerror(serr));
-        goto done;
-    }
-    int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
-    slurp(logpath, &log, &loglen);
-    unlink(logpath);
-    int exit_ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
-    if (WIFEXITED(status) && WEXITSTATUS(status) == 127 && (!log || !*log)) {
-        rc = hone_error_set(HONE_EIO, "cannot run the C compiler '%s'", cc);
-        unlink(tmp);
-        goto done;
-    }
-    if (!exit_ok) {
-        unlink(tmp);
-        char line[400];
-        first_error_line(line, sizeof line, log ? log : "");
-        rc = hone_error_set(HONE_EINVAL, "%s does not compile (%s %s -I%s): %s", src_path, cc,
-                            HONE_KERNEL_LOADER_CFLAGS, inc, *line ? line : "compiler failed");
-        if (log_out) { *log_out = log; log = NULL; }
-        goto done;
-    }
-    if (rename(tmp, so_path) != 0) {
-        rc = hone_error_set(HONE_EIO, "cannot move %s into the cache: %s", tmp, strerror(errno));
-        unlink(tmp);
-        goto done;
-    }
-done:
-    free(log);
-    free(keybuf);
-    free(src);
-    return rc;
+    hone_compile_cpu_opts co = HONE_COMPILE_CPU_OPTS_INIT;
+    co.src_root = source_dir(o);
+    return hone_compile_cpu_cached(r, so_path, cap, src_path, dir, &co);
 }
 
 int hone_kernel_loader_compile(char *so_path, size_t cap, const char *src_path,
                                const hone_kernel_loader_opts *opts)
 {
-    return compile_impl(so_path, cap, src_path, opts, NULL);
+    hone_compile_cpu_result r;
+    int rc = compile_cached(&r, so_path, cap, src_path, opts);
+    hone_compile_cpu_result_clear(&r);
+    return rc;
+}
+
+/* Served = vetted: the object's hash against candidate.so_hash of the evidence the review commit
+ * put beside the kernel (DIR/cpu/<slot>.evidence.json). 0 when it matches or no hash was recorded
+ * (no evidence file, or evidence from before the guard recorded it); else an error saying why. */
+static int check_evidence(const char *kernel_path, const char *so_hash)
+{
+    char ev_path[4300];
+    size_t n = strlen(kernel_path);
+    if (n < 2 || snprintf(ev_path, sizeof ev_path, "%.*s.evidence.json", (int)(n - 2), kernel_path) >= (int)sizeof ev_path)
+        return 0;
+    char *txt = NULL;
+    if (hone_file_read(ev_path, &txt, NULL) != 0) return 0; /* no evidence: nothing to match */
+    cJSON *j = cJSON_Parse(txt);
+    free(txt);
+    if (!j) return hone_error_set(HONE_EFORMAT, "its evidence %s is not JSON", ev_path);
+    const cJSON *h = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "candidate"), "so_hash");
+    int rc = 0;
+    if (cJSON_IsString(h) && strcmp(h->valuestring, so_hash) != 0)
+        rc = hone_error_set(HONE_EFORMAT,
+                            "the compiled object is not the one the guard vetted: sha256 %.16s here, "
+                            "%.16s in %s (another compiler, flags or -march?)", so_hash, h->valuestring, ev_path);
+    else if (h && !cJSON_IsString(h) && !cJSON_IsNull(h))
+        rc = hone_error_set(HONE_EFORMAT, "its evidence %s has a candidate.so_hash that is not a string", ev_path);
+    cJSON_Delete(j);
+    return rc;
 }
 
 /* ---- the self-check ------------------------------------------------------------------------ */
 
-/* 0 when cand is within tolerance of base everywhere; else an error naming the first element. */
-static int compare_outputs(const char *desc, int64_t n, const float *cand, const float *base)
+/* 0 when cand is within tolerance of base everywhere (exact: the same bits); else an error naming
+ * the first element. */
+static int compare_outputs(const char *desc, int64_t n, const float *cand, const float *base, int exact)
 {
+    for (int64_t i = 0; exact && i < n; i++)
+        if (memcmp(&cand[i], &base[i], sizeof *cand))
+            return hone_error_set(HONE_EINVAL, "%s: output[%lld] = %.9g, baseline %.9g (not the same bits)",
+                                  desc, (long long)i, cand[i], base[i]);
     double ss = 0.0;
     int64_t nf = 0;
     for (int64_t i = 0; i < n; i++)
@@ -237,7 +145,8 @@ static void call_into(const hone_slot_desc *d, const hone_slot_shape *s, void *f
 
 /* Checks fn on one shape: inputs by the descriptor's roles, against the baseline, and the
  * same work in 3 shares against one. */
-static int check_shape(const hone_slot_desc *d, void *fn, const hone_slot_shape *s, uint64_t *st)
+static int check_shape(const hone_slot_desc *d, void *fn, const hone_slot_shape *s, uint64_t *st,
+                       int exact)
 {
     void *in[HONE_SLOT_MAX_ARGS] = {NULL};
     float *ob = NULL, *oc = NULL, *os = NULL, *scratch = NULL;
@@ -258,7 +167,7 @@ static int check_shape(const hone_slot_desc *d, void *fn, const hone_slot_shape 
     if (!ob || !oc || !os || !scratch) goto oom;
     call_into(d, s, d->cpu_baseline, in, ob, out_n, out_arg, scratch, 1);
     call_into(d, s, fn, in, oc, out_n, out_arg, scratch, 1);
-    if ((rc = compare_outputs(desc, out_n, oc, ob))) goto done;
+    if ((rc = compare_outputs(desc, out_n, oc, ob, exact))) goto done;
     call_into(d, s, fn, in, os, out_n, out_arg, scratch, 3);
     for (int64_t i = 0; i < out_n; i++)
         if (memcmp(&os[i], &oc[i], sizeof *os)) {
@@ -287,7 +196,7 @@ int hone_kernel_loader_check(int id, void *fn, const hone_kernel_loader_opts *op
     if (!shapes) return hone_error_set(HONE_ENOMEM, "out of memory");
     int n = d->shapes(d, opts ? opts->model : NULL, shapes, HONE_SLOT_MAX_SHAPES), rc = 0;
     uint64_t st = 0x9e3779b97f4a7c15ull ^ (uint64_t)id;
-    for (int i = 0; i < n && !rc; i++) rc = check_shape(d, fn, &shapes[i], &st);
+    for (int i = 0; i < n && !rc; i++) rc = check_shape(d, fn, &shapes[i], &st, opts && opts->exact);
     free(shapes);
     return rc;
 }
@@ -317,16 +226,18 @@ static int load_one(hone_kernel_loader *l, hone_slot_table *t, hone_slot_id id, 
                     const hone_kernel_loader_opts *o)
 {
     char so[4400], sym[96], reason[6000];
-    char *log = NULL;
     void *h = NULL;
-    int rc = compile_impl(so, sizeof so, path, o, &log);
-    if (rc == HONE_ENOMEM) { free(log); return rc; }
+    hone_compile_cpu_result cr;
+    int rc = compile_cached(&cr, so, sizeof so, path, o);
+    if (rc == HONE_ENOMEM) { hone_compile_cpu_result_clear(&cr); return rc; }
+    if (!rc && (rc = check_evidence(path, cr.so_hash))) hone_compile_cpu_result_clear(&cr);
     if (rc) {
         snprintf(reason, sizeof reason, "%s", hone_error_last());
-        rc = refuse(l, id, path, reason, log, o);
-        free(log);
+        rc = refuse(l, id, path, reason, cr.log && *cr.log ? cr.log : NULL, o);
+        hone_compile_cpu_result_clear(&cr);
         return rc;
     }
+    hone_compile_cpu_result_clear(&cr);
     if (!(h = dlopen(so, RTLD_LOCAL | RTLD_NOW))) {
         snprintf(reason, sizeof reason, "cannot load %s: %s", so, dlerror());
         return refuse(l, id, path, reason, NULL, o);

@@ -1,6 +1,8 @@
 /* Serving approved kernels: `--kernels DIR` replaces a CPU baseline with DIR/cpu/<slot>.c when
- * that file differs from the shipped one. Each such file is compiled with the system C compiler
- * into a shared object (cached by the hash of its source, flags and compiler), loaded, checked
+ * that file differs from the shipped one. Each such file is compiled through the one CPU compile
+ * path (candidates/compile.h: $HONE_CC, HONE_COMPILE_CPU_FLAGS; cached by its content key), its
+ * object's SHA-256 matched with candidate.so_hash of DIR/cpu/<slot>.evidence.json when that file
+ * is there (the review commit puts it beside the kernel: served = vetted), loaded, checked
  * against the baseline on random inputs of the model's shapes, and only then installed in the
  * slot table. A kernel that does not compile, load or pass the check is refused with one log line
  * and the baseline keeps serving: a bad kernels directory never stops the engine. */
@@ -19,21 +21,18 @@ typedef struct {
     const char *cache_dir;     /* compiled objects; NULL: $HONE_KERNEL_CACHE, else
                                   $XDG_CACHE_HOME/hone/kernels, $HOME/.cache/hone/kernels, or
                                   /tmp/hone-kernels-<uid> */
-    const char *cc;            /* the C compiler; NULL: $CC, else "cc" */
     const hone_model *model;   /* the self-check uses its shapes; NULL: small default shapes */
     int quiet;                 /* 1: no log lines on stderr */
+    int exact;                 /* 1: the self-check demands the baseline's bits, not a tolerance */
 } hone_kernel_loader_opts;
 
-#define HONE_KERNEL_LOADER_OPTS_INIT {NULL, NULL, NULL, NULL, NULL, 0}
-
-/* The flags every run-time CPU kernel is compiled with (after the compiler, before -I<src>):
- * those of the engine's own kernels, so that a copy of a baseline gives the baseline's bits. */
-#define HONE_KERNEL_LOADER_CFLAGS "-O3 -march=native -std=c11 -D_GNU_SOURCE -fPIC -shared"
+#define HONE_KERNEL_LOADER_OPTS_INIT {.kernels_dir = NULL, .model = NULL, .quiet = 0, .exact = 0}
 
 typedef enum {
     HONE_KERNEL_BASELINE = 0,  /* no file, or the same bytes as the shipped baseline */
     HONE_KERNEL_INSTALLED = 1, /* compiled, checked and installed in the slot table */
-    HONE_KERNEL_REFUSED = 2    /* did not compile, load or pass the self-check */
+    HONE_KERNEL_REFUSED = 2    /* did not compile, match its evidence's object hash, load or
+                                  pass the self-check */
 } hone_kernel_state;
 
 /* The loaded shared objects (owned) and what happened to every slot. */
@@ -56,16 +55,17 @@ hone_kernel_state hone_kernel_loader_state(const hone_kernel_loader *l, hone_slo
  * shared object an installed slot runs from; "" for a baseline. Borrowed from l. */
 const char *hone_kernel_loader_detail(const hone_kernel_loader *l, hone_slot_id id);
 
-/* The steps, also for other users (the guard): compiles the CPU kernel file src_path into a shared
- * object in the cache (reused when already there) and writes its path into so_path. On failure
- * the error message holds the compiler's output. */
+/* Compiles the CPU kernel file src_path through hone_compile_cpu_cached into the loader's cache
+ * (reused when already there) and writes the object's path into so_path. On failure the error
+ * message holds the compiler's first error line. */
 int hone_kernel_loader_compile(char *so_path, size_t cap, const char *src_path,
                                const hone_kernel_loader_opts *opts);
 
 /* Checks fn, a function with slot id's signature, against the baseline on the slot descriptor's
  * shape set for opts->model (its shapes, the reference and edge shapes), inputs made by the
  * descriptor's roles: outputs NaN-free where the baseline's are, within a small relative
- * tolerance of them, and bitwise the same whether the work is split in shares or not.
+ * tolerance of them (opts->exact: bitwise equal to them), and bitwise the same whether the work
+ * is split in shares or not.
  * 0 if it passes; else an error saying where it differs. */
 int hone_kernel_loader_check(int id, void *fn, const hone_kernel_loader_opts *opts);
 

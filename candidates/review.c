@@ -162,6 +162,7 @@ int hone_review_evidence_to_json(char **out, const hone_review_evidence *ev, con
     json_str(root, "backend", backend);
     if ((cand = cJSON_AddObjectToObject(root, "candidate"))) {
         json_str(cand, "hash", ev->candidate_hash);
+        json_str(cand, "so_hash", ev->so_hash);
         json_str(cand, "origin_kind", ev->origin_kind);
         json_str(cand, "origin", ev->origin);
     }
@@ -275,6 +276,7 @@ int hone_review_evidence_to_markdown(char **out, const hone_review_evidence *ev,
     md_row(&b, "device", ev->device);
     md_row(&b, "model", ev->model);
     md_row(&b, "candidate", ev->candidate_hash);
+    if (ev->so_hash) md_row(&b, "object (sha256)", ev->so_hash);
     snprintf(v, sizeof v, "%s%s%s", ev->origin_kind ? ev->origin_kind : "unknown",
              ev->origin ? ": " : "", ev->origin ? ev->origin : "");
     md_row(&b, "origin", v);

@@ -35,6 +35,8 @@ typedef struct {
     const char *device;                      /* "cpu: AMD EPYC 9654 (16 threads)", "cuda: NVIDIA H200" */
     const char *model;                       /* model name (or file) the parity was measured on */
     const char *candidate_hash;              /* content hash of the candidate source (hex) */
+    const char *so_hash;                     /* CPU: SHA-256 of the object the guard vetted (hex); the
+                                                kernel loader serves only an object with it */
     const char *origin_kind;                 /* "llm", "search" or "file" */
     const char *origin;                      /* LLM model name, search parameters, or file path */
     int64_t seed;                            /* the input seed drawn after the candidate was frozen */
@@ -50,8 +52,8 @@ typedef struct {
      .guard_seconds = NAN}
 
 /* The evidence as a JSON object (cJSON's formatted print, ending in "\n"): malloc'd into *out.
- * slot and backend are recorded with it. Keys: slot, backend, candidate{hash, origin_kind,
- * origin}, speed{speedup_median, ci_low, ci_high, ci_level, incumbent_ns, candidate_ns, reps,
+ * slot and backend are recorded with it. Keys: slot, backend, candidate{hash, so_hash,
+ * origin_kind, origin}, speed{speedup_median, ci_low, ci_high, ci_level, incumbent_ns, candidate_ns, reps,
  * threshold}, kernel_parity{tier, candidate_max_abs_err, incumbent_max_abs_err, slack, shapes},
  * model_parity{max_abs_dlogit, kl_mean, kl_max, argmax_agreement, prompts, steps}, device,
  * model, seed, guard_seconds. Unknown values are null. */

@@ -80,12 +80,17 @@ void hone_sha256_final(hone_sha256_ctx *c, uint8_t out[32])
     }
 }
 
+void hone_sha256_final_hex(hone_sha256_ctx *c, char out[65])
+{
+    uint8_t d[32];
+    hone_sha256_final(c, d);
+    for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
 void hone_sha256_hex(const void *data, size_t n, char out[65])
 {
     hone_sha256_ctx c;
-    uint8_t d[32];
     hone_sha256_init(&c);
     hone_sha256_update(&c, data, n);
-    hone_sha256_final(&c, d);
-    for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
+    hone_sha256_final_hex(&c, out);
 }

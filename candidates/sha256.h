@@ -15,6 +15,8 @@ typedef struct {
 void hone_sha256_init(hone_sha256_ctx *c);
 void hone_sha256_update(hone_sha256_ctx *c, const void *data, size_t n);
 void hone_sha256_final(hone_sha256_ctx *c, uint8_t out[32]);
+/* hone_sha256_final as hex: 64 characters and a NUL. */
+void hone_sha256_final_hex(hone_sha256_ctx *c, char out[65]);
 /* The hex digest (64 characters and a NUL) of data[n].
  * Example: hone_sha256_hex("abc", 3, hex) gives "ba7816bf...f20015ad". */
 void hone_sha256_hex(const void *data, size_t n, char out[65]);

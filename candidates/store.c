@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,10 +86,13 @@ static int fsync_dir_of(const char *path)
 
 int hone_store_atomic_write(const char *path, const void *data, size_t len)
 {
+    /* a temp name no other writer (process or thread) can have: mkstemp's, in path's directory */
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld.XXXXXX", path, (long)getpid()) >= (int)sizeof tmp)
+        return hone_error_set(HONE_ERANGE, "path too long: %s", path);
+    int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) return hone_error_set(HONE_EIO, "open %s: %s", tmp, strerror(errno));
+    fchmod(fd, 0644);
     const char *p = data;
     size_t left = len;
     while (left) {
@@ -171,6 +175,30 @@ int hone_store_read_meta(const hone_store *s, const char *hash, char **out)
     return hone_file_read(p, out, NULL) ? hone_error_set(HONE_EIO, "cannot read %s", p) : 0;
 }
 
+/* meta.json is read, changed and rewritten: two guards on one candidate would lose each other's
+ * history. An exclusive flock on <candidate>/.lock (held until unlock_meta) serialises them. */
+static int lock_meta(const hone_store *s, const char *hash)
+{
+    char p[4400];
+    if (!valid_hash(hash)) return hone_error_set(HONE_EINVAL, "not a content hash: %s", hash ? hash : "(null)");
+    if (snprintf(p, sizeof p, "%s/candidates/%s/.lock", s->dir, hash) >= (int)sizeof p)
+        return hone_error_set(HONE_ERANGE, "store path too long");
+    int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return hone_error_set(HONE_EIO, "open %s: %s", p, strerror(errno));
+    while (flock(fd, LOCK_EX) != 0)
+        if (errno != EINTR) {
+            int e = errno;
+            close(fd);
+            return hone_error_set(HONE_EIO, "flock %s: %s", p, strerror(e));
+        }
+    return fd;
+}
+
+static void unlock_meta(int fd)
+{
+    if (fd >= 0) close(fd); /* releases the flock */
+}
+
 static void iso_now(char buf[32])
 {
     struct timespec ts;
@@ -230,6 +258,8 @@ int hone_store_put(hone_store *s, char out_hash[65], const char *src, size_t len
     const char *srcname = cuda ? "source.cu" : "source.c";
     char *old = NULL;
     cJSON *m = NULL;
+    int lk = lock_meta(s, out_hash);
+    if (lk < 0) return lk;
     if (hone_store_read_meta(s, out_hash, &old) == 0 && (m = cJSON_Parse(old)) != NULL) {
         /* already stored: record that it was proposed again */
         add_history(m, "proposed", "proposed again");
@@ -255,6 +285,7 @@ int hone_store_put(hone_store *s, char out_hash[65], const char *src, size_t len
     }
     rc = save_meta(s, out_hash, m);
 done:
+    unlock_meta(lk);
     cJSON_Delete(m);
     free(old);
     return rc;
@@ -264,11 +295,18 @@ int hone_store_set_state(hone_store *s, const char *hash, hone_store_state state
                          const char *reason, const char *evidence_json)
 {
     char *old = NULL;
-    int rc = hone_store_read_meta(s, hash, &old);
-    if (rc) return rc;
+    int rc, lk = lock_meta(s, hash);
+    if (lk < 0) return lk;
+    if ((rc = hone_store_read_meta(s, hash, &old))) {
+        unlock_meta(lk);
+        return rc;
+    }
     cJSON *m = cJSON_Parse(old);
     free(old);
-    if (!m) return hone_error_set(HONE_EFORMAT, "meta.json of %s is not JSON", hash);
+    if (!m) {
+        unlock_meta(lk);
+        return hone_error_set(HONE_EFORMAT, "meta.json of %s is not JSON", hash);
+    }
     const char *name = hone_store_state_name(state);
     cJSON_DeleteItemFromObject(m, "state");
     cJSON_AddStringToObject(m, "state", name);
@@ -283,6 +321,7 @@ int hone_store_set_state(hone_store *s, const char *hash, hone_store_state state
     }
     add_history(m, name, reason);
     rc = save_meta(s, hash, m);
+    unlock_meta(lk);
     cJSON_Delete(m);
     return rc;
 }

@@ -4,7 +4,9 @@
  * history, reason and evidence), compile.log and the compiled artifact.
  * States: proposed -> compiled -> kernel-parity -> model-parity -> speed -> accepted | rejected.
  * Every write is atomic (temp file, fsync, rename, fsync of the directory): a crash mid-write
- * leaves the previous version of the file, never a torn one. */
+ * leaves the previous version of the file, never a torn one. Several processes (two guards) may
+ * work on one store and one candidate at once: writes never share a temp file, and the
+ * read-change-write of meta.json holds an flock on the candidate's .lock. */
 #ifndef HONE_STORE_H
 #define HONE_STORE_H
 
@@ -63,7 +65,9 @@ int hone_store_read_meta(const hone_store *s, const char *hash, char **out);
 
 const char *hone_store_state_name(hone_store_state st);
 
-/* Writes path atomically: path.tmp.<pid>, fsync, rename over path, fsync of the directory. */
+/* Writes path atomically: a temp file of its own (path.tmp.<pid>.XXXXXX), fsync, rename over path,
+ * fsync of the directory. Concurrent writers of one path (processes or threads) all succeed; the
+ * last rename wins, and a reader sees one whole version. */
 int hone_store_atomic_write(const char *path, const void *data, size_t len);
 
 #endif

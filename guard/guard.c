@@ -1361,6 +1361,7 @@ static void write_evidence(run_state *r, hone_store *st, double t_start)
     cJSON_AddStringToObject(root, "slot", r->o->slot);
     cJSON_AddStringToObject(root, "backend", r->o->backend);
     cJSON_AddStringToObject(root, "candidate_hash", res->hash);
+    if (res->so_hash[0]) cJSON_AddStringToObject(root, "so_hash", res->so_hash);
     cJSON_AddStringToObject(root, "file", r->o->file);
     cJSON_AddNumberToObject(root, "seed", (double)r->seed);
     cJSON_AddStringToObject(root, "seed_source", r->o->seed >= 0 ? "--seed (testing)" : "getrandom after the candidate was hashed");
@@ -1493,17 +1494,23 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
         hone_store_path(st, out->hash, "candidate.so", so, sizeof so);
         hone_store_path(st, out->hash, "source.c", srcp, sizeof srcp);
         snprintf(r.so_path, sizeof r.so_path, "%s", so);
-        char *log = NULL;
         double tc = mono_s();
-        int crc = hone_compile_cpu(&log, cmd, sizeof cmd, srcp, so, HONE_SOURCE_DIR, 60.0);
+        hone_compile_cpu_result cres;
+        hone_compile_cpu_opts copts = HONE_COMPILE_CPU_OPTS_INIT;
+        copts.src_root = HONE_SOURCE_DIR;
+        int crc = hone_compile_cpu(&cres, srcp, so, &copts);
+        const char *log = cres.log;
+        snprintf(cmd, sizeof cmd, "%s", cres.cmd);
         if (log) hone_store_write(st, out->hash, "compile.log", log, strlen(log));
         if (crc) {
             gate(&r, "compile", "fail", "%s\n%s", hone_error_last(), log ? log : "");
             reject(&r, HONE_GUARD_COMPILE, "compile failed: %s", log && *log ? log : hone_error_last());
-            free(log);
+            hone_compile_cpu_result_clear(&cres);
             goto verdict;
         }
-        free(log);
+        snprintf(out->so_hash, sizeof out->so_hash, "%s", cres.so_hash); /* served = vetted */
+        out->ev.so_hash = out->so_hash;
+        hone_compile_cpu_result_clear(&cres);
         hone_store_set_state(st, out->hash, HONE_STORE_COMPILED, NULL, NULL);
         if (!opts->skip_scan && hone_scan_elf(so, r.symbol, why, sizeof why) != 0) {
             gate(&r, "compile", "fail", "ELF: %s", why);

@@ -96,6 +96,7 @@ typedef struct {
     hone_guard_code code;
     char reason[512];
     char hash[65];
+    char so_hash[65];           /* CPU: SHA-256 of the compiled object the gates ran ("" if none) */
     char tier[16];              /* "exact" / "faithful" / "" */
     double speedup, ci_low, ci_high;
     double seconds;

@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "candidates/compile.h"
 #include "candidates/kernel_loader.h"
+#include "candidates/review.h"
 #include "engine/error.h"
 #include "engine/forward.h"
 #include "engine/model.h"
@@ -342,7 +344,7 @@ static void test_compile_and_check_api(void)
     snprintf(src, sizeof src, "%s/matvec_f16.c", k.cpu);
     CHECK(hone_kernel_loader_compile(so, sizeof so, src, &o) != 0);
     CHECK_STR_CONTAINS(hone_error_last(), "does not compile");
-    CHECK_STR_CONTAINS(hone_error_last(), HONE_KERNEL_LOADER_CFLAGS);
+    CHECK_STR_CONTAINS(hone_error_last(), HONE_COMPILE_CPU_FLAGS);
     CHECK_STR_CONTAINS(hone_error_last(), "error:");
 
     /* The baselines pass their own check, for every slot. */
@@ -356,11 +358,12 @@ static void test_compile_and_check_api(void)
     CHECK(hone_kernel_loader_check(HONE_SLOT_ADD, (void *)t.fn[HONE_SLOT_SWIGLU], &o) != 0);
     CHECK_STR_CONTAINS(hone_error_last(), "add n=");
 
-    o.cc = "/nonexistent/cc";
+    setenv("HONE_CC", "/nonexistent/cc", 1); /* the one compiler choice */
     snprintf(src, sizeof src, "%s/good.c", k.cpu);
     write_file(k.cpu, "good.c", good_matvec);
     CHECK(hone_kernel_loader_compile(so, sizeof so, src, &o) != 0);
     CHECK_STR_CONTAINS(hone_error_last(), "cannot run the C compiler '/nonexistent/cc'");
+    unsetenv("HONE_CC");
 
     hone_kernel_loader *l = NULL;
     o.kernels_dir = "/nonexistent/kernels";
@@ -468,6 +471,95 @@ static void test_cli_kernels_flag(void)
     kdir_free(&k);
 }
 
+/* A copy of every shipped baseline, compiled through the one compile path, gives the baseline's
+ * bits on every self-check case (exact: bitwise, not a tolerance). */
+static void test_every_baseline_copy_is_bitwise(void)
+{
+    kdir k = kdir_new();
+    for (int i = 0; i < HONE_SLOT_COUNT; i++) {
+        char src[4096], name[128], *text;
+        snprintf(src, sizeof src, "%s/kernels/cpu/%s.c", HONE_SOURCE_DIR, hone_slots_name(i));
+        CHECK((text = read_text(src)) != NULL);
+        if (!text) continue;
+        size_t n = strlen(text);
+        char *mod = malloc(n + 64);
+        snprintf(mod, n + 64, "%s/* a copy */\n", text);
+        snprintf(name, sizeof name, "%s.c", hone_slots_name(i));
+        write_file(k.cpu, name, mod);
+        free(mod);
+        free(text);
+    }
+    hone_kernel_loader_opts o = opts_for(&k);
+    o.exact = 1;
+    hone_slot_table t;
+    hone_slots_cpu_baseline(&t);
+    hone_kernel_loader *l = NULL;
+    CHECK_EQ_INT(hone_kernel_loader_new(&l, &t, &o), 0);
+    CHECK_EQ_INT(hone_kernel_loader_n_installed(l), HONE_SLOT_COUNT);
+    for (int i = 0; i < HONE_SLOT_COUNT; i++)
+        CHECK_MSG(hone_kernel_loader_state(l, i) == HONE_KERNEL_INSTALLED, "%s: %s", hone_slots_name(i),
+                  hone_kernel_loader_detail(l, i));
+    hone_kernel_loader_free(l);
+    kdir_free(&k);
+}
+
+/* Served = vetted: the object compiled as the guard compiles it (another path, another name) has
+ * the same SHA-256 as the loader's; evidence with another hash refuses the kernel. */
+static void test_evidence_object_hash(void)
+{
+    kdir k = kdir_new();
+    write_file(k.cpu, "matvec_f32.c", good_matvec);
+    char gdir[4300], gsrc[4400], gso[4400], ev[600];
+    snprintf(gdir, sizeof gdir, "%s/store", k.root);
+    mkdir(gdir, 0755);
+    write_file(gdir, "source.c", good_matvec);
+    snprintf(gsrc, sizeof gsrc, "%s/source.c", gdir);
+    snprintf(gso, sizeof gso, "%s/candidate.so", gdir);
+    hone_compile_cpu_result r;
+    CHECK_EQ_INT(hone_compile_cpu(&r, gsrc, gso, NULL), 0);
+    CHECK_EQ_INT((int)strlen(r.so_hash), 64);
+
+    /* the evidence as the review commit writes it beside the kernel */
+    hone_review_evidence rev = HONE_REVIEW_EVIDENCE_INIT;
+    rev.so_hash = r.so_hash;
+    char *json = NULL;
+    CHECK_EQ_INT(hone_review_evidence_to_json(&json, &rev, "matvec_f32", "cpu"), 0);
+    if (json) write_file(k.cpu, "matvec_f32.evidence.json", json);
+    free(json);
+    hone_kernel_loader_opts o = opts_for(&k);
+    hone_slot_table t;
+    hone_slots_cpu_baseline(&t);
+    hone_kernel_loader *l = NULL;
+    CHECK_EQ_INT(hone_kernel_loader_new(&l, &t, &o), 0);
+    CHECK_MSG(hone_kernel_loader_state(l, HONE_SLOT_MATVEC_F32) == HONE_KERNEL_INSTALLED, "%s",
+              hone_kernel_loader_detail(l, HONE_SLOT_MATVEC_F32));
+    char served[65] = "";
+    CHECK_EQ_INT(hone_compile_file_hash(served, hone_kernel_loader_detail(l, HONE_SLOT_MATVEC_F32)), 0);
+    CHECK(strcmp(served, r.so_hash) == 0);
+    hone_kernel_loader_free(l);
+
+    /* evidence for another object: refused, the baseline serves */
+    snprintf(ev, sizeof ev, "{\"candidate\": {\"so_hash\": \"%064d\"}}\n", 0);
+    write_file(k.cpu, "matvec_f32.evidence.json", ev);
+    hone_slots_cpu_baseline(&t);
+    hone_slot_table base = t;
+    CHECK_EQ_INT(hone_kernel_loader_new(&l, &t, &o), 0);
+    CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_MATVEC_F32), HONE_KERNEL_REFUSED);
+    CHECK_STR_CONTAINS(hone_kernel_loader_detail(l, HONE_SLOT_MATVEC_F32), "not the one the guard vetted");
+    CHECK(t.fn[HONE_SLOT_MATVEC_F32] == base.fn[HONE_SLOT_MATVEC_F32]);
+    hone_kernel_loader_free(l);
+
+    /* unreadable evidence is refused too */
+    write_file(k.cpu, "matvec_f32.evidence.json", "{not json");
+    CHECK_EQ_INT(hone_kernel_loader_new(&l, &t, &o), 0);
+    CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_MATVEC_F32), HONE_KERNEL_REFUSED);
+    CHECK_STR_CONTAINS(hone_kernel_loader_detail(l, HONE_SLOT_MATVEC_F32), "is not JSON");
+    hone_kernel_loader_free(l);
+    hone_compile_cpu_result_clear(&r);
+    kdir_free(&k);
+}
+
 TEST_MAIN(TEST_CASE(test_installs_good_kernel), TEST_CASE(test_baseline_copy_is_not_compiled),
           TEST_CASE(test_refusals), TEST_CASE(test_compile_and_check_api), TEST_CASE(test_model_logits),
-          TEST_CASE(test_cli_kernels_flag))
+          TEST_CASE(test_cli_kernels_flag), TEST_CASE(test_every_baseline_copy_is_bitwise),
+          TEST_CASE(test_evidence_object_hash))

@@ -173,7 +173,7 @@ static void test_worker(void)
 static void test_compile_cpu(void)
 {
     setup();
-    char src[512], so[512], cmd[4096], *log = NULL;
+    char src[512], so[512];
     snprintf(src, sizeof src, "%s/k.c", DIR_);
     snprintf(so, sizeof so, "%s/k.so", DIR_);
     FILE *f = fopen(src, "w");
@@ -181,9 +181,10 @@ static void test_compile_cpu(void)
           "int64_t n, int ith, int nth) { int64_t i0, i1; hone_cpu_share(n, ith, nth, &i0, &i1);"
           " for (int64_t i = i0; i < i1; i++) y[i] = a[i] + b[i]; }\n", f);
     fclose(f);
-    CHECK_EQ_INT(hone_compile_cpu(&log, cmd, sizeof cmd, src, so, HONE_SOURCE_DIR, 60), 0);
-    CHECK_STR_CONTAINS(cmd, "-nostartfiles");
-    free(log);
+    hone_compile_cpu_result r;
+    CHECK_EQ_INT(hone_compile_cpu(&r, src, so, NULL), 0);
+    CHECK_STR_CONTAINS(r.cmd, "-nostartfiles");
+    hone_compile_cpu_result_clear(&r);
     char why[256];
     CHECK_EQ_INT(hone_scan_elf(so, "hone_cpu_add", why, sizeof why), 0);
     CHECK(hone_scan_elf(so, "hone_cpu_swiglu", why, sizeof why) != 0);
