@@ -232,21 +232,7 @@ static const dweight *dw(const cuda_backend *b, int64_t layer, hone_wsel w)
     if (w == HONE_W_TOK_EMBD) return &b->tok_embd;
     if (w == HONE_W_OUTPUT_NORM) return &b->output_norm;
     if (w == HONE_W_OUTPUT) return &b->output;
-    const dlayer *L = &b->layers[layer];
-    switch (w) {
-    case HONE_W_ATTN_NORM: return &L->attn_norm;
-    case HONE_W_Q: return &L->wq;
-    case HONE_W_K: return &L->wk;
-    case HONE_W_V: return &L->wv;
-    case HONE_W_BQ: return &L->bq;
-    case HONE_W_BK: return &L->bk;
-    case HONE_W_BV: return &L->bv;
-    case HONE_W_O: return &L->wo;
-    case HONE_W_FFN_NORM: return &L->ffn_norm;
-    case HONE_W_GATE: return &L->w_gate;
-    case HONE_W_UP: return &L->w_up;
-    default: return &L->w_down;
-    }
+    return HONE_LAYERS_FIELD(&b->layers[layer], w);
 }
 
 static int dev_embed(void *p, hone_act out, int64_t n)

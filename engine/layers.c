@@ -6,21 +6,7 @@ const hone_weight *hone_layers_weight(const hone_model *m, int64_t layer, hone_w
     if (w == HONE_W_TOK_EMBD) return hone_model_tok_embd(m);
     if (w == HONE_W_OUTPUT_NORM) return hone_model_output_norm(m);
     if (w == HONE_W_OUTPUT) return hone_model_output(m);
-    const hone_layer *L = hone_model_layer(m, layer);
-    switch (w) {
-    case HONE_W_ATTN_NORM: return &L->attn_norm;
-    case HONE_W_Q: return &L->wq;
-    case HONE_W_K: return &L->wk;
-    case HONE_W_V: return &L->wv;
-    case HONE_W_BQ: return &L->bq;
-    case HONE_W_BK: return &L->bk;
-    case HONE_W_BV: return &L->bv;
-    case HONE_W_O: return &L->wo;
-    case HONE_W_FFN_NORM: return &L->ffn_norm;
-    case HONE_W_GATE: return &L->w_gate;
-    case HONE_W_UP: return &L->w_up;
-    default: return &L->w_down;
-    }
+    return HONE_LAYERS_FIELD(hone_model_layer(m, layer), w);
 }
 
 int hone_layers_run(const hone_model *m, const hone_layer_ops *o, void *c, int64_t n)

@@ -38,6 +38,15 @@ typedef enum {
 
 const hone_weight *hone_layers_weight(const hone_model *m, int64_t layer, hone_wsel w);
 
+/* The field of a per-layer weight struct with hone_layer's field names (the host's, or a
+ * backend's device copy) that weight w names: HONE_LAYERS_FIELD(&layers[l], HONE_W_Q) is &->wq. */
+#define HONE_LAYERS_FIELD(L, w)                                                                  \
+    ((w) == HONE_W_ATTN_NORM ? &(L)->attn_norm : (w) == HONE_W_Q ? &(L)->wq                      \
+     : (w) == HONE_W_K ? &(L)->wk : (w) == HONE_W_V ? &(L)->wv : (w) == HONE_W_BQ ? &(L)->bq     \
+     : (w) == HONE_W_BK ? &(L)->bk : (w) == HONE_W_BV ? &(L)->bv : (w) == HONE_W_O ? &(L)->wo    \
+     : (w) == HONE_W_FFN_NORM ? &(L)->ffn_norm : (w) == HONE_W_GATE ? &(L)->w_gate               \
+     : (w) == HONE_W_UP ? &(L)->w_up : &(L)->w_down)
+
 /* One executor: every operation returns 0 or a negative HONE_E* code, which stops the run.
  * n is the piece's token count; layer and w name a weight for hone_layers_weight. */
 typedef struct {
