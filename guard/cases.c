@@ -427,3 +427,28 @@ void hone_cases_oracle(const hone_case *c, const uint8_t *base, double *ref)
         break;
     }
 }
+
+int hone_cases_bound(const hone_case *c, const uint8_t *base, double *bound)
+{
+    const hone_slot_shape *s = &c->shape;
+    const int64_t *D = s->d;
+    hone_slot_value v[HONE_SLOT_MAX_ARGS];
+    case_values(c, base, NULL, NULL, v);
+    switch (c->d->kind) {
+    case HONE_SLOT_KIND_EMBED: hone_oracle_bound_embed(bound, v[1].cp, s->dtype, v[3].cp, D[0], D[1]); return 1;
+    case HONE_SLOT_KIND_RMSNORM: hone_oracle_bound_rmsnorm(bound, v[1].cp, v[2].cp, D[0], D[1], s->f[0]); return 1;
+    case HONE_SLOT_KIND_MATVEC: hone_oracle_bound_matmul(bound, s->dtype, v[1].cp, v[2].cp, 1, D[0], D[1]); return 1;
+    case HONE_SLOT_KIND_MATMUL: hone_oracle_bound_matmul(bound, s->dtype, v[1].cp, v[2].cp, D[0], D[1], D[2]); return 1;
+    case HONE_SLOT_KIND_ROPE:
+        hone_oracle_bound_rope(bound, v[0].cp, v[1].cp, D[0], D[1], D[2], D[3], s->f[0], s->flag);
+        return 1;
+    case HONE_SLOT_KIND_ATTENTION_DECODE:
+    case HONE_SLOT_KIND_ATTENTION_PREFILL:
+        hone_oracle_bound_attention(bound, v[1].cp, v[2].cp, v[3].cp, v[4].cp, D[0], D[1], D[3], D[4],
+                                    D[5], D[6], s->f[0]);
+        return 1;
+    case HONE_SLOT_KIND_SWIGLU: hone_oracle_bound_swiglu(bound, v[1].cp, v[2].cp, D[0]); return 1;
+    case HONE_SLOT_KIND_ADD: hone_oracle_bound_add(bound, v[1].cp, v[2].cp, D[0]); return 1;
+    default: return 0;
+    }
+}

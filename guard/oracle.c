@@ -205,6 +205,130 @@ void hone_oracle_add(double *y, const float *a, const float *b, int64_t n)
     for (int64_t i = 0; i < n; i++) y[i] = (double)a[i] + (double)b[i];
 }
 
+/* ---- a-priori error bounds ---------------------------------------------------------------- */
+
+#define U HONE_ORACLE_U
+
+double hone_oracle_gamma(int64_t k)
+{
+    double ku = (double)k * U;
+    return ku < 1 ? ku / (1 - ku) : INFINITY;
+}
+
+static double floor_of(double b) { return b + (double)FLT_MIN; }
+
+void hone_oracle_bound_embed(double *b, const void *table, int32_t dtype, const int32_t *ids,
+                             int64_t n, int64_t dim)
+{
+    hone_oracle_embed(b, table, dtype, ids, n, dim); /* one rounding at most (q4_1's q d + m) */
+    for (int64_t i = 0; i < n * dim; i++) b[i] = floor_of(U * fabs(b[i]));
+}
+
+/* y = x * (1 / sqrt(ss / dim + eps)) * w: the sum of squares (positive terms) within
+ * gamma_dim relative, the mean, the eps, the sqrt (half: relative errors halve under a square
+ * root), the reciprocal and two products: 1 + 1 + 1 + 1 + 2 more roundings. */
+void hone_oracle_bound_rmsnorm(double *b, const float *x, const float *w, int64_t n, int64_t dim,
+                               float eps)
+{
+    hone_oracle_rmsnorm(b, x, w, n, dim, eps);
+    double rel = hone_oracle_gamma(dim) / 2 + 6 * U;
+    for (int64_t i = 0; i < n * dim; i++) b[i] = floor_of(rel * fabs(b[i]));
+}
+
+void hone_oracle_bound_matmul(double *b, int32_t dtype, const void *W, const float *X, int64_t n,
+                              int64_t rows, int64_t cols)
+{
+    matmul_any(b, dtype, W, X, n, rows, cols, 1);
+    double g = hone_oracle_gamma(cols + 1);
+    for (int64_t i = 0; i < n * rows; i++) b[i] = floor_of(g * b[i]);
+}
+
+/* a cos - b sin (and a sin + b cos) with cos and sin rounded to f32: two products and a sum of
+ * two terms, plus the rounding of cos and sin themselves. Dims >= n_rot are copied exactly. */
+void hone_oracle_bound_rope(double *b, const float *x, const int32_t *pos, int64_t n,
+                            int64_t n_heads, int64_t head_dim, int64_t n_rot, float freq_base,
+                            int32_t neox)
+{
+    int64_t half = n_rot / 2;
+    double g = hone_oracle_gamma(4);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < n_heads; h++) {
+            const float *v = x + (t * n_heads + h) * head_dim;
+            double *o = b + (t * n_heads + h) * head_dim;
+            for (int64_t d = 0; d < head_dim; d++) o[d] = 0.0;
+            for (int64_t i = 0; i < half; i++) {
+                double theta = (double)pos[t] * pow((double)freq_base, -2.0 * (double)i / (double)n_rot);
+                double c = fabs(cos(theta)), sn = fabs(sin(theta));
+                int64_t ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
+                double a = fabs((double)v[ia]), bb = fabs((double)v[ib]);
+                o[ia] = floor_of(g * (a * c + bb * sn));
+                o[ib] = floor_of(g * (a * sn + bb * c));
+            }
+        }
+}
+
+void hone_oracle_bound_attention(double *b, const float *q, const float *k_cache,
+                                 const float *v_cache, const int32_t *block_table, int64_t n,
+                                 int64_t pos0, int64_t block_size, int64_t n_heads,
+                                 int64_t n_kv_heads, int64_t head_dim, float scale)
+{
+    int64_t nk = pos0 + n > 0 ? pos0 + n : 1, group = n_heads / n_kv_heads;
+    double *s = malloc((size_t)nk * sizeof(double)), *dj = malloc((size_t)nk * sizeof(double));
+    if (!s || !dj) abort();
+    double gq = hone_oracle_gamma(head_dim + 2);
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < n_heads; h++) {
+            int64_t r = t * n_heads + h, kvh = h / group, n_kv = pos0 + t + 1;
+            const float *qr = q + r * head_dim;
+            double mx = -INFINITY, sum = 0.0, dmax = 0.0;
+            for (int64_t j = 0; j < n_kv; j++) {
+                int64_t blk = block_table[j / block_size], slot = j % block_size;
+                const float *k = k_cache + ((blk * block_size + slot) * n_kv_heads + kvh) * head_dim;
+                double dot = 0.0, mag = 0.0;
+                for (int64_t d = 0; d < head_dim; d++) {
+                    dot += (double)qr[d] * (double)k[d];
+                    mag += fabs((double)qr[d] * (double)k[d]);
+                }
+                s[j] = dot * (double)scale;
+                dj[j] = gq * fabs((double)scale) * mag;
+                if (s[j] > mx) mx = s[j];
+            }
+            for (int64_t j = 0; j < n_kv; j++) {
+                dj[j] += U * (fabs(s[j]) + fabs(mx));
+                if (dj[j] > dmax) dmax = dj[j];
+                s[j] = exp(s[j] - mx);
+                sum += s[j];
+            }
+            double common = dmax + HONE_ORACLE_EXP_ULPS * U + 3 * hone_oracle_gamma(n_kv + 2);
+            double *o = b + r * head_dim;
+            for (int64_t d = 0; d < head_dim; d++) o[d] = 0.0;
+            for (int64_t j = 0; j < n_kv; j++) {
+                int64_t blk = block_table[j / block_size], slot = j % block_size;
+                const float *v = v_cache + ((blk * block_size + slot) * n_kv_heads + kvh) * head_dim;
+                double p = s[j] / sum;
+                for (int64_t d = 0; d < head_dim; d++) o[d] += p * fabs((double)v[d]) * (dj[j] + common);
+            }
+            for (int64_t d = 0; d < head_dim; d++) o[d] = floor_of(o[d]);
+        }
+    free(s);
+    free(dj);
+}
+
+/* g / (1 + e) * up with e = exp(-g) within EXP_ULPS: d silu / silu = -e / (1 + e) de / e, at
+ * most the relative error of e; then the sum, the quotient and the product. */
+void hone_oracle_bound_swiglu(double *b, const float *gate, const float *up, int64_t n)
+{
+    hone_oracle_swiglu(b, gate, up, n);
+    double rel = HONE_ORACLE_EXP_ULPS * U + hone_oracle_gamma(3);
+    for (int64_t i = 0; i < n; i++) b[i] = floor_of(rel * fabs(b[i]));
+}
+
+void hone_oracle_bound_add(double *b, const float *a, const float *c, int64_t n)
+{
+    hone_oracle_add(b, a, c, n);
+    for (int64_t i = 0; i < n; i++) b[i] = floor_of(U * fabs(b[i]));
+}
+
 /* ---- error metrics ---------------------------------------------------------------------- */
 
 double hone_oracle_ulp_f32(double x)

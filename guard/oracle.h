@@ -76,6 +76,43 @@ void hone_oracle_swiglu(double *out, const float *gate, const float *up, int64_t
 /* add: y[i] = a[i] + b[i] in double (exact for any two f32 whose exponents differ by < 29). */
 void hone_oracle_add(double *y, const float *a, const float *b, int64_t n);
 
+/* ---- a-priori error bounds ----------------------------------------------------------------
+ * For each output element, a bound on |f32 result - exact| that every evaluation of the slot's
+ * math in f32 meets, whatever its order of operations (sums in any tree order, with or without
+ * fma), from the standard model of floating point: each operation rounds with relative error
+ * <= u = 2^-24, and a sum or dot product of k terms in any order is within
+ * gamma_k = k u / (1 - k u) of the exact value times the sum of the terms' magnitudes
+ * (Higham, Accuracy and Stability of Numerical Algorithms, 3.1 and 4.2). exp may be an
+ * approximation within HONE_ORACLE_EXP_ULPS ulps. Every bound also gets an absolute floor of
+ * FLT_MIN (a result in the subnormal range is rounded to the subnormal spacing).
+ * The faithful tier accepts an output whose error is within a small multiple of these bounds,
+ * element by element. Same argument order as the oracles; out[] has the output's shape. */
+#define HONE_ORACLE_U 0x1p-24
+#define HONE_ORACLE_EXP_ULPS 8.0
+
+double hone_oracle_gamma(int64_t k);
+void hone_oracle_bound_embed(double *b, const void *table, int32_t dtype, const int32_t *ids,
+                             int64_t n, int64_t dim);
+void hone_oracle_bound_rmsnorm(double *b, const float *x, const float *w, int64_t n, int64_t dim,
+                               float eps);
+/* matvec (n = 1) and matmul: gamma_{cols+1} * sum_c |W[r][c]| |X[t][c]| (the +1: q4_1's one
+ * rounding of q * d + m). */
+void hone_oracle_bound_matmul(double *b, int32_t dtype, const void *W, const float *X, int64_t n,
+                              int64_t rows, int64_t cols);
+void hone_oracle_bound_rope(double *b, const float *x, const int32_t *pos, int64_t n,
+                            int64_t n_heads, int64_t head_dim, int64_t n_rot, float freq_base,
+                            int32_t neox);
+/* attention (decode: n = 1, pos0 = n_kv - 1): for out[t][h][d] = sum_j p_j v_jd,
+ * sum_j p_j |v_jd| (d_j + max_k d_k + EXP_ULPS u + 3 gamma_{n_kv + 2}), where d_j bounds the
+ * error of score j: gamma_{head_dim + 2} scale sum_i |q_i k_ji| plus u (|s_j| + max_k s_k) for
+ * the max-shift. */
+void hone_oracle_bound_attention(double *b, const float *q, const float *k_cache,
+                                 const float *v_cache, const int32_t *block_table, int64_t n,
+                                 int64_t pos0, int64_t block_size, int64_t n_heads,
+                                 int64_t n_kv_heads, int64_t head_dim, float scale);
+void hone_oracle_bound_swiglu(double *b, const float *gate, const float *up, int64_t n);
+void hone_oracle_bound_add(double *b, const float *a, const float *c, int64_t n);
+
 /* ---- error metrics ---------------------------------------------------------------------- */
 
 /* How far an f32 output is from the oracle. The non-finite pattern is judged against the
