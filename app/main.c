@@ -8,16 +8,16 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend.h"
+#include "app/cli.h"
 #include "candidates/kernel_loader.h"
-#include "chat.h"
-#include "cli.h"
-#include "error.h"
-#include "file.h"
-#include "forward.h"
-#include "model.h"
-#include "sampler.h"
-#include "tokenizer.h"
+#include "engine/backend.h"
+#include "engine/chat.h"
+#include "engine/error.h"
+#include "engine/file.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/sampler.h"
+#include "engine/tokenizer.h"
 
 static const char usage_head[] =
     "usage: hone <command> [options]\n"

@@ -1,6 +1,6 @@
 /* `hone profile`: runs a prompt and N decode steps with the profiler on and prints the
  * per-slot table (or JSON), then measures the profiler's own cost by A/B decode steps with
- * the hook on and off. The command's row is in engine/cli.c. */
+ * the hook on and off. The command's row is in app/cli.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 #include "engine/backend.h"
 #include "engine/error.h"
 #include "engine/model.h"
-#include "profile.h"
+#include "profiler/profile.h"
 
 int hone_cli_profile(int argc, char **argv);
 
