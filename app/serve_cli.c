@@ -1,6 +1,7 @@
 /* `hone serve`: option parsing and the wiring of the serving stack: model, tokenizer, backend,
  * the continuous-batching scheduler (engine/scheduler.h), the HTTP server (engine/server.h)
  * and, with --tune, the self-tuning loop (agent/tuner.h) behind the server's callbacks. */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -17,6 +18,8 @@
 #include "engine/model.h"
 #include "engine/scheduler.h"
 #include "engine/server.h"
+#include "engine/slots.h"
+#include "profiler/profile.h"
 
 static const char serve_usage[] =
     "usage: hone serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--ctx N]\n"
@@ -46,6 +49,43 @@ static int parse_int(const char *flag, const char *v, int64_t lo, int64_t hi, in
     return 0;
 }
 
+/* ---- the live slot profile: a hone_profile behind the scheduler's observer ---- */
+
+static void prof_step_begin(void *p, int64_t n_rows, int n_seqs)
+{
+    (void)n_seqs;
+    hone_profile_step_begin(p, n_rows, 0);
+}
+
+static void prof_step_end(void *p) { hone_profile_step_end(p); }
+
+static int prof_json(void *p, cJSON **out) { return hone_profile_json(p, out); }
+
+/* Per-slot share of step time, summed over the slot's shapes (the /metrics gauge). */
+static int prof_shares(void *p, char (*names)[64], double *shares, int cap)
+{
+    int cap_rows = 1024, n = 0, n_out = 0;
+    hone_profile_row *rows = malloc((size_t)cap_rows * sizeof *rows);
+    if (!rows) return 0;
+    hone_profile_rows(p, rows, cap_rows, &n);
+    if (n > cap_rows) n = cap_rows;
+    for (int i = 0; i < n; i++) {
+        const char *name = rows[i].slot >= 0 ? hone_slots_name((hone_slot_id)rows[i].slot)
+                                             : rows[i].name;
+        int j;
+        for (j = 0; j < n_out; j++)
+            if (strcmp(names[j], name) == 0) break;
+        if (j == n_out) {
+            if (n_out == cap) continue;
+            snprintf(names[n_out], 64, "%s", name);
+            shares[n_out++] = 0;
+        }
+        shares[j] += rows[i].share;
+    }
+    free(rows);
+    return n_out;
+}
+
 int hone_cli_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *model_name = NULL;
@@ -53,7 +93,7 @@ int hone_cli_serve(int argc, char **argv)
     hone_scheduler_opts sco = HONE_SCHEDULER_OPTS_INIT;
     hone_ctx_opts co = HONE_CTX_OPTS_INIT;
     hone_tuner_opts to = HONE_TUNER_OPTS_INIT;
-    int tune = 0;
+    int tune = 0, profile = 1;
     int64_t v, kv_blocks = 0;
     so.api_key = getenv("HONE_API_KEY");
     if (so.api_key && !*so.api_key) so.api_key = NULL;
@@ -63,7 +103,7 @@ int hone_cli_serve(int argc, char **argv)
         if (IS("-h") || IS("--help")) { fputs(serve_usage, stdout); return 0; }
         else if (IS("--log-requests")) { so.log_requests = 1; continue; }
         else if (IS("--no-prefix-cache")) { sco.prefix_cache = 0; continue; }
-        else if (IS("--no-profile")) { sco.profile = 0; continue; }
+        else if (IS("--no-profile")) { profile = 0; continue; }
         else if (IS("--tune")) { tune = 1; continue; }
         else if (IS("--auto-apply")) { to.auto_apply = 1; continue; }
         if (!val) { fprintf(stderr, "hone serve: unknown option or missing value: %s\n%s", a, serve_usage); return 2; }
@@ -101,6 +141,7 @@ int hone_cli_serve(int argc, char **argv)
     hone_scheduler *sched = NULL;
     hone_server *srv = NULL;
     hone_tuner *tuner = NULL;
+    hone_profile *prof = NULL;
     hone_chat_template tmpl;
     int have_tmpl = 0, rc = 1;
     sigset_t sigs;
@@ -135,11 +176,23 @@ int hone_cli_serve(int argc, char **argv)
         hone_error_set(HONE_EUNSUPPORTED, "serving needs the CPU context (batched forward)");
         goto fail;
     }
+    if (profile) {
+        hone_profile_opts po = HONE_PROFILE_OPTS_INIT;
+        po.model = m;
+        po.n_threads = hone_ctx_n_threads(be->cpu);
+        if (hone_profile_new(&prof, &po) == 0 && hone_profile_attach(prof, be->cpu) == 0)
+            sco.observer = (hone_scheduler_observer){prof_step_begin, prof_step_end, prof_json,
+                                                     prof_shares, prof};
+        else { /* profiling is optional: serve without it */
+            hone_profile_free(prof);
+            prof = NULL;
+        }
+    }
     if (hone_scheduler_new(&sched, be->cpu, tok, &sco)) goto fail;
     so.n_ctx = hone_ctx_n_ctx(be->cpu);
     so.model_id = model_name ? model_name : hone_model_name(m);
     if (tune) {
-        if (!sco.profile) {
+        if (!profile) {
             hone_error_set(HONE_EINVAL, "--tune reads the live profile: drop --no-profile");
             goto fail;
         }
@@ -182,6 +235,8 @@ fail:
     hone_server_free(srv);
     hone_tuner_free(tuner); /* after the engine stopped: it unloads the tuned kernels */
     hone_scheduler_free(sched);
+    if (prof) hone_profile_detach(prof, be->cpu);
+    hone_profile_free(prof);
     hone_backend_free(be);
     if (have_tmpl) hone_chat_clear(&tmpl);
     hone_tokenizer_free(tok);
