@@ -25,13 +25,14 @@ static const char serve_usage[] =
     "usage: hone serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--ctx N]\n"
     "                  [--max-batch N] [--kv-blocks N] [-t THREADS] [--log-requests]\n"
     "                  [--step-tokens N] [--max-queue N] [--timeout SECONDS] [--model-name NAME]\n"
-    "                  [--no-prefix-cache] [--no-profile]\n"
+    "                  [--no-prefix-cache] [--no-profile] [--device cpu|cuda|auto]\n"
     "                  [--tune [--llm URL|self|none] [--llm-model NAME] [--auto-apply]\n"
     "                   [--tune-budget N] [--tune-interval S] [--tune-watch S] [--tune-spot S]\n"
     "                   [--tune-margin X] [--tune-slot SLOT] [--tune-repo DIR] [--tune-state-dir DIR]]\n"
     "  --tune: a low-priority thread (nice 19, SCHED_IDLE) tunes the hottest served slots and\n"
     "  commits accepted kernels for review; --auto-apply (staging only) also hot-swaps them\n"
     "  at a step boundary and rolls them back on a regression (agent/tuner.h).\n"
+    "  --device: cpu (the default) or cuda (one sequence per step; fails without a usable GPU).\n"
     "  --port 0 picks a free port (printed on stderr). The API key may also come from\n"
     "  $HONE_API_KEY. SIGTERM or SIGINT: stop accepting, finish in-flight requests, exit 0.\n";
 
@@ -94,6 +95,7 @@ int hone_cli_serve(int argc, char **argv)
     hone_ctx_opts co = HONE_CTX_OPTS_INIT;
     hone_tuner_opts to = HONE_TUNER_OPTS_INIT;
     int tune = 0, profile = 1;
+    hone_device device = HONE_DEVICE_CPU;
     int64_t v, kv_blocks = 0;
     so.api_key = getenv("HONE_API_KEY");
     if (so.api_key && !*so.api_key) so.api_key = NULL;
@@ -110,6 +112,11 @@ int hone_cli_serve(int argc, char **argv)
         i++;
         if (IS("-m") || IS("--model")) model_path = val;
         else if (IS("--host")) so.host = val;
+        else if (IS("--device")) {
+            int d = hone_backend_parse_device(val);
+            if (d < 0) { fprintf(stderr, "hone serve: --device expects cpu, cuda or auto\n"); return 2; }
+            device = (hone_device)d;
+        }
         else if (IS("--api-key")) so.api_key = val;
         else if (IS("--model-name")) model_name = val;
         else if (IS("--port")) { if (parse_int(a, val, 0, 65535, &v)) return 2; so.port = (int)v; }
@@ -171,33 +178,44 @@ int hone_cli_serve(int argc, char **argv)
         goto fail;
     }
     co.kv_blocks = kv_blocks;
-    if (hone_backend_new(&be, m, HONE_DEVICE_CPU, &co)) goto fail;
-    if (!be->cpu) {
-        hone_error_set(HONE_EUNSUPPORTED, "serving needs the CPU context (batched forward)");
-        goto fail;
+    if (hone_backend_new(&be, m, device, &co)) goto fail;
+    int on_gpu = hone_backend_device(be) == HONE_DEVICE_CUDA;
+    if (on_gpu && sco.max_batch > 1) {
+        /* its forward batch takes the rows of one sequence (engine/backend.h) */
+        fprintf(stderr, "hone serve: the CUDA backend runs one sequence per step: --max-batch 1\n");
+        sco.max_batch = 1;
     }
     if (profile) {
         hone_profile_opts po = HONE_PROFILE_OPTS_INIT;
+        po.source = on_gpu ? HONE_PROFILE_CUDA : HONE_PROFILE_CPU;
         po.model = m;
-        po.n_threads = hone_ctx_n_threads(be->cpu);
-        if (hone_profile_new(&prof, &po) == 0 && hone_profile_attach(prof, be->cpu) == 0)
-            sco.observer = (hone_scheduler_observer){prof_step_begin, prof_step_end, prof_json,
-                                                     prof_shares, prof};
+        po.n_threads = hone_backend_n_threads(be);
+        /* CPU: the forward pass's slot hook times every slot call; CUDA: CUPTI's activity */
+        if (hone_profile_new(&prof, &po) == 0 &&
+            (on_gpu || hone_backend_set_slot_hook(be, hone_profile_hook, prof) == 0))
+            sco.observer = (hone_scheduler_observer){.step_begin = prof_step_begin,
+                                                     .step_end = prof_step_end, .json = prof_json,
+                                                     .shares = prof_shares, .user = prof};
         else { /* profiling is optional: serve without it */
             hone_profile_free(prof);
             prof = NULL;
         }
     }
-    if (hone_scheduler_new(&sched, be->cpu, tok, &sco)) goto fail;
-    so.n_ctx = hone_ctx_n_ctx(be->cpu);
+    if (hone_scheduler_new(&sched, be, tok, &sco)) goto fail;
+    so.n_ctx = hone_backend_n_ctx(be);
     so.model_id = model_name ? model_name : hone_model_name(m);
     if (tune) {
         if (!profile) {
             hone_error_set(HONE_EINVAL, "--tune reads the live profile: drop --no-profile");
             goto fail;
         }
+        /* the tuner swaps kernels in the CPU context's slot table (agent/tuner.h) */
+        if (!hone_backend_cpu_ctx(be)) {
+            hone_error_set(HONE_EUNSUPPORTED, "--tune tunes the CPU kernels: serve with --device cpu");
+            goto fail;
+        }
         to.model_path = model_path;
-        if (hone_tuner_new(&tuner, sched, be->cpu, m, &to)) goto fail;
+        if (hone_tuner_new(&tuner, sched, hone_backend_cpu_ctx(be), m, &to)) goto fail;
         so.tuning_json = hone_tuner_json;
         so.tuning_metrics = hone_tuner_metrics;
         so.tuning_user = tuner;
@@ -212,7 +230,7 @@ int hone_cli_serve(int argc, char **argv)
                     (double)(hp->n_kv_heads * hp->head_dim) * 8.0 / (1 << 20);
     fprintf(stderr, "hone serve: model '%s' on %s; ctx %lld, batch %d, step %lld tokens, KV %lld blocks "
             "of %lld tokens (%.0f MiB), prefix cache %s, api key %s\n",
-            so.model_id, be->iface.describe(be->ctx), (long long)so.n_ctx, sco.max_batch,
+            so.model_id, hone_backend_describe(be), (long long)so.n_ctx, sco.max_batch,
             (long long)(sco.step_tokens < sco.max_batch ? sco.max_batch : sco.step_tokens),
             (long long)kv_blocks, (long long)co.kv_block_size, kv_mib, sco.prefix_cache ? "on" : "off",
             so.api_key ? "required" : "off");
@@ -235,7 +253,7 @@ fail:
     hone_server_free(srv);
     hone_tuner_free(tuner); /* after the engine stopped: it unloads the tuned kernels */
     hone_scheduler_free(sched);
-    if (prof) hone_profile_detach(prof, be->cpu);
+    if (prof && hone_backend_device(be) == HONE_DEVICE_CPU) hone_backend_set_slot_hook(be, NULL, NULL);
     hone_profile_free(prof);
     hone_backend_free(be);
     if (have_tmpl) hone_chat_clear(&tmpl);

@@ -1,5 +1,5 @@
 /* The engine thread of the server: admission, step planning (decode rows, chunked prefill
- * under a token budget, KV blocks, preemption), one hone_ctx_forward_batch per step,
+ * under a token budget, KV blocks, preemption), one hone_backend_forward_batch per step,
  * per-request sampling, detokenising and stop strings. Policies: scheduler.h. */
 #include "scheduler.h"
 
@@ -52,7 +52,7 @@ struct hone_request {
 };
 
 struct hone_scheduler {
-    hone_ctx *ctx;
+    hone_backend *be;
     hone_kv_cache *kv;
     const hone_tokenizer *tok;
     hone_scheduler_opts o;
@@ -493,7 +493,7 @@ static void *engine_main(void *arg)
         const hone_scheduler_observer *ob = &s->o.observer;
         pthread_mutex_lock(&s->prof_mu);
         if (ob->step_begin) ob->step_begin(ob->user, n, n_seqs);
-        int rc = hone_ctx_forward_batch(s->ctx, &b);
+        int rc = hone_backend_forward_batch(s->be, &b);
         if (ob->step_end) ob->step_end(ob->user);
         pthread_mutex_unlock(&s->prof_mu);
         if (hook) { /* a step boundary: the step is over, the next has not begun */
@@ -538,7 +538,7 @@ static void *engine_main(void *arg)
 
 /* ---- public ---- */
 
-int hone_scheduler_new(hone_scheduler **out, hone_ctx *ctx, const hone_tokenizer *tok,
+int hone_scheduler_new(hone_scheduler **out, hone_backend *be, const hone_tokenizer *tok,
                        const hone_scheduler_opts *opts)
 {
     hone_scheduler_opts dflt = HONE_SCHEDULER_OPTS_INIT;
@@ -553,11 +553,11 @@ int hone_scheduler_new(hone_scheduler **out, hone_ctx *ctx, const hone_tokenizer
         return hone_error_set(HONE_EINVAL, "scheduler options out of range");
     }
     if (s->o.step_tokens < s->o.max_batch) s->o.step_tokens = s->o.max_batch;
-    s->ctx = ctx;
-    s->kv = hone_ctx_kv(ctx);
+    s->be = be;
+    s->kv = hone_backend_kv(be);
     s->tok = tok;
-    s->n_vocab = hone_model_hparams(hone_ctx_model(ctx))->n_vocab;
-    s->n_ctx = hone_ctx_n_ctx(ctx);
+    s->n_vocab = hone_backend_n_vocab(be);
+    s->n_ctx = hone_backend_n_ctx(be);
     s->bs = hone_kv_cache_block_size(s->kv);
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->prof_mu, NULL);

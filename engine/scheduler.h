@@ -25,6 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "forward.h"
 #include "sampler.h"
 #include "tokenizer.h"
@@ -118,9 +119,9 @@ typedef struct {
 typedef struct hone_scheduler hone_scheduler;
 typedef struct hone_request hone_request;
 
-/* Borrows ctx (whose KV cache it manages) and tok; both must outlive the scheduler. Starts
- * the engine thread. */
-int hone_scheduler_new(hone_scheduler **out, hone_ctx *ctx, const hone_tokenizer *tok,
+/* Borrows be (whose KV cache it manages and whose hone_backend_forward_batch runs every step)
+ * and tok; both must outlive the scheduler. Starts the engine thread. */
+int hone_scheduler_new(hone_scheduler **out, hone_backend *be, const hone_tokenizer *tok,
                        const hone_scheduler_opts *opts);
 /* Stops the engine thread: requests still queued or running finish with
  * HONE_REQUEST_ERR_SHUTDOWN (their waiters wake) and new submissions fail. Idempotent. */
@@ -152,7 +153,7 @@ typedef struct {
     int64_t rows;       /* token rows computed; 0: no step ran (an idle boundary) */
     int seqs;           /* sequences with rows in the step */
     int decode_only;    /* 1: every row was a decode row (rows == seqs) */
-    double seconds;     /* wall time of the step's hone_ctx_forward_batch */
+    double seconds;     /* wall time of the step's hone_backend_forward_batch */
     int rc;             /* its return code (0, or a negative HONE_E* code) */
 } hone_scheduler_step;
 
@@ -161,7 +162,7 @@ typedef void (*hone_scheduler_step_hook)(void *user, const hone_scheduler_step *
 /* Installs fn (NULL removes it). It is called on the engine thread at every step boundary:
  * after each step (last describes it) and after each idle wait (last->rows == 0, at least
  * every 200 ms). No step runs during the call and the scheduler's lock is not held, so the
- * hook may replace entries of hone_ctx_slots(ctx) (a kernel hot swap). It must be quick:
+ * hook may replace entries of hone_backend_slots(be) (a kernel hot swap). It must be quick:
  * requests wait while it runs. user must stay valid until hone_scheduler_shutdown. */
 void hone_scheduler_set_step_hook(hone_scheduler *s, hone_scheduler_step_hook fn, void *user);
 /* Wakes an idle engine thread, so that an idle boundary (and the hook) comes soon. */
