@@ -123,11 +123,11 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
     co.n_threads = n_threads;
     co.n_ctx = n_prompt + n_tokens + 1;
     if ((rc = hone_model_load(&m, path)) || (rc = hone_backend_new(&be, m, device, &co))) goto done;
-    if (kernels_dir && be->cpu) {
+    if (kernels_dir && hone_backend_slots(be)) {
         hone_kernel_loader_opts ko = HONE_KERNEL_LOADER_OPTS_INIT;
         ko.kernels_dir = kernels_dir;
         ko.model = m;
-        if ((rc = hone_kernel_loader_new(&kl, hone_ctx_slots(be->cpu), &ko))) goto done;
+        if ((rc = hone_kernel_loader_new(&kl, hone_backend_slots(be), &ko))) goto done;
     }
     const hone_hparams *hp = hone_model_hparams(m);
     logits = malloc((size_t)hp->n_vocab * sizeof *logits);
@@ -148,26 +148,26 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
      * so the fraction errs low), and the fraction reported is the median over the reps. */
     for (int r = 0; r <= reps; r++) probe[r] = bw_gbps;
     for (int r = -1; r < reps; r++) { /* r = -1: warm-up (page-in of the mapping) */
-        if (r == 0 && be->cpu && (rc = probe_cpu(n_threads, &probe[0]))) goto done;
+        if (r == 0 && hone_backend_device(be) == HONE_DEVICE_CPU && (rc = probe_cpu(n_threads, &probe[0]))) goto done;
         hone_kv_seq seq = {0};
         double t0 = now_s();
-        if ((rc = be->iface.forward(be->ctx, &seq, prompt, n_prompt, logits, 0))) goto done;
+        if ((rc = hone_backend_forward(be, &seq, prompt, n_prompt, logits, 0))) goto done;
         double t1 = now_s();
         for (int i = 0; i < n_tokens; i++) {
             int32_t next = 0;
             for (int64_t k = 1; k < hp->n_vocab; k++)
                 if (logits[k] > logits[next]) next = (int32_t)k;
-            if ((rc = be->iface.forward(be->ctx, &seq, &next, 1, logits, 0))) {
-                be->iface.release(be->ctx, &seq);
+            if ((rc = hone_backend_forward(be, &seq, &next, 1, logits, 0))) {
+                hone_backend_release(be, &seq);
                 goto done;
             }
         }
         double t2 = now_s();
-        be->iface.release(be->ctx, &seq);
+        hone_backend_release(be, &seq);
         if (r >= 0) {
             pre[r] = n_prompt / (t1 - t0);
             dec[r] = n_tokens / (t2 - t1);
-            if (be->cpu && (rc = probe_cpu(n_threads, &probe[r + 1]))) goto done;
+            if (hone_backend_device(be) == HONE_DEVICE_CPU && (rc = probe_cpu(n_threads, &probe[r + 1]))) goto done;
             roof[r] = probe[r] > probe[r + 1] ? probe[r] : probe[r + 1];
             frac[r] = bytes * dec[r] / 1e9 / roof[r];
         }
@@ -182,11 +182,11 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
     cJSON_AddStringToObject(o, "model", hone_model_name(m));
     cJSON_AddStringToObject(o, "path", path);
     cJSON_AddStringToObject(o, "dtype", dt);
-    cJSON_AddStringToObject(o, "backend", be->iface.describe(be->ctx));
+    cJSON_AddStringToObject(o, "backend", hone_backend_describe(be));
     cJSON_AddStringToObject(o, "kernels", kernels_dir ? kernels_dir : "shipped baselines");
     cJSON_AddNumberToObject(o, "kernels_installed", kl ? hone_kernel_loader_n_installed(kl) : 0);
     cJSON_AddStringToObject(o, "weight_memory", hone_model_weight_memory(m));
-    cJSON_AddNumberToObject(o, "threads", be->cpu ? hone_ctx_n_threads(be->cpu) : 0);
+    cJSON_AddNumberToObject(o, "threads", hone_backend_n_threads(be));
     cJSON_AddNumberToObject(o, "prompt_tokens", n_prompt);
     cJSON_AddNumberToObject(o, "decode_tokens", n_tokens);
     cJSON_AddItemToObject(o, "decode_tok_s", stats_json(sd));
@@ -199,7 +199,7 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
     cJSON_AddNumberToObject(o, "roofline_fraction", sf.median);
     cJSON_AddItemToObject(o, "roofline_fraction_per_rep", stats_json(sf));
     cJSON_AddNumberToObject(o, "roofline_fraction_of_best_probe", gbps / sb.max);
-    for (size_t i = 0; be->cpu && i < sizeof reference_engine / sizeof reference_engine[0]; i++)
+    for (size_t i = 0; hone_backend_device(be) == HONE_DEVICE_CPU && i < sizeof reference_engine / sizeof reference_engine[0]; i++)
         if (strcmp(reference_engine[i].dtype, dt) == 0) {
             cJSON_AddNumberToObject(o, "reference_engine_tok_s", reference_engine[i].tok_s);
             cJSON_AddNumberToObject(o, "speedup_vs_reference", sd.median / reference_engine[i].tok_s);

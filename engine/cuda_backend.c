@@ -17,7 +17,7 @@
  *           dequantised exactly to f32 first) for f32/f16/bf16 weights instead: faster, but
  *           reorders the reductions (faithful tier, not bitwise prefill = decode).
  * Environment: HONE_CUDA_GRAPHS=0 disables graphs; HONE_CUDA_DEVICE picks the device ordinal. */
-#include "backend.h"
+#include "backend_impl.h"
 
 #ifdef HONE_HAVE_CUDA
 
@@ -394,6 +394,37 @@ fail:
     return rc;
 }
 
+/* hone_ctx_forward_batch's contract for the rows of one sequence (what one CUDA forward runs);
+ * a batch of several sequences is refused before anything changes. */
+static int cuda_forward_batch(void *p, const hone_batch *bt)
+{
+    cuda_backend *b = p;
+    const int64_t n = bt->n, V = b->hp.n_vocab;
+    if (n <= 0) return 0;
+    hone_kv_seq *seq = bt->seqs[0];
+    int64_t want = 0; /* rows whose logits are asked for */
+    for (int64_t i = 0; i < n; i++) {
+        if (bt->seqs[i] != seq)
+            return hone_error_set(HONE_EUNSUPPORTED, "the CUDA backend runs the rows of one sequence per "
+                                  "batch; row %lld is of another (continuous batching of several "
+                                  "sequences is CPU-only)", (long long)i);
+        if (bt->pos[i] != seq->n_tokens + i)
+            return hone_error_set(HONE_EINVAL, "batch row %lld: position %d does not continue its "
+                                  "sequence (at %lld)", (long long)i, bt->pos[i],
+                                  (long long)(seq->n_tokens + i));
+        want += bt->out_rows && bt->out_rows[i];
+    }
+    if (want == 0) return cuda_forward(b, seq, bt->tokens, n, NULL, 0);
+    if (want == 1 && bt->out_rows[n - 1]) return cuda_forward(b, seq, bt->tokens, n, bt->out_rows[n - 1], 0);
+    float *all = malloc((size_t)(n * V) * sizeof *all);
+    if (!all) return hone_error_set(HONE_ENOMEM, "out of memory for %lld rows of logits", (long long)n);
+    int rc = cuda_forward(b, seq, bt->tokens, n, all, 1);
+    for (int64_t i = 0; !rc && i < n; i++)
+        if (bt->out_rows[i]) memcpy(bt->out_rows[i], all + i * V, (size_t)V * sizeof *all);
+    free(all);
+    return rc;
+}
+
 static void cuda_release(void *p, hone_kv_seq *seq)
 {
     hone_kv_cache_release(((cuda_backend *)p)->book, seq);
@@ -401,6 +432,7 @@ static void cuda_release(void *p, hone_kv_seq *seq)
 
 static int64_t cuda_n_ctx(const void *p) { return ((const cuda_backend *)p)->o.n_ctx; }
 static const char *cuda_describe(const void *p) { return ((const cuda_backend *)p)->desc; }
+static hone_kv_cache *cuda_kv(void *p) { return ((cuda_backend *)p)->book; }
 
 static void cuda_free(void *p)
 {
@@ -638,7 +670,10 @@ int hone_cuda_backend_new(hone_backend_i *out_iface, void **out_ctx, const hone_
     snprintf(b->desc, sizeof b->desc, "cuda: %s (sm_%d, %d SMs, %.0f MiB arena, graphs %s, prefill %s)",
              b->dev.name, b->dev.sm, b->dev.n_sms, (double)b->arena_bytes / (1 << 20),
              b->use_graphs ? "on" : "off", b->use_cublas ? "cuBLAS for f32/f16/bf16" : "slot kernels");
-    *out_iface = (hone_backend_i){cuda_forward, cuda_release, cuda_n_ctx, cuda_describe, cuda_free};
+    /* no slot table the CPU can swap, no per-slot hook (the GPU profile is CUPTI's) */
+    *out_iface = (hone_backend_i){.forward = cuda_forward, .forward_batch = cuda_forward_batch,
+                                  .release = cuda_release, .n_ctx = cuda_n_ctx,
+                                  .describe = cuda_describe, .kv = cuda_kv, .free = cuda_free};
     *out_ctx = b;
     return 0;
 fail:

@@ -1,5 +1,5 @@
 /* The CUDA backend entry points of a build without the CUDA toolkit. */
-#include "backend.h"
+#include "backend_impl.h"
 
 #include <stdio.h>
 

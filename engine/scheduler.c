@@ -1,5 +1,5 @@
 /* The engine thread of the server: admission, step planning (decode rows, chunked prefill
- * under a token budget, KV blocks, preemption), one hone_ctx_forward_batch per step,
+ * under a token budget, KV blocks, preemption), one hone_backend_forward_batch per step,
  * per-request sampling, detokenising and stop strings. Policies: scheduler.h. */
 #include "scheduler.h"
 
@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -14,13 +15,6 @@
 #include "error.h"
 #include "kv_cache.h"
 #include "prefix_cache.h"
-
-#if defined(__has_include)
-#if __has_include("profiler/profile.h")
-#include "profiler/profile.h"
-#define HONE_SCHEDULER_PROFILE 1
-#endif
-#endif
 
 enum { ST_QUEUED = 0, ST_RUNNING = 1, ST_DONE = 2 };
 
@@ -58,7 +52,7 @@ struct hone_request {
 };
 
 struct hone_scheduler {
-    hone_ctx *ctx;
+    hone_backend *be;
     hone_kv_cache *kv;
     const hone_tokenizer *tok;
     hone_scheduler_opts o;
@@ -82,9 +76,8 @@ struct hone_scheduler {
     int32_t *match;           /* [n_ctx / bs + 1] */
     /* statistics (under mu) */
     hone_scheduler_stats st;
-    /* profile: prof_mu is held by the engine for a whole step and by readers */
+    /* the observer (o.observer): prof_mu is held by the engine for a whole step and by readers */
     pthread_mutex_t prof_mu;
-    void *prof;
     /* step hook (set under mu; called by the engine thread without mu) */
     hone_scheduler_step_hook hook;
     void *hook_user;
@@ -497,14 +490,11 @@ static void *engine_main(void *arg)
         double t_step = now_s();
 
         hone_batch b = {n, s->b_tokens, s->b_seqs, s->b_pos, s->b_out};
+        const hone_scheduler_observer *ob = &s->o.observer;
         pthread_mutex_lock(&s->prof_mu);
-#ifdef HONE_SCHEDULER_PROFILE
-        if (s->prof) hone_profile_step_begin(s->prof, n, 0);
-#endif
-        int rc = hone_ctx_forward_batch(s->ctx, &b);
-#ifdef HONE_SCHEDULER_PROFILE
-        if (s->prof) hone_profile_step_end(s->prof);
-#endif
+        if (ob->step_begin) ob->step_begin(ob->user, n, n_seqs);
+        int rc = hone_backend_forward_batch(s->be, &b);
+        if (ob->step_end) ob->step_end(ob->user);
         pthread_mutex_unlock(&s->prof_mu);
         if (hook) { /* a step boundary: the step is over, the next has not begun */
             hone_scheduler_step last = {n, n_seqs, n == n_seqs, now_s() - t_step, rc};
@@ -548,7 +538,7 @@ static void *engine_main(void *arg)
 
 /* ---- public ---- */
 
-int hone_scheduler_new(hone_scheduler **out, hone_ctx *ctx, const hone_tokenizer *tok,
+int hone_scheduler_new(hone_scheduler **out, hone_backend *be, const hone_tokenizer *tok,
                        const hone_scheduler_opts *opts)
 {
     hone_scheduler_opts dflt = HONE_SCHEDULER_OPTS_INIT;
@@ -563,11 +553,11 @@ int hone_scheduler_new(hone_scheduler **out, hone_ctx *ctx, const hone_tokenizer
         return hone_error_set(HONE_EINVAL, "scheduler options out of range");
     }
     if (s->o.step_tokens < s->o.max_batch) s->o.step_tokens = s->o.max_batch;
-    s->ctx = ctx;
-    s->kv = hone_ctx_kv(ctx);
+    s->be = be;
+    s->kv = hone_backend_kv(be);
     s->tok = tok;
-    s->n_vocab = hone_model_hparams(hone_ctx_model(ctx))->n_vocab;
-    s->n_ctx = hone_ctx_n_ctx(ctx);
+    s->n_vocab = hone_backend_n_vocab(be);
+    s->n_ctx = hone_backend_n_ctx(be);
     s->bs = hone_kv_cache_block_size(s->kv);
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->prof_mu, NULL);
@@ -599,16 +589,6 @@ int hone_scheduler_new(hone_scheduler **out, hone_ctx *ctx, const hone_tokenizer
     hist_init(&s->st.batch, batch_le, 10);
     s->st.kv_blocks_total = hone_kv_cache_n_blocks(s->kv);
     s->st.kv_block_size = s->bs;
-#ifdef HONE_SCHEDULER_PROFILE
-    if (s->o.profile) {
-        hone_profile_opts po = HONE_PROFILE_OPTS_INIT;
-        hone_profile *p = NULL;
-        po.model = hone_ctx_model(ctx);
-        po.n_threads = hone_ctx_n_threads(ctx);
-        if (hone_profile_new(&p, &po) == 0 && hone_profile_attach(p, ctx) == 0) s->prof = p;
-        else hone_profile_free(p); /* profiling is optional: serve without it */
-    }
-#endif
     if (pthread_create(&s->thread, NULL, engine_main, s) != 0) {
         rc = hone_error_set(HONE_EINTERNAL, "cannot start the engine thread");
         goto fail;
@@ -636,12 +616,6 @@ void hone_scheduler_free(hone_scheduler *s)
 {
     if (!s) return;
     hone_scheduler_shutdown(s);
-#ifdef HONE_SCHEDULER_PROFILE
-    if (s->prof) {
-        hone_profile_detach(s->prof, s->ctx);
-        hone_profile_free(s->prof);
-    }
-#endif
     hone_prefix_cache_free(s->pc);
     free(s->running);
     free(s->b_tokens);
@@ -815,48 +789,20 @@ int64_t hone_scheduler_n_active(hone_scheduler *s)
 int hone_scheduler_profile_json(hone_scheduler *s, struct cJSON **out)
 {
     *out = NULL;
-#ifdef HONE_SCHEDULER_PROFILE
-    if (s->prof) {
-        pthread_mutex_lock(&s->prof_mu);
-        int rc = hone_profile_json(s->prof, out);
-        pthread_mutex_unlock(&s->prof_mu);
-        return rc;
-    }
-#else
-    (void)s;
-#endif
-    return hone_error_set(HONE_EUNSUPPORTED, "profiling is off (serve without --no-profile, in a "
-                          "build with profiler/profile.h)");
+    const hone_scheduler_observer *ob = &s->o.observer;
+    if (!ob->json) return hone_error_set(HONE_EUNSUPPORTED, "profiling is off (serve without --no-profile)");
+    pthread_mutex_lock(&s->prof_mu);
+    int rc = ob->json(ob->user, out);
+    pthread_mutex_unlock(&s->prof_mu);
+    return rc;
 }
 
 int hone_scheduler_slot_shares(hone_scheduler *s, char (*names)[64], double *shares, int cap)
 {
-    int n_out = 0;
-#ifdef HONE_SCHEDULER_PROFILE
-    if (!s->prof) return 0;
-    int cap_rows = 1024, n = 0;
-    hone_profile_row *rows = malloc((size_t)cap_rows * sizeof *rows);
-    if (!rows) return 0;
+    const hone_scheduler_observer *ob = &s->o.observer;
+    if (!ob->shares) return 0;
     pthread_mutex_lock(&s->prof_mu);
-    hone_profile_rows(s->prof, rows, cap_rows, &n);
+    int n = ob->shares(ob->user, names, shares, cap);
     pthread_mutex_unlock(&s->prof_mu);
-    if (n > cap_rows) n = cap_rows;
-    for (int i = 0; i < n; i++) {
-        const char *name = rows[i].slot >= 0 ? hone_slots_name((hone_slot_id)rows[i].slot)
-                                             : rows[i].name;
-        int j;
-        for (j = 0; j < n_out; j++)
-            if (strcmp(names[j], name) == 0) break;
-        if (j == n_out) {
-            if (n_out == cap) continue;
-            snprintf(names[n_out], 64, "%s", name);
-            shares[n_out++] = 0;
-        }
-        shares[j] += rows[i].share;
-    }
-    free(rows);
-#else
-    (void)s; (void)names; (void)shares; (void)cap;
-#endif
-    return n_out;
+    return n;
 }

@@ -25,11 +25,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend.h"
 #include "forward.h"
 #include "sampler.h"
 #include "tokenizer.h"
 
 struct cJSON;
+
+/* Watches the engine's steps: the slot profiler, created and attached to the forward pass's
+ * slot hook by the command that wires the server (app/serve_cli.c); the engine knows nothing
+ * of it. step_begin/step_end bracket every step's forward batch on the engine thread; json
+ * and shares answer readers on any thread. The scheduler holds one lock across a whole step
+ * and around every json/shares call, so the observer needs no lock of its own. Any member may
+ * be NULL; all NULL (the default) is no observer. */
+typedef struct {
+    void (*step_begin)(void *user, int64_t n_rows, int n_seqs);
+    void (*step_end)(void *user);
+    /* hone_scheduler_profile_json's body; the caller owns *out */
+    int (*json)(void *user, struct cJSON **out);
+    /* hone_scheduler_slot_shares' answer: up to cap (name, share) pairs, returns the count */
+    int (*shares)(void *user, char (*names)[64], double *shares, int cap);
+    void *user;
+} hone_scheduler_observer;
 
 typedef struct {
     int max_batch;          /* running sequences at most */
@@ -37,10 +54,11 @@ typedef struct {
     int max_queue;          /* waiting requests at most; a submit beyond fails */
     double timeout_s;       /* per-request time limit, from submission */
     int prefix_cache;       /* 1: reuse cached block-aligned prompt prefixes */
-    int profile;            /* 1: time every slot (profiler/profile.h) when it is built in */
+    hone_scheduler_observer observer;   /* the slot profile (see above); zeroed: none */
 } hone_scheduler_opts;
 
-#define HONE_SCHEDULER_OPTS_INIT {16, 256, 64, 600.0, 1, 1}
+#define HONE_SCHEDULER_OPTS_INIT \
+    {.max_batch = 16, .step_tokens = 256, .max_queue = 64, .timeout_s = 600.0, .prefix_cache = 1}
 
 typedef struct {
     const int32_t *prompt;       /* [n_prompt] token ids, copied */
@@ -101,9 +119,9 @@ typedef struct {
 typedef struct hone_scheduler hone_scheduler;
 typedef struct hone_request hone_request;
 
-/* Borrows ctx (whose KV cache it manages) and tok; both must outlive the scheduler. Starts
- * the engine thread. */
-int hone_scheduler_new(hone_scheduler **out, hone_ctx *ctx, const hone_tokenizer *tok,
+/* Borrows be (whose KV cache it manages and whose hone_backend_forward_batch runs every step)
+ * and tok; both must outlive the scheduler. Starts the engine thread. */
+int hone_scheduler_new(hone_scheduler **out, hone_backend *be, const hone_tokenizer *tok,
                        const hone_scheduler_opts *opts);
 /* Stops the engine thread: requests still queued or running finish with
  * HONE_REQUEST_ERR_SHUTDOWN (their waiters wake) and new submissions fail. Idempotent. */
@@ -135,7 +153,7 @@ typedef struct {
     int64_t rows;       /* token rows computed; 0: no step ran (an idle boundary) */
     int seqs;           /* sequences with rows in the step */
     int decode_only;    /* 1: every row was a decode row (rows == seqs) */
-    double seconds;     /* wall time of the step's hone_ctx_forward_batch */
+    double seconds;     /* wall time of the step's hone_backend_forward_batch */
     int rc;             /* its return code (0, or a negative HONE_E* code) */
 } hone_scheduler_step;
 
@@ -144,14 +162,14 @@ typedef void (*hone_scheduler_step_hook)(void *user, const hone_scheduler_step *
 /* Installs fn (NULL removes it). It is called on the engine thread at every step boundary:
  * after each step (last describes it) and after each idle wait (last->rows == 0, at least
  * every 200 ms). No step runs during the call and the scheduler's lock is not held, so the
- * hook may replace entries of hone_ctx_slots(ctx) (a kernel hot swap). It must be quick:
+ * hook may replace entries of hone_backend_slots(be) (a kernel hot swap). It must be quick:
  * requests wait while it runs. user must stay valid until hone_scheduler_shutdown. */
 void hone_scheduler_set_step_hook(hone_scheduler *s, hone_scheduler_step_hook fn, void *user);
 /* Wakes an idle engine thread, so that an idle boundary (and the hook) comes soon. */
 void hone_scheduler_wake(hone_scheduler *s);
 
-/* The slot profile (profiler/profile.h's JSON) of every step so far; HONE_EUNSUPPORTED when
- * profiling is off or the profiler is not built in. Caller owns *out. */
+/* The slot profile of every step so far (the observer's json); HONE_EUNSUPPORTED when there
+ * is no observer (profiling is off). Caller owns *out. */
 int hone_scheduler_profile_json(hone_scheduler *s, struct cJSON **out);
 /* Per-slot share of step time: up to cap (name, share) pairs summed over shapes; returns
  * the count (0 without a profile). */

@@ -1,7 +1,7 @@
 /* The OpenAI-compatible HTTP server (libmicrohttpd, a thread per connection): /v1/models,
  * /v1/completions, /v1/chat/completions (JSON or server-sent events), /health, /metrics
  * (Prometheus text) and /v1/hone/profile, in front of the continuous-batching scheduler
- * (engine/scheduler.h). `hone serve` is hone_cli_serve. */
+ * (engine/scheduler.h). `hone serve` (app/serve_cli.c) wires it up. */
 #ifndef HONE_SERVER_H
 #define HONE_SERVER_H
 
@@ -20,7 +20,7 @@ typedef struct {
     size_t max_body;         /* bytes; larger bodies get 413 */
     const char *model_id;    /* the id /v1/models lists and requests must name */
     int64_t n_ctx;           /* the context length (prompts must be shorter) */
-    /* `hone serve --tune` (agent/tuner.h): the body of /v1/hone/tuning (404 while NULL) and
+    /* `hone serve --tune` (the tuner, wired by app/serve_cli.c): the body of /v1/hone/tuning (404 while NULL) and
      * extra /metrics lines; each returns malloc'd text (the server frees it) or NULL. */
     char *(*tuning_json)(void *user);
     char *(*tuning_metrics)(void *user);
@@ -42,8 +42,5 @@ int hone_server_port(const hone_server *s);
 int hone_server_drain(hone_server *s, double timeout_s);
 /* Stops the daemon (closing any connection left) and frees; accepts NULL. */
 void hone_server_free(hone_server *s);
-
-/* `hone serve -m MODEL [...]`: argv[0] is "serve". Returns the exit code. */
-int hone_cli_serve(int argc, char **argv);
 
 #endif

@@ -716,10 +716,10 @@ typedef struct {
 static int teacher_forced(hone_backend *b, const int32_t *toks, int pre, int S, float *out, int64_t V)
 {
     hone_kv_seq seq = {0};
-    int rc = b->iface.forward(b->ctx, &seq, toks, pre, out, 1);
+    int rc = hone_backend_forward(b, &seq, toks, pre, out, 1);
     for (int s = 0; s < S && !rc; s++)
-        rc = b->iface.forward(b->ctx, &seq, toks + pre + s, 1, out + (int64_t)(pre + s) * V, 0);
-    b->iface.release(b->ctx, &seq);
+        rc = hone_backend_forward(b, &seq, toks + pre + s, 1, out + (int64_t)(pre + s) * V, 0);
+    hone_backend_release(b, &seq);
     return rc;
 }
 
@@ -742,7 +742,7 @@ static int mworker(void *argp)
     hone_ctx_opts co = model_ctx_opts(a->pre + a->S);
     hone_backend *b = NULL;
     if (hone_backend_new(&b, r->model, HONE_DEVICE_CPU, &co) != 0) return 6;
-    hone_ctx *ctx = b->cpu;
+    hone_ctx *ctx = hone_backend_cpu_ctx(b);
     int64_t V = hone_model_hparams(r->model)->n_vocab;
     hone_slot_table *t = hone_ctx_slots(ctx);
     void *inc = hone_slots_get(t, r->slot);
@@ -888,7 +888,7 @@ static int model_gates(run_state *r, int do_e2e)
         reject(r, HONE_GUARD_INTERNAL, "model context: %s", hone_error_last());
         goto done;
     }
-    hone_ctx *ctx = bk->cpu;
+    hone_ctx *ctx = hone_backend_cpu_ctx(bk);
     inc = malloc(mp.lbytes);
     cand = hone_worker_shared_new(mp.lbytes);
     if (!inc || !cand) {

@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "candidates/review.h"
-#include "engine/cli.h"
+#include "app/cli.h"
 #include "engine/error.h"
 #include "harness.h"
 

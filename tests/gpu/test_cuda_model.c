@@ -17,6 +17,7 @@ int main(void)
 #include <stdint.h>
 
 #include "engine/backend.h"
+#include "engine/backend_impl.h" /* white-box: the CUDA backend's vtable itself */
 #include "engine/cuda.h"
 #include "engine/error.h"
 #include "engine/forward.h"

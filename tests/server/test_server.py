@@ -385,6 +385,39 @@ def test_profile(t):
         t.check(shares and 0.9 < sum(shares) < 1.1, "slot shares sum to 1 (%r)" % sum(shares))
 
 
+def test_device_cuda(t):
+    """`serve --device cuda`: without a usable GPU it exits 1 with the backend's reason; with one
+    it serves (one sequence per step) and answers a completion."""
+    usage = subprocess.run([sl.BIN, "serve", "--help"], capture_output=True, text=True).stdout
+    t.check("--device cpu|cuda|auto" in usage, "serve --help lists --device")
+    bad = subprocess.run([sl.BIN, "serve", "-m", sl.TINY, "--device", "tpu"], capture_output=True, text=True)
+    t.check(bad.returncode == 2 and "--device expects cpu, cuda or auto" in bad.stderr,
+            "an unknown device is a usage error (%d: %s)" % (bad.returncode, bad.stderr))
+    p = subprocess.Popen([sl.BIN, "serve", "-m", sl.TINY, "--device", "cuda", "--port", "0"],
+                         stderr=subprocess.PIPE, text=True)
+    err, listening = "", False
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        line = p.stderr.readline()
+        if not line:
+            break
+        err += line
+        if "listening on" in line:
+            listening = True
+            break
+    if not listening:
+        rc = p.wait(timeout=30)
+        t.check(rc == 1, "no GPU: exit 1 (got %r)" % rc)
+        t.check("hone serve: --device cuda: no usable GPU (" in err, "the backend's reason: %r" % err)
+        return
+    p.terminate()
+    p.wait(timeout=60)
+    t.check(" on cuda: " in err and "batch 1," in err, "a GPU: serves on CUDA, one sequence per step (%r)" % err)
+    with Server(sl.TINY, "--device", "cuda") as s:
+        r = complete(s, "Once upon a time", max_tokens=8)
+        t.check(r["choices"][0]["text"] != "", "a completion on the GPU")
+
+
 def main():
     if not os.path.isfile(sl.TINY) or not os.path.isfile(sl.BIN):
         print("skipped: needs %s and %s" % (sl.TINY, sl.BIN), file=sys.stderr)
@@ -392,7 +425,7 @@ def main():
     return sl.Checks().run([test_routes_and_usage, test_curl_stream, test_stream_equals_plain,
                             test_stop_strings, test_seeds, test_concurrent_greedy, test_prefix_cache,
                             test_preemption_keeps_output, test_bad_inputs, test_api_key,
-                            test_queue_full_and_logging, test_profile])
+                            test_queue_full_and_logging, test_profile, test_device_cuda])
 
 
 if __name__ == "__main__":

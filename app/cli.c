@@ -1,13 +1,7 @@
-/* The table of subcommands implemented outside engine/main.c. */
-#include "cli.h"
+/* The table of subcommands beyond app/main.c's core four. */
+#include "app/cli.h"
 
 #include <stddef.h>
-
-int hone_cli_profile(int argc, char **argv); /* profiler/profile_cli.c */
-int hone_cli_review(int argc, char **argv);  /* candidates/review.c */
-int hone_cli_tune(int argc, char **argv);    /* agent/tune.c */
-int hone_cli_guard(int argc, char **argv);   /* guard/guard.c */
-int hone_cli_serve(int argc, char **argv);   /* engine/server.c */
 
 const hone_cli_command hone_cli_commands[] = {
     {"profile", hone_cli_profile,

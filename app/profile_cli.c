@@ -1,6 +1,6 @@
 /* `hone profile`: runs a prompt and N decode steps with the profiler on and prints the
  * per-slot table (or JSON), then measures the profiler's own cost by A/B decode steps with
- * the hook on and off. The command's row is in engine/cli.c. */
+ * the hook on and off. The command's row is in app/cli.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 #include "engine/backend.h"
 #include "engine/error.h"
 #include "engine/model.h"
-#include "profile.h"
+#include "profiler/profile.h"
 
 int hone_cli_profile(int argc, char **argv);
 
@@ -102,6 +102,7 @@ static int ab_overhead(hone_backend *be, const hone_profile *main, hone_kv_seq *
     hone_profile_opts po = HONE_PROFILE_OPTS_INIT;
     po.peak_gbps = s.peak_gbps; /* a scratch profile: the table's figures stay as they are */
     po.peak_gflops = s.peak_gflops;
+    po.model = hone_backend_model(be);
     int rc = hone_profile_new(&prof, &po);
     if (rc) return rc;
     t[0] = calloc((size_t)pairs, sizeof(uint64_t));
@@ -113,11 +114,11 @@ static int ab_overhead(hone_backend *be, const hone_profile *main, hone_kv_seq *
     for (int i = 0; i < 2 * pairs; i++) {
         int on = i & 1;
         int32_t tok = argmax(logits, n_vocab);
-        if (on) hone_profile_attach(prof, be->cpu);
+        if (on) hone_backend_set_slot_hook(be, hone_profile_hook, prof);
         uint64_t t0 = now_ns();
-        rc = be->iface.forward(be->ctx, seq, &tok, 1, logits, 0);
+        rc = hone_backend_forward(be, seq, &tok, 1, logits, 0);
         t[on][i / 2] = now_ns() - t0;
-        hone_profile_detach(prof, be->cpu);
+        hone_backend_set_slot_hook(be, NULL, NULL);
         if (rc) goto done;
     }
     qsort(t[0], (size_t)pairs, sizeof(uint64_t), cmp_u64);
@@ -158,9 +159,11 @@ int hone_cli_profile(int argc, char **argv)
     }
     if ((rc = hone_backend_new(&be, m, (hone_device)o.device, &co))) goto done;
     hone_profile_opts po = HONE_PROFILE_OPTS_INIT;
-    po.source = be->device == HONE_DEVICE_CUDA ? HONE_PROFILE_CUDA : HONE_PROFILE_CPU;
+    /* CPU: the forward pass's slot hook times each slot call; CUDA: CUPTI's kernel activity */
+    int cpu = hone_backend_device(be) == HONE_DEVICE_CPU;
+    po.source = cpu ? HONE_PROFILE_CPU : HONE_PROFILE_CUDA;
     po.model = m;
-    po.n_threads = be->cpu ? hone_ctx_n_threads(be->cpu) : 0;
+    po.n_threads = hone_backend_n_threads(be);
     if ((rc = hone_profile_new(&prof, &po))) goto done;
     /* the prompt: a fixed pseudo-random token sequence (the slots' cost does not depend on
      * which tokens they are) */
@@ -172,34 +175,34 @@ int hone_cli_profile(int argc, char **argv)
     }
     for (int64_t i = 0; i < o.prompt; i++)
         prompt[i] = (int32_t)((i * 7919 + 17) % hp->n_vocab);
-    if (be->cpu) hone_profile_attach(prof, be->cpu);
+    if (cpu) hone_backend_set_slot_hook(be, hone_profile_hook, prof);
     uint64_t t0 = now_ns();
     hone_profile_step_begin(prof, o.prompt, 0);
-    rc = be->iface.forward(be->ctx, &seq, prompt, o.prompt, logits, 0);
+    rc = hone_backend_forward(be, &seq, prompt, o.prompt, logits, 0);
     hone_profile_step_end(prof);
     uint64_t t1 = now_ns();
     for (int64_t s = 0; !rc && s < o.tokens; s++) {
         int32_t tok = argmax(logits, hp->n_vocab); /* greedy sampling: host work */
         hone_profile_step_begin(prof, 1, seq.n_tokens);
-        rc = be->iface.forward(be->ctx, &seq, &tok, 1, logits, 0);
+        rc = hone_backend_forward(be, &seq, &tok, 1, logits, 0);
         hone_profile_step_end(prof);
     }
     uint64_t t2 = now_ns();
-    if (be->cpu) hone_profile_detach(prof, be->cpu);
+    if (cpu) hone_backend_set_slot_hook(be, NULL, NULL);
     if (rc) goto done;
-    if (be->cpu && (rc = ab_overhead(be, prof, &seq, logits, hp->n_vocab, ab_pairs, &ab))) goto done;
+    if (cpu && (rc = ab_overhead(be, prof, &seq, logits, hp->n_vocab, ab_pairs, &ab))) goto done;
 
     double prefill_s = (double)(t1 - t0) * 1e-9, decode_s = (double)(t2 - t1) * 1e-9;
     if (o.json) {
         cJSON *root = NULL;
         if ((rc = hone_profile_json(prof, &root))) goto done;
         cJSON_AddStringToObject(root, "model", hone_model_name(m));
-        cJSON_AddStringToObject(root, "device", be->iface.describe(be->ctx));
+        cJSON_AddStringToObject(root, "device", hone_backend_describe(be));
         cJSON_AddNumberToObject(root, "prompt_tokens", (double)o.prompt);
         cJSON_AddNumberToObject(root, "decode_tokens", (double)o.tokens);
         cJSON_AddNumberToObject(root, "prefill_tokens_per_s", (double)o.prompt / prefill_s);
         cJSON_AddNumberToObject(root, "decode_tokens_per_s", (double)o.tokens / decode_s);
-        if (be->cpu) cJSON_AddNumberToObject(root, "overhead_ab", ab);
+        if (cpu) cJSON_AddNumberToObject(root, "overhead_ab", ab);
         char *text = cJSON_Print(root);
         cJSON_Delete(root);
         if (!text) {
@@ -210,18 +213,18 @@ int hone_cli_profile(int argc, char **argv)
         free(text);
     } else {
         printf("model: %s; device: %s; prompt %lld tokens (%.1f tok/s), %lld decode steps "
-               "(%.1f tok/s)\n", hone_model_name(m), be->iface.describe(be->ctx),
+               "(%.1f tok/s)\n", hone_model_name(m), hone_backend_describe(be),
                (long long)o.prompt, (double)o.prompt / prefill_s, (long long)o.tokens,
                (double)o.tokens / decode_s);
         hone_profile_print(prof, stdout);
-        if (be->cpu)
+        if (cpu)
             printf("A/B overhead: decode step median %+.2f%% with the hook on (%d steps each; "
                    "noise included)\n", 100 * ab, ab_pairs);
     }
     ret = 0;
 done:
     if (ret) fprintf(stderr, "hone profile: %s\n", hone_error_last());
-    if (be) be->iface.release(be->ctx, &seq);
+    if (be) hone_backend_release(be, &seq);
     hone_profile_free(prof);
     hone_backend_free(be);
     hone_model_free(m);

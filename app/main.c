@@ -8,16 +8,16 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend.h"
+#include "app/cli.h"
 #include "candidates/kernel_loader.h"
-#include "chat.h"
-#include "cli.h"
-#include "error.h"
-#include "file.h"
-#include "forward.h"
-#include "model.h"
-#include "sampler.h"
-#include "tokenizer.h"
+#include "engine/backend.h"
+#include "engine/chat.h"
+#include "engine/error.h"
+#include "engine/file.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/sampler.h"
+#include "engine/tokenizer.h"
 
 static const char usage_head[] =
     "usage: hone <command> [options]\n"
@@ -330,15 +330,16 @@ static int load_kernels(const options *o, const hone_model *m, hone_backend *be,
                         hone_kernel_loader **kl)
 {
     if (!o->kernels) return 0;
-    if (!be->cpu) {
+    hone_slot_table *slots = hone_backend_slots(be);
+    if (!slots) {
         fprintf(stderr, "hone: --kernels: only CPU kernels are loaded at present; %s keeps its own\n",
-                be->iface.describe(be->ctx));
+                hone_backend_describe(be));
         return 0;
     }
     hone_kernel_loader_opts ko = HONE_KERNEL_LOADER_OPTS_INIT;
     ko.kernels_dir = o->kernels;
     ko.model = m;
-    return hone_kernel_loader_new(kl, hone_ctx_slots(be->cpu), &ko);
+    return hone_kernel_loader_new(kl, slots, &ko);
 }
 
 static int cmd_generate(const options *o)
@@ -374,7 +375,7 @@ static int cmd_generate(const options *o)
         fflush(stdout);
     }
     double t0 = now_s();
-    if (be->iface.forward(be->ctx, &seq, ids, n, logits, 0)) { die("prefill"); goto done; }
+    if (hone_backend_forward(be, &seq, ids, n, logits, 0)) { die("prefill"); goto done; }
     double t1 = now_s();
     int64_t generated = 0;
     for (int64_t i = 0; i < o->n_predict; i++) {
@@ -390,11 +391,11 @@ static int cmd_generate(const options *o)
             fflush(stdout);
         }
         if (i + 1 == o->n_predict) break;
-        if (seq.n_tokens + 1 > be->iface.n_ctx(be->ctx)) {
-            fprintf(stderr, "\nhone: context length %lld reached\n", (long long)be->iface.n_ctx(be->ctx));
+        if (seq.n_tokens + 1 > hone_backend_n_ctx(be)) {
+            fprintf(stderr, "\nhone: context length %lld reached\n", (long long)hone_backend_n_ctx(be));
             break;
         }
-        if (be->iface.forward(be->ctx, &seq, &next, 1, logits, 0)) { die("decode"); goto done; }
+        if (hone_backend_forward(be, &seq, &next, 1, logits, 0)) { die("decode"); goto done; }
     }
     const char *rest;
     size_t rlen;
@@ -404,12 +405,12 @@ static int cmd_generate(const options *o)
     fprintf(stderr, "hone: prompt %lld tokens in %.3f s (%.1f tok/s), generated %lld tokens in "
             "%.3f s (%.1f tok/s), %s\n",
             (long long)n, t1 - t0, (double)n / (t1 - t0), (long long)generated, t2 - t1,
-            generated > 1 ? (double)(generated - 1) / (t2 - t1) : 0.0, be->iface.describe(be->ctx));
+            generated > 1 ? (double)(generated - 1) / (t2 - t1) : 0.0, hone_backend_describe(be));
     rc = 0;
 done:
     free(logits);
     free(ids);
-    if (be) be->iface.release(be->ctx, &seq);
+    if (be) hone_backend_release(be, &seq);
     hone_detok_free(dt);
     hone_sampler_free(smp);
     hone_backend_free(be);
@@ -483,16 +484,16 @@ static int cmd_logits(const options *o)
     memcpy(seqtok, prompt, (size_t)n_prompt * sizeof *seqtok);
     int64_t row = 0;
     if (o->all_positions) {
-        if (be->iface.forward(be->ctx, &seq, prompt, n_prompt, logits, 1)) { die(NULL); goto done; }
+        if (hone_backend_forward(be, &seq, prompt, n_prompt, logits, 1)) { die(NULL); goto done; }
         for (int64_t i = 0; i < n_prompt; i++) row_pos[row++] = (int32_t)i;
     } else {
-        if (be->iface.forward(be->ctx, &seq, prompt, n_prompt, logits, 0)) { die(NULL); goto done; }
+        if (hone_backend_forward(be, &seq, prompt, n_prompt, logits, 0)) { die(NULL); goto done; }
         row_pos[row++] = (int32_t)(n_prompt - 1);
     }
     for (int64_t s = 1; s < steps; s++) {
         int32_t next = forced ? forced[s - 1] : argmax(logits + (row - 1) * nv, nv);
         seqtok[n_prompt + s - 1] = next;
-        if (be->iface.forward(be->ctx, &seq, &next, 1, logits + row * nv, 0)) { die(NULL); goto done; }
+        if (hone_backend_forward(be, &seq, &next, 1, logits + row * nv, 0)) { die(NULL); goto done; }
         row_pos[row++] = (int32_t)(n_prompt + s - 1);
     }
     if (write_logits(o->out, (uint32_t)nv, seqtok, (uint32_t)n_tokens, (uint32_t)n_prompt, row_pos,
@@ -509,7 +510,7 @@ done:
     free(row_pos);
     free(prompt);
     free(forced);
-    if (be) be->iface.release(be->ctx, &seq);
+    if (be) hone_backend_release(be, &seq);
     hone_backend_free(be);
     hone_kernel_loader_free(kl);
     hone_tokenizer_free(tok);

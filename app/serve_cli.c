@@ -1,0 +1,263 @@
+/* `hone serve`: option parsing and the wiring of the serving stack: model, tokenizer, backend,
+ * the continuous-batching scheduler (engine/scheduler.h), the HTTP server (engine/server.h)
+ * and, with --tune, the self-tuning loop (agent/tuner.h) behind the server's callbacks. */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/tuner.h"
+#include "app/cli.h"
+#include "engine/backend.h"
+#include "engine/error.h"
+#include "engine/forward.h"
+#include "engine/model.h"
+#include "engine/scheduler.h"
+#include "engine/server.h"
+#include "engine/slots.h"
+#include "profiler/profile.h"
+
+static const char serve_usage[] =
+    "usage: hone serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--ctx N]\n"
+    "                  [--max-batch N] [--kv-blocks N] [-t THREADS] [--log-requests]\n"
+    "                  [--step-tokens N] [--max-queue N] [--timeout SECONDS] [--model-name NAME]\n"
+    "                  [--no-prefix-cache] [--no-profile] [--device cpu|cuda|auto]\n"
+    "                  [--tune [--llm URL|self|none] [--llm-model NAME] [--auto-apply]\n"
+    "                   [--tune-budget N] [--tune-interval S] [--tune-watch S] [--tune-spot S]\n"
+    "                   [--tune-margin X] [--tune-slot SLOT] [--tune-repo DIR] [--tune-state-dir DIR]]\n"
+    "  --tune: a low-priority thread (nice 19, SCHED_IDLE) tunes the hottest served slots and\n"
+    "  commits accepted kernels for review; --auto-apply (staging only) also hot-swaps them\n"
+    "  at a step boundary and rolls them back on a regression (agent/tuner.h).\n"
+    "  --device: cpu (the default) or cuda (one sequence per step; fails without a usable GPU).\n"
+    "  --port 0 picks a free port (printed on stderr). The API key may also come from\n"
+    "  $HONE_API_KEY. SIGTERM or SIGINT: stop accepting, finish in-flight requests, exit 0.\n";
+
+static int parse_int(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long x = v ? strtoll(v, &end, 10) : 0;
+    if (!v || errno || end == v || *end || x < lo || x > hi) {
+        fprintf(stderr, "hone serve: %s expects an integer in [%lld, %lld]\n", flag, (long long)lo,
+                (long long)hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+/* ---- the live slot profile: a hone_profile behind the scheduler's observer ---- */
+
+static void prof_step_begin(void *p, int64_t n_rows, int n_seqs)
+{
+    (void)n_seqs;
+    hone_profile_step_begin(p, n_rows, 0);
+}
+
+static void prof_step_end(void *p) { hone_profile_step_end(p); }
+
+static int prof_json(void *p, cJSON **out) { return hone_profile_json(p, out); }
+
+/* Per-slot share of step time, summed over the slot's shapes (the /metrics gauge). */
+static int prof_shares(void *p, char (*names)[64], double *shares, int cap)
+{
+    int cap_rows = 1024, n = 0, n_out = 0;
+    hone_profile_row *rows = malloc((size_t)cap_rows * sizeof *rows);
+    if (!rows) return 0;
+    hone_profile_rows(p, rows, cap_rows, &n);
+    if (n > cap_rows) n = cap_rows;
+    for (int i = 0; i < n; i++) {
+        const char *name = rows[i].slot >= 0 ? hone_slots_name((hone_slot_id)rows[i].slot)
+                                             : rows[i].name;
+        int j;
+        for (j = 0; j < n_out; j++)
+            if (strcmp(names[j], name) == 0) break;
+        if (j == n_out) {
+            if (n_out == cap) continue;
+            snprintf(names[n_out], 64, "%s", name);
+            shares[n_out++] = 0;
+        }
+        shares[j] += rows[i].share;
+    }
+    free(rows);
+    return n_out;
+}
+
+int hone_cli_serve(int argc, char **argv)
+{
+    const char *model_path = NULL, *model_name = NULL;
+    hone_server_opts so = HONE_SERVER_OPTS_INIT;
+    hone_scheduler_opts sco = HONE_SCHEDULER_OPTS_INIT;
+    hone_ctx_opts co = HONE_CTX_OPTS_INIT;
+    hone_tuner_opts to = HONE_TUNER_OPTS_INIT;
+    int tune = 0, profile = 1;
+    hone_device device = HONE_DEVICE_CPU;
+    int64_t v, kv_blocks = 0;
+    so.api_key = getenv("HONE_API_KEY");
+    if (so.api_key && !*so.api_key) so.api_key = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
+#define IS(x) (strcmp(a, x) == 0)
+        if (IS("-h") || IS("--help")) { fputs(serve_usage, stdout); return 0; }
+        else if (IS("--log-requests")) { so.log_requests = 1; continue; }
+        else if (IS("--no-prefix-cache")) { sco.prefix_cache = 0; continue; }
+        else if (IS("--no-profile")) { profile = 0; continue; }
+        else if (IS("--tune")) { tune = 1; continue; }
+        else if (IS("--auto-apply")) { to.auto_apply = 1; continue; }
+        if (!val) { fprintf(stderr, "hone serve: unknown option or missing value: %s\n%s", a, serve_usage); return 2; }
+        i++;
+        if (IS("-m") || IS("--model")) model_path = val;
+        else if (IS("--host")) so.host = val;
+        else if (IS("--device")) {
+            int d = hone_backend_parse_device(val);
+            if (d < 0) { fprintf(stderr, "hone serve: --device expects cpu, cuda or auto\n"); return 2; }
+            device = (hone_device)d;
+        }
+        else if (IS("--api-key")) so.api_key = val;
+        else if (IS("--model-name")) model_name = val;
+        else if (IS("--port")) { if (parse_int(a, val, 0, 65535, &v)) return 2; so.port = (int)v; }
+        else if (IS("--ctx")) { if (parse_int(a, val, 16, 1 << 20, &v)) return 2; co.n_ctx = v; }
+        else if (IS("--max-batch")) { if (parse_int(a, val, 1, 1024, &v)) return 2; sco.max_batch = (int)v; }
+        else if (IS("--kv-blocks")) { if (parse_int(a, val, 1, INT32_MAX, &v)) return 2; kv_blocks = v; }
+        else if (IS("-t") || IS("--threads")) { if (parse_int(a, val, 0, 1024, &v)) return 2; co.n_threads = (int)v; }
+        else if (IS("--step-tokens")) { if (parse_int(a, val, 1, 1 << 16, &v)) return 2; sco.step_tokens = v; }
+        else if (IS("--max-queue")) { if (parse_int(a, val, 0, 1 << 20, &v)) return 2; sco.max_queue = (int)v; }
+        else if (IS("--timeout")) { if (parse_int(a, val, 1, 86400 * 7, &v)) return 2; sco.timeout_s = (double)v; }
+        else if (IS("--llm")) to.llm = val;
+        else if (IS("--llm-model")) to.llm_model = val;
+        else if (IS("--tune-repo")) to.repo = val;
+        else if (IS("--tune-slot")) to.slot = val;
+        else if (IS("--tune-state-dir")) to.state_dir = val;
+        else if (IS("--tune-budget")) { if (parse_int(a, val, 1, 10000, &v)) return 2; to.budget = (int)v; }
+        else if (IS("--tune-interval")) to.interval_s = atof(val);
+        else if (IS("--tune-watch")) to.watch_s = atof(val);
+        else if (IS("--tune-spot")) to.spot_s = atof(val);
+        else if (IS("--tune-margin")) to.margin = atof(val);
+        else { fprintf(stderr, "hone serve: unknown option: %s\n%s", a, serve_usage); return 2; }
+#undef IS
+    }
+    if (!model_path) { fprintf(stderr, "hone serve: -m MODEL is required\n%s", serve_usage); return 2; }
+
+    hone_model *m = NULL;
+    hone_tokenizer *tok = NULL;
+    hone_backend *be = NULL;
+    hone_scheduler *sched = NULL;
+    hone_server *srv = NULL;
+    hone_tuner *tuner = NULL;
+    hone_profile *prof = NULL;
+    hone_chat_template tmpl;
+    int have_tmpl = 0, rc = 1;
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    /* every thread started from here on inherits the mask: only sigwait below sees them */
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    if (hone_model_load(&m, model_path) || hone_tokenizer_new(&tok, hone_model_gguf(m))) goto fail;
+    if (hone_chat_load(&tmpl, hone_model_gguf(m), tok)) goto fail;
+    have_tmpl = 1;
+    const hone_hparams *hp = hone_model_hparams(m);
+    if (co.n_ctx <= 0) co.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    int64_t per_seq = (co.n_ctx + co.kv_block_size - 1) / co.kv_block_size + 1;
+    if (kv_blocks == 0) {
+        /* room for 2 full contexts or 512 tokens per batch slot, whichever is more */
+        int64_t tokens = 2 * co.n_ctx > 512 * (int64_t)sco.max_batch ? 2 * co.n_ctx
+                                                                     : 512 * (int64_t)sco.max_batch;
+        kv_blocks = (tokens + co.kv_block_size - 1) / co.kv_block_size;
+    }
+    if (kv_blocks < per_seq) {
+        hone_error_set(HONE_EINVAL, "--kv-blocks %lld is too few: one full-context request needs %lld "
+                       "blocks of %lld tokens", (long long)kv_blocks, (long long)per_seq,
+                       (long long)co.kv_block_size);
+        goto fail;
+    }
+    co.kv_blocks = kv_blocks;
+    if (hone_backend_new(&be, m, device, &co)) goto fail;
+    int on_gpu = hone_backend_device(be) == HONE_DEVICE_CUDA;
+    if (on_gpu && sco.max_batch > 1) {
+        /* its forward batch takes the rows of one sequence (engine/backend.h) */
+        fprintf(stderr, "hone serve: the CUDA backend runs one sequence per step: --max-batch 1\n");
+        sco.max_batch = 1;
+    }
+    if (profile) {
+        hone_profile_opts po = HONE_PROFILE_OPTS_INIT;
+        po.source = on_gpu ? HONE_PROFILE_CUDA : HONE_PROFILE_CPU;
+        po.model = m;
+        po.n_threads = hone_backend_n_threads(be);
+        /* CPU: the forward pass's slot hook times every slot call; CUDA: CUPTI's activity */
+        if (hone_profile_new(&prof, &po) == 0 &&
+            (on_gpu || hone_backend_set_slot_hook(be, hone_profile_hook, prof) == 0))
+            sco.observer = (hone_scheduler_observer){.step_begin = prof_step_begin,
+                                                     .step_end = prof_step_end, .json = prof_json,
+                                                     .shares = prof_shares, .user = prof};
+        else { /* profiling is optional: serve without it */
+            hone_profile_free(prof);
+            prof = NULL;
+        }
+    }
+    if (hone_scheduler_new(&sched, be, tok, &sco)) goto fail;
+    so.n_ctx = hone_backend_n_ctx(be);
+    so.model_id = model_name ? model_name : hone_model_name(m);
+    if (tune) {
+        if (!profile) {
+            hone_error_set(HONE_EINVAL, "--tune reads the live profile: drop --no-profile");
+            goto fail;
+        }
+        /* the tuner swaps kernels in the CPU context's slot table (agent/tuner.h) */
+        if (!hone_backend_cpu_ctx(be)) {
+            hone_error_set(HONE_EUNSUPPORTED, "--tune tunes the CPU kernels: serve with --device cpu");
+            goto fail;
+        }
+        to.model_path = model_path;
+        if (hone_tuner_new(&tuner, sched, hone_backend_cpu_ctx(be), m, &to)) goto fail;
+        so.tuning_json = hone_tuner_json;
+        so.tuning_metrics = hone_tuner_metrics;
+        so.tuning_user = tuner;
+    }
+    if (hone_server_new(&srv, sched, tok, &tmpl, &so)) goto fail;
+    if (tuner) {
+        char self_url[96];
+        snprintf(self_url, sizeof self_url, "http://127.0.0.1:%d/v1", hone_server_port(srv));
+        if (hone_tuner_start(tuner, self_url, so.api_key)) goto fail;
+    }
+    double kv_mib = (double)kv_blocks * (double)co.kv_block_size * (double)hp->n_layers *
+                    (double)(hp->n_kv_heads * hp->head_dim) * 8.0 / (1 << 20);
+    fprintf(stderr, "hone serve: model '%s' on %s; ctx %lld, batch %d, step %lld tokens, KV %lld blocks "
+            "of %lld tokens (%.0f MiB), prefix cache %s, api key %s\n",
+            so.model_id, hone_backend_describe(be), (long long)so.n_ctx, sco.max_batch,
+            (long long)(sco.step_tokens < sco.max_batch ? sco.max_batch : sco.step_tokens),
+            (long long)kv_blocks, (long long)co.kv_block_size, kv_mib, sco.prefix_cache ? "on" : "off",
+            so.api_key ? "required" : "off");
+    fprintf(stderr, "hone serve: listening on http://%s%s%s:%d\n", strchr(so.host, ':') ? "[" : "",
+            so.host, strchr(so.host, ':') ? "]" : "", hone_server_port(srv));
+    fflush(stderr);
+
+    int sig = 0;
+    while (sigwait(&sigs, &sig) != 0) {}
+    fprintf(stderr, "hone serve: %s: draining (%lld requests in flight)\n",
+            sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)hone_scheduler_n_active(sched));
+    if (hone_server_drain(srv, sco.timeout_s + 10))
+        fprintf(stderr, "hone serve: %s; closing them\n", hone_error_last());
+    rc = 0;
+    fprintf(stderr, "hone serve: stopped\n");
+fail:
+    if (rc) fprintf(stderr, "hone serve: %s\n", hone_error_last());
+    /* whatever is left (a drain that timed out) ends now, so connection threads return */
+    if (sched) hone_scheduler_shutdown(sched);
+    hone_server_free(srv);
+    hone_tuner_free(tuner); /* after the engine stopped: it unloads the tuned kernels */
+    hone_scheduler_free(sched);
+    if (prof && hone_backend_device(be) == HONE_DEVICE_CPU) hone_backend_set_slot_hook(be, NULL, NULL);
+    hone_profile_free(prof);
+    hone_backend_free(be);
+    if (have_tmpl) hone_chat_clear(&tmpl);
+    hone_tokenizer_free(tok);
+    hone_model_free(m);
+    return rc;
+}
