@@ -34,9 +34,9 @@ static hone_ctx_opts opts(void)
     return o;
 }
 
-static void count_hook(void *user, hone_slot_id id, uint64_t ns, int64_t a, int64_t b, int64_t c)
+static void count_hook(void *user, int id, uint64_t ns, const hone_slot_shape *shape)
 {
-    (void)id; (void)ns; (void)a; (void)b; (void)c;
+    (void)id; (void)ns; (void)shape;
     (*(int64_t *)user)++;
 }
 
