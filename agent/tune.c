@@ -400,7 +400,9 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
         go.model_path = o.model_path;
         go.slot = slot_name;
         go.backend = "cpu";
-        go.file = cand_path;
+        go.source = src;
+        go.source_len = strlen(src);
+        go.name = cand_path;
         go.state_dir = o.state_dir;
         go.threshold = o.threshold;
         go.origin_kind = origin_kind;

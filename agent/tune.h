@@ -22,7 +22,7 @@ typedef struct {
     int quiet;
 } hone_tune_opts;
 
-#define HONE_TUNE_OPTS_INIT {NULL, "cpu", NULL, NULL, NULL, 6, NULL, NULL, 1, 1.05, 0, 0, 0}
+#define HONE_TUNE_OPTS_INIT {.backend = "cpu", .budget = 6, .commit = 1, .threshold = 1.05}
 
 #define HONE_TUNE_MAX_SLOTS 8
 

@@ -667,7 +667,9 @@ static void *tuner_main(void *arg)
         go.model_path = t->o.model_path;
         go.slot = name;
         go.backend = "cpu";
-        go.file = cand;
+        go.source = src;
+        go.source_len = strlen(src);
+        go.name = cand;
         go.state_dir = t->o.state_dir;
         go.threshold = t->o.threshold;
         go.origin_kind = origin_kind;

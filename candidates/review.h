@@ -70,7 +70,7 @@ typedef struct {
     const char *author_email;  /* NULL: "hone@localhost" */
 } hone_review_opts;
 
-#define HONE_REVIEW_OPTS_INIT {NULL, NULL, NULL, NULL}
+#define HONE_REVIEW_OPTS_INIT {.repo = NULL}
 
 typedef struct {
     char branch[256];   /* "hone/matvec_q4_1/cpu/3f2a9c81d0be" */
