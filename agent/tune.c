@@ -22,7 +22,7 @@
 #include "agent/prompt.h"
 #include "agent/search.h"
 #include "candidates/kernel_loader.h"
-#include "candidates/review.h"
+#include "agent/review.h"
 #include "engine/error.h"
 #include "engine/forward.h"
 #include "engine/model.h"

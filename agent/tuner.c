@@ -23,7 +23,7 @@
 #include "agent/search.h"
 #include "agent/tune.h"
 #include "candidates/kernel_loader.h"
-#include "candidates/review.h"
+#include "agent/review.h"
 #include "engine/error.h"
 #include "guard/guard.h"
 

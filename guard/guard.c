@@ -629,7 +629,7 @@ static int judge_speed(run_state *r, const double *inc_ns_v, const double *cand_
     r->res->speedup = med;
     r->res->ci_low = lo;
     r->res->ci_high = hi;
-    hone_review_evidence *ev = &r->res->ev;
+    hone_evidence *ev = &r->res->ev;
     ev->speedup_median = med;
     ev->speedup_ci_low = lo;
     ev->speedup_ci_high = hi;
@@ -838,7 +838,7 @@ static int judge_model(run_state *r, const model_plan *mp, const float *inc, con
         if (kl > kl_max) kl_max = kl;
     }
     double kl_mean = kl_sum / (double)npos, agreement = counted ? (double)agree / (double)counted : 1.0;
-    hone_review_evidence *ev = &r->res->ev;
+    hone_evidence *ev = &r->res->ev;
     ev->model_max_abs_dlogit = max_d;
     ev->model_kl_mean = kl_mean;
     ev->model_kl_max = kl_max;
@@ -1380,7 +1380,7 @@ static void write_evidence(run_state *r, hone_store *st, double t_start)
     cJSON_AddNumberToObject(root, "guard_seconds", res->seconds);
     cJSON_AddItemReferenceToObject(root, "gates", r->gates);
     char *rev = NULL;
-    if (hone_review_evidence_to_json(&rev, &res->ev, r->o->slot, r->o->backend) == 0 && rev) {
+    if (hone_evidence_to_json(&rev, &res->ev, r->o->slot, r->o->backend) == 0 && rev) {
         cJSON *rj = cJSON_Parse(rev);
         if (rj) cJSON_AddItemToObject(root, "review", rj);
     }
@@ -1413,7 +1413,7 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
 {
     double t_start = mono_s();
     memset(out, 0, sizeof *out);
-    hone_review_evidence ev0 = HONE_REVIEW_EVIDENCE_INIT;
+    hone_evidence ev0 = HONE_EVIDENCE_INIT;
     out->ev = ev0;
     out->evaluated = 1;
     out->speedup = out->ci_low = out->ci_high = NAN;
@@ -1585,34 +1585,40 @@ static int usage(void)
     return 2;
 }
 
+int hone_guard_opts_parse(hone_guard_opts *o, const char **file, int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define ARG(name) (strcmp(a, name) == 0 && v && (i++, 1))
+        if (ARG("-m") || ARG("--model")) o->model_path = v;
+        else if (ARG("--slot")) o->slot = v;
+        else if (ARG("--backend")) o->backend = v;
+        else if (ARG("--state-dir")) o->state_dir = v;
+        else if (ARG("--evidence")) o->evidence_path = v;
+        else if (ARG("--threshold")) o->threshold = atof(v);
+        else if (ARG("--seed")) o->seed = strtoll(v, NULL, 0);
+        else if (ARG("--prompts")) o->model_prompts = atoi(v);
+        else if (ARG("--steps")) o->model_steps = atoi(v);
+        else if (ARG("--reps")) o->reps = atoi(v);
+        else if (strcmp(a, "--quiet") == 0) o->quiet = 1;
+        else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return 1;
+        else if (a[0] == '-') return hone_error_set(HONE_EINVAL, "unknown option %s", a);
+        else if (file && !*file) *file = a;
+        else return hone_error_set(HONE_EINVAL, "unexpected argument %s", a);
+#undef ARG
+    }
+    return 0;
+}
+
 int hone_cli_guard(int argc, char **argv)
 {
     hone_guard_opts o = HONE_GUARD_OPTS_INIT;
     o.backend = NULL;
     const char *file = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define ARG(name) (strcmp(a, name) == 0 && v && (i++, 1))
-        if (ARG("-m") || (strcmp(a, "--model") == 0 && v && (i++, 1))) o.model_path = v;
-        else if (ARG("--slot")) o.slot = v;
-        else if (ARG("--backend")) o.backend = v;
-        else if (ARG("--state-dir")) o.state_dir = v;
-        else if (ARG("--evidence")) o.evidence_path = v;
-        else if (ARG("--threshold")) o.threshold = atof(v);
-        else if (ARG("--seed")) o.seed = strtoll(v, NULL, 0);
-        else if (ARG("--prompts")) o.model_prompts = atoi(v);
-        else if (ARG("--steps")) o.model_steps = atoi(v);
-        else if (ARG("--reps")) o.reps = atoi(v);
-        else if (strcmp(a, "--quiet") == 0) o.quiet = 1;
-        else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return usage();
-        else if (a[0] == '-') {
-            fprintf(stderr, "hone guard: unknown option %s\n", a);
-            return usage();
-        } else if (!file) file = a;
-        else return usage();
-#undef ARG
-    }
+    int prc = hone_guard_opts_parse(&o, &file, argc - 1, argv + 1);
+    if (prc < 0) fprintf(stderr, "hone guard: %s\n", hone_error_last());
+    if (prc) return usage();
     if (!o.slot || !o.backend || !file || (strcmp(o.backend, "cpu") && strcmp(o.backend, "cuda")) ||
         !(o.threshold > 0) || (!o.model_path && strcmp(o.backend, "cpu") == 0))
         return usage();

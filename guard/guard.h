@@ -38,7 +38,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "candidates/review.h"
+#include "guard/evidence.h"
 
 /* Why a candidate was rejected (HONE_GUARD_OK when accepted). */
 typedef enum {
@@ -102,7 +102,7 @@ typedef struct {
     char tier[16];              /* "exact" / "faithful" / "" */
     double speedup, ci_low, ci_high;
     double seconds;
-    hone_review_evidence ev;    /* filled for the review (strings point into this struct) */
+    hone_evidence ev;           /* filled for the review (strings point into this struct) */
     char ev_device[160], ev_model[256], ev_shapes[512], ev_origin[512];
 } hone_guard_result;
 
@@ -110,6 +110,13 @@ typedef struct {
  * when the guard ran, whatever its verdict (out->accepted, out->code, out->reason), or a negative
  * HONE_E* code when it could not run (bad options, the store, the model, memory). */
 int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *report);
+
+/* Parses `hone guard` options (-m/--model, --slot, --backend, --state-dir, --evidence,
+ * --threshold, --seed, --prompts, --steps, --reps, --quiet) from argv[0..argc) into o, which
+ * keeps what it already holds for options not given; the one non-option argument goes to *file
+ * (file NULL: none allowed). Returns 0, 1 for -h/--help, or HONE_EINVAL naming the argument.
+ * Example: hone_guard_opts_parse(&o, NULL, 2, (char *[]){"--reps", "11"}). */
+int hone_guard_opts_parse(hone_guard_opts *o, const char **file, int argc, char **argv);
 
 /* `hone guard`: exit 0 accepted, 1 rejected / not evaluated, 2 usage. */
 int hone_cli_guard(int argc, char **argv);

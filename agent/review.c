@@ -7,17 +7,17 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <git2.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/cli.h"
 #include "engine/error.h"
+#include "guard/guard.h"
 
 #ifndef HONE_SOURCE_DIR
 #define HONE_SOURCE_DIR "."
@@ -134,83 +134,6 @@ static void put_one_line(sbuf *b, const char *s, int table)
     }
 }
 
-static void json_num(cJSON *o, const char *k, double v)
-{
-    if (isfinite(v)) cJSON_AddNumberToObject(o, k, v);
-    else cJSON_AddNullToObject(o, k);
-}
-
-static void json_int(cJSON *o, const char *k, long long v)
-{
-    if (v >= 0) cJSON_AddNumberToObject(o, k, (double)v);
-    else cJSON_AddNullToObject(o, k);
-}
-
-static void json_str(cJSON *o, const char *k, const char *v)
-{
-    if (v) cJSON_AddStringToObject(o, k, v);
-    else cJSON_AddNullToObject(o, k);
-}
-
-int hone_review_evidence_to_json(char **out, const hone_review_evidence *ev, const char *slot,
-                                 const char *backend)
-{
-    *out = NULL;
-    cJSON *root = cJSON_CreateObject(), *cand, *speed, *kp, *mp;
-    if (!root) return hone_error_set(HONE_ENOMEM, "out of memory");
-    json_str(root, "slot", slot);
-    json_str(root, "backend", backend);
-    if ((cand = cJSON_AddObjectToObject(root, "candidate"))) {
-        json_str(cand, "hash", ev->candidate_hash);
-        json_str(cand, "origin_kind", ev->origin_kind);
-        json_str(cand, "origin", ev->origin);
-    }
-    if ((speed = cJSON_AddObjectToObject(root, "speed"))) {
-        json_num(speed, "speedup_median", ev->speedup_median);
-        json_num(speed, "ci_low", ev->speedup_ci_low);
-        json_num(speed, "ci_high", ev->speedup_ci_high);
-        json_num(speed, "ci_level", ev->ci_level);
-        json_num(speed, "incumbent_ns", ev->incumbent_ns);
-        json_num(speed, "candidate_ns", ev->candidate_ns);
-        json_int(speed, "reps", ev->reps);
-        json_num(speed, "threshold", ev->threshold);
-    }
-    if ((kp = cJSON_AddObjectToObject(root, "kernel_parity"))) {
-        json_str(kp, "tier", ev->parity_tier);
-        json_num(kp, "candidate_max_abs_err", ev->candidate_max_abs_err);
-        json_num(kp, "incumbent_max_abs_err", ev->incumbent_max_abs_err);
-        json_num(kp, "slack", ev->slack);
-        json_str(kp, "shapes", ev->shapes);
-    }
-    if ((mp = cJSON_AddObjectToObject(root, "model_parity"))) {
-        json_num(mp, "max_abs_dlogit", ev->model_max_abs_dlogit);
-        json_num(mp, "kl_mean", ev->model_kl_mean);
-        json_num(mp, "kl_max", ev->model_kl_max);
-        json_num(mp, "argmax_agreement", ev->model_argmax_agreement);
-        json_int(mp, "prompts", ev->model_prompts);
-        json_int(mp, "steps", ev->model_steps);
-    }
-    json_str(root, "device", ev->device);
-    json_str(root, "model", ev->model);
-    json_int(root, "seed", ev->seed);
-    json_num(root, "guard_seconds", ev->guard_seconds);
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    if (!text) return hone_error_set(HONE_ENOMEM, "out of memory");
-    size_t n = strlen(text);
-    char *res = malloc(n + 2);
-    if (!res) {
-        cJSON_free(text);
-        return hone_error_set(HONE_ENOMEM, "out of memory");
-    }
-    memcpy(res, text, n);
-    res[n] = '\n';
-    res[n + 1] = 0;
-    cJSON_free(text);
-    *out = res;
-    return 0;
-}
-
 static void md_row(sbuf *b, const char *metric, const char *value)
 {
     sb_puts(b, "| ");
@@ -228,7 +151,7 @@ static const char *fmt_num(char *buf, size_t cap, const char *fmt, double v)
     return buf;
 }
 
-int hone_review_evidence_to_markdown(char **out, const hone_review_evidence *ev, const char *slot,
+int hone_review_evidence_to_markdown(char **out, const hone_evidence *ev, const char *slot,
                                      const char *backend)
 {
     sbuf b = {0};
@@ -441,7 +364,7 @@ done:
 }
 
 static int build_message(char **out, const char *slot, const char *backend,
-                         const hone_review_evidence *ev, const char *hash, const char *table)
+                         const hone_evidence *ev, const char *hash, const char *table)
 {
     sbuf b = {0};
     sb_printf(&b, "%s (%s): %.2fx faster, %s parity\n\n", slot, backend, ev->speedup_median,
@@ -465,7 +388,7 @@ static int build_message(char **out, const char *slot, const char *backend,
 
 int hone_review_propose(hone_review_result *out, const hone_review_opts *opts, const char *slot,
                         const char *backend, const char *source, size_t source_len,
-                        const hone_review_evidence *ev)
+                        const hone_evidence *ev)
 {
     git_repository *repo = NULL;
     git_commit *base = NULL;
@@ -535,9 +458,9 @@ int hone_review_propose(hone_review_result *out, const hone_review_opts *opts, c
     TRY(resolve_base(&base, repo, opts));
 
     /* Objects first (unreachable until the ref exists, so a failure leaves nothing visible). */
-    hone_review_evidence evh = *ev;
+    hone_evidence evh = *ev;
     evh.candidate_hash = hash;
-    TRY(hone_review_evidence_to_json(&json, &evh, slot, backend));
+    TRY(hone_evidence_to_json(&json, &evh, slot, backend));
     TRY(hone_review_evidence_to_markdown(&md, &evh, slot, backend));
     git_oid src_oid, json_oid, md_oid, tree_oid, commit_oid;
     HONE_GIT_TRY(git_blob_create_from_buffer(&src_oid, repo, source, source_len),
@@ -903,25 +826,15 @@ static int cli_prune(const hone_review_opts *o, int all, int dry_run)
     return failed;
 }
 
-static int guard_available(void)
-{
-    for (int i = 0; hone_cli_commands[i].name; i++)
-        if (!strcmp(hone_cli_commands[i].name, "guard")) return 1;
-    return 0;
-}
-
+/* Re-runs the guard here on the branch's source: -m MODEL, its slot and backend, and the guard
+ * options after `--`. Exit status as `hone guard`'s: 0 passes, 1 fails or could not run. */
 static int cli_verify(const hone_review_opts *o, const char *branch, const char *model, int nextra,
                       char **extra)
 {
     char *src = NULL;
     size_t len = 0;
-    char slot[64], backend[16], dir[] = "/tmp/hone-verify-XXXXXX", file[128] = "", exe[4096];
+    char slot[64], backend[16];
     int rc = 1;
-    if (!guard_available()) {
-        fprintf(stderr, "hone review verify: this build has no `hone guard` command (the guard is "
-                        "not built in yet), so the checks cannot be re-run here\n");
-        return 1;
-    }
     if (hone_review_read_candidate(&src, &len, slot, backend, o, branch)) {
         fprintf(stderr, "hone review verify: %s\n", hone_error_last());
         return 1;
@@ -930,60 +843,29 @@ static int cli_verify(const hone_review_opts *o, const char *branch, const char 
         fprintf(stderr, "hone review verify: -m MODEL is required (the model to check parity on)\n");
         goto done;
     }
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) {
-        fprintf(stderr, "hone review verify: cannot find the hone binary: %s\n", strerror(errno));
+    hone_guard_opts go = HONE_GUARD_OPTS_INIT;
+    go.model_path = model;
+    go.slot = slot;
+    go.backend = backend;
+    if (hone_guard_opts_parse(&go, NULL, nextra, extra)) {
+        fprintf(stderr, "hone review verify: after --: %s\n", hone_error_last());
+        rc = 2;
         goto done;
     }
-    exe[n] = 0;
-    if (!mkdtemp(dir)) {
-        fprintf(stderr, "hone review verify: %s: %s\n", dir, strerror(errno));
-        goto done;
+    go.source = src;
+    go.source_len = len;
+    go.name = branch;
+    fprintf(stderr, "hone review verify: %s: the guard with -m %s --slot %s --backend %s on the "
+            "branch's source\n", branch, go.model_path, go.slot, go.backend);
+    hone_guard_result res;
+    if (hone_guard_run(&res, &go, stdout)) {
+        fprintf(stderr, "hone review verify: the guard could not run: %s\n", hone_error_last());
+        res.accepted = 0;
     }
-    snprintf(file, sizeof file, "%s/%s.%s", dir, slot, kernel_ext(backend));
-    FILE *f = fopen(file, "wb");
-    int ok = f && fwrite(src, 1, len, f) == len;
-    if (f && fclose(f) != 0) ok = 0;
-    if (!ok) {
-        fprintf(stderr, "hone review verify: cannot write %s: %s\n", file, strerror(errno));
-        goto done;
-    }
-    char **args = calloc((size_t)nextra + 10, sizeof *args);
-    if (!args) goto done;
-    int k = 0;
-    args[k++] = exe;
-    args[k++] = "guard";
-    args[k++] = "-m";
-    args[k++] = (char *)model;
-    args[k++] = "--slot";
-    args[k++] = slot;
-    args[k++] = "--backend";
-    args[k++] = backend;
-    for (int i = 0; i < nextra; i++) args[k++] = extra[i];
-    args[k++] = file;
-    args[k] = NULL;
-    fprintf(stderr, "hone review verify: %s: hone guard -m %s --slot %s --backend %s %s\n", branch,
-            model, slot, backend, file);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        execv(exe, args);
-        fprintf(stderr, "hone review verify: exec %s: %s\n", exe, strerror(errno));
-        _exit(127);
-    }
-    free(args);
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) < 0) {
-        fprintf(stderr, "hone review verify: cannot run the guard: %s\n", strerror(errno));
-        goto done;
-    }
-    rc = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
     fprintf(stderr, "hone review verify: %s %s on this machine\n", branch,
-            rc == 0 ? "passes the guard" : "FAILS the guard");
-    rc = rc ? 1 : 0;
+            res.accepted ? "passes the guard" : "FAILS the guard");
+    rc = res.accepted ? 0 : 1;
 done:
-    if (*file) unlink(file);
-    if (strcmp(dir, "/tmp/hone-verify-XXXXXX")) rmdir(dir);
     free(src);
     return rc;
 }
