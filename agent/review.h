@@ -75,7 +75,4 @@ int hone_review_read_candidate(char **out, size_t *len, char slot[64], char back
 /* Deletes one hone/... branch (never another branch, never the checked-out one). */
 int hone_review_delete(const hone_review_opts *opts, const char *branch);
 
-/* The `hone review` command (registered in engine/cli.c). */
-int hone_cli_review(int argc, char **argv);
-
 #endif

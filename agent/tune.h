@@ -43,6 +43,4 @@ typedef struct {
  * Returns 0 when the loop ran (whatever was accepted), a negative HONE_E* code otherwise. */
 int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log);
 
-int hone_cli_tune(int argc, char **argv);
-
 #endif

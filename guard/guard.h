@@ -111,14 +111,4 @@ typedef struct {
  * HONE_E* code when it could not run (bad options, the store, the model, memory). */
 int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *report);
 
-/* Parses `hone guard` options (-m/--model, --slot, --backend, --state-dir, --evidence,
- * --threshold, --seed, --prompts, --steps, --reps, --quiet) from argv[0..argc) into o, which
- * keeps what it already holds for options not given; the one non-option argument goes to *file
- * (file NULL: none allowed). Returns 0, 1 for -h/--help, or HONE_EINVAL naming the argument.
- * Example: hone_guard_opts_parse(&o, NULL, 2, (char *[]){"--reps", "11"}). */
-int hone_guard_opts_parse(hone_guard_opts *o, const char **file, int argc, char **argv);
-
-/* `hone guard`: exit 0 accepted, 1 rejected / not evaluated, 2 usage. */
-int hone_cli_guard(int argc, char **argv);
-
 #endif
