@@ -19,7 +19,9 @@ typedef struct {
     int max_tokens;         /* default 4096 */
 } hone_llm_opts;
 
-#define HONE_LLM_OPTS_INIT {NULL, NULL, NULL, 120000, 5000, 3, 500, 0.2, 4096}
+#define HONE_LLM_OPTS_INIT                                                                   \
+    {.timeout_ms = 120000, .connect_timeout_ms = 5000, .max_retries = 3, .backoff_ms = 500,   \
+     .temperature = 0.2, .max_tokens = 4096}
 
 typedef struct {
     const char *role;       /* "system", "user", "assistant" */

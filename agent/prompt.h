@@ -23,7 +23,7 @@ typedef struct {
     const char *source_dir;     /* where engine/ and kernels/ are; NULL: the build's source dir */
 } hone_prompt_opts;
 
-#define HONE_PROMPT_OPTS_INIT {HONE_SLOT_MATVEC_Q4_1, "cpu", NULL, NULL, NULL, NULL, 0, NULL}
+#define HONE_PROMPT_OPTS_INIT {.slot = HONE_SLOT_MATVEC_Q4_1, .backend = "cpu"}
 
 /* Builds the system and user messages (both malloc'd). Errors: HONE_EIO if the incumbent
  * source cannot be read. */

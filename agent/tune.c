@@ -12,24 +12,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/extract.h"
-#include "agent/llm.h"
-#include "agent/prompt.h"
+#include "agent/proposer.h"
+#include "agent/round.h"
 #include "agent/search.h"
 #include "candidates/kernel_loader.h"
-#include "candidates/review.h"
 #include "engine/error.h"
+#include "engine/file.h"
 #include "engine/forward.h"
 #include "engine/model.h"
-#include "guard/guard.h"
 #include "profiler/profile.h"
-
-#define MAX_HISTORY 16
 
 static double now_s(void)
 {
@@ -157,26 +152,6 @@ static pid_t start_self(const char *model, int n_threads, char *url, size_t cap)
     return -1;
 }
 
-static hone_tune_slot_result *slot_result(hone_tune_result *r, const char *slot)
-{
-    for (int i = 0; i < r->n_slots; i++)
-        if (!strcmp(r->slots[i].slot, slot)) return &r->slots[i];
-    if (r->n_slots == HONE_TUNE_MAX_SLOTS) return &r->slots[HONE_TUNE_MAX_SLOTS - 1];
-    hone_tune_slot_result *s = &r->slots[r->n_slots++];
-    memset(s, 0, sizeof *s);
-    snprintf(s->slot, sizeof s->slot, "%s", slot);
-    return s;
-}
-
-int hone_tune_write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    if (!f) return hone_error_set(HONE_EIO, "%s: %s", path, strerror(errno));
-    int ok = fputs(text, f) >= 0;
-    ok = (fclose(f) == 0) && ok;
-    return ok ? 0 : hone_error_set(HONE_EIO, "%s: write failed (disk full?)", path);
-}
-
 /* The slot order to work on: the ranking's slots (each once), filtered to what the proposer
  * can handle; or just the slot asked for. */
 static int plan_slots(const hone_tune_opts *o, int search, const hone_profile_row *rows, int n,
@@ -208,32 +183,121 @@ static int plan_slots(const hone_tune_opts *o, int search, const hone_profile_ro
     return k;
 }
 
-int hone_tune_propose_llm(hone_tune_proposal *out, hone_llm *client, const void *prompt_opts)
+/* A round's report lines and tallies (the hook runs between the guard and the commit). */
+typedef struct {
+    const hone_tune_opts *o;
+    hone_tune_result *out;
+    hone_tune_slot_result *sr;
+    const char *kernels_dir;    /* the accepted kernels, for the final measurement */
+    FILE *log;
+} tune_round;
+
+static int on_guarded(void *user, const hone_round_result *r)
 {
-    const hone_prompt_opts *po = prompt_opts;
-    memset(out, 0, sizeof *out);
-    out->status = HONE_EXTRACT_NO_CODE;
-    char *sys = NULL, *user = NULL, *reply = NULL;
-    int rc = hone_prompt_build(po, &sys, &user);
-    if (rc) return rc;
-    hone_llm_msg msgs[2] = {{"system", sys}, {"user", user}};
-    hone_llm_usage u;
-    int lrc = hone_llm_chat(client, msgs, 2, &reply, &u);
-    free(sys);
-    free(user);
-    snprintf(out->origin, sizeof out->origin,
-             "llm %s via %s, %lld prompt + %lld completion tokens, %d attempt(s)",
-             hone_llm_model(client), hone_llm_endpoint(client), (long long)u.prompt_tokens,
-             (long long)u.completion_tokens, u.attempts);
-    if (lrc) {
-        out->llm_failed = 1;
+    tune_round *t = user;
+    const hone_guard_result *gr = &r->guard;
+    FILE *log = t->log;
+    if (r->guard_rc) {
+        if (log) fprintf(log, "tune: [%d/%d] %-16s guard could not run: %s\n", r->number, t->o->budget,
+                         r->slot, r->guard_error);
         return 0;
     }
-    hone_extract_status st;
-    rc = hone_extract_code(reply, po->slot, po->backend ? po->backend : "cpu", &out->src, &st);
-    free(reply);
-    out->status = (int)st;
-    return rc;
+    if (log) {
+        fprintf(log, "tune: [%d/%d] %-16s %.12s %-26s %s%s (%.1f s)\n", r->number, t->o->budget, r->slot,
+                gr->hash, r->proposal.origin, gr->accepted ? "ACCEPTED " : "rejected: ",
+                gr->accepted ? gr->tier : hone_guard_code_name(gr->code), gr->seconds);
+        if (!gr->accepted) fprintf(log, "tune:        %s\n", gr->reason);
+        else fprintf(log, "tune:        speedup %.3fx (95%% CI %.3f-%.3f)\n", gr->speedup, gr->ci_low, gr->ci_high);
+    }
+    /* only a new best of its slot is kept (for the end-to-end measurement) and committed */
+    if (!hone_round_tally_count(t->sr, r)) return 0;
+    if (hone_round_kernel_write(t->kernels_dir, r->slot, r->proposal.source) && log)
+        fprintf(log, "tune:        %s\n", hone_error_last());
+    return 1;
+}
+
+/* What a round without a verdict, or with a commit, leaves to report. */
+static void report_round(tune_round *t, const hone_round_result *r)
+{
+    const hone_proposal *pr = &r->proposal;
+    FILE *log = t->log;
+    if (pr->status == HONE_PROPOSAL_LLM_FAILED) {
+        t->out->llm_errors++;
+        if (log) fprintf(log, "tune: [%d/%d] %-16s LLM call failed: %s\n", r->number, t->o->budget, r->slot, pr->why);
+    } else if (pr->status == HONE_PROPOSAL_NO_CODE) {
+        t->out->no_code++;
+        if (log) fprintf(log, "tune: [%d/%d] %-16s rejected: %s (%s)\n", r->number, t->o->budget, r->slot,
+                         pr->reason, pr->why);
+    } else if (r->commit_rc == 0) {
+        snprintf(t->sr->branch, sizeof t->sr->branch, "%s", r->review.branch);
+        if (log) fprintf(log, "tune:        committed for review: %s%s\n", r->review.branch,
+                         r->review.existed ? " (already there)" : "");
+    } else if (r->commit_rc < 0 && log) {
+        fprintf(log, "tune:        review commit failed: %s\n", r->commit_error);
+    }
+}
+
+/* The prompt's lines for slot: its profiled call shapes and its share of the step. */
+static void prompt_lines(const hone_profile_row *rows, int n_rows, hone_slot_id slot,
+                         const hone_profile_row *info, char *shapes, size_t shapes_cap, char *profile,
+                         size_t profile_cap)
+{
+    int so = 0;
+    shapes[0] = 0;
+    for (int i = 0; i < n_rows; i++)
+        if (rows[i].slot == (int)slot && so < (int)shapes_cap - 100)
+            so += snprintf(shapes + so, shapes_cap - (size_t)so, "- %s: %lld calls in the profiled run\n",
+                           rows[i].shape, (long long)rows[i].calls);
+    if (info)
+        snprintf(profile, profile_cap, "%.1f%% of decode step time, %.1f GB/s = %.1f%% of the "
+                 "measured roofline", 100 * info->share, info->gbps, 100 * info->roofline);
+    else
+        snprintf(profile, profile_cap, "(not in the profile)");
+}
+
+/* Decode tokens/s with and without the accepted kernels (loaded from kernels_dir through the
+ * kernel loader's self-check), alternated; the medians into out. */
+static int measure_after(hone_tune_result *out, hone_ctx *ctx, const hone_model *m, const char *kernels_dir,
+                         hone_kernel_loader **kl)
+{
+    hone_kernel_loader_opts ko = HONE_KERNEL_LOADER_OPTS_INIT;
+    ko.kernels_dir = kernels_dir;
+    ko.model = m;
+    ko.quiet = 1;
+    hone_slot_table before = *hone_ctx_slots(ctx);
+    if (hone_kernel_loader_new(kl, hone_ctx_slots(ctx), &ko) != 0 || hone_kernel_loader_n_installed(*kl) == 0)
+        return 0;
+    hone_slot_table after = *hone_ctx_slots(ctx);
+    double vb[5], va[5];
+    int rc = 0;
+    for (int i = 0; i < 5 && !rc; i++) { /* alternate, so drift hits both alike */
+        *hone_ctx_slots(ctx) = before;
+        rc = decode_rate(ctx, m, &vb[i]);
+        *hone_ctx_slots(ctx) = after;
+        if (!rc) rc = decode_rate(ctx, m, &va[i]);
+    }
+    if (rc) return rc;
+    qsort(vb, 5, sizeof vb[0], cmp_d);
+    qsort(va, 5, sizeof va[0], cmp_d);
+    out->tok_s_before = vb[2];
+    out->tok_s_after = va[2];
+    return 0;
+}
+
+static void report_table(const hone_tune_result *out, FILE *log)
+{
+    fprintf(log, "\ntune: %-18s %6s %9s %13s  %s\n", "slot", "tried", "accepted", "best speedup", "review branch");
+    for (int i = 0; i < out->n_slots; i++) {
+        const hone_tune_slot_result *s = &out->slots[i];
+        char sp[32] = "-";
+        if (s->accepted) snprintf(sp, sizeof sp, "%.2fx %s", s->best_speedup, s->best_tier);
+        fprintf(log, "tune: %-18s %6d %9d %13s  %s\n", s->slot, s->tried, s->accepted, sp,
+                s->branch[0] ? s->branch : "-");
+    }
+    fprintf(log, "tune: decode %.1f tok/s before, %.1f tok/s after (%+.1f%%); %d candidates, "
+            "%d without usable code, %d LLM errors\n", out->tok_s_before, out->tok_s_after,
+            100.0 * (out->tok_s_after / out->tok_s_before - 1.0), out->candidates, out->no_code,
+            out->llm_errors);
 }
 
 int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
@@ -247,13 +311,13 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
     if (strcmp(o.backend, "cpu"))
         return hone_error_set(HONE_EUNSUPPORTED, "tuning the %s backend needs its execution gates "
                               "on a GPU; `hone guard --backend cuda` checks CUDA candidates", o.backend);
-    const char *llm = o.llm ? o.llm : getenv("HONE_LLM_URL");
-    int search = !llm || !*llm || !strcmp(llm, "none");
-    int self = !search && !strcmp(llm, "self");
+    const char *llm = NULL;
+    hone_proposer_kind kind = hone_proposer_kind_of(o.llm, &llm);
+    int search = kind == HONE_PROPOSER_SEARCH, self = kind == HONE_PROPOSER_SELF;
 
     hone_model *m = NULL;
     hone_ctx *ctx = NULL;
-    hone_llm *client = NULL;
+    hone_proposer prop = {0};
     hone_kernel_loader *kl = NULL;
     pid_t self_pid = -1;
     char tmpdir[] = "/tmp/hone-tune-XXXXXX";
@@ -297,258 +361,67 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
         }
         llm = url;
     }
-    if (!search) {
-        hone_llm_opts lo = HONE_LLM_OPTS_INIT;
-        lo.url = llm;
-        lo.model = o.llm_model;
-        if (o.llm_timeout_ms > 0) lo.timeout_ms = o.llm_timeout_ms;
-        if ((rc = hone_llm_new(&client, &lo))) goto done;
-    }
-    char device[512];
-    hone_prompt_cpu_device(device, sizeof device);
-    hone_prompt_history hist[MAX_HISTORY];
-    char hist_text[MAX_HISTORY][2][600];
-    int n_hist = 0;
+    rc = search ? hone_proposer_search_new(&prop)
+                : hone_proposer_llm_new(&prop, llm, o.llm_model, NULL, o.llm_timeout_ms);
+    if (rc) goto done;
+    hone_round_opts ro = HONE_ROUND_OPTS_INIT;
+    ro.model_path = o.model_path;
+    ro.state_dir = o.state_dir;
+    ro.repo = o.repo;
+    ro.threshold = o.threshold;
+    ro.commit = o.commit;
+    static hone_round_history hist; /* large; one tuning run per process */
+    memset(&hist, 0, sizeof hist);
+    char kernels_dir[sizeof tmpdir + 16];
+    snprintf(kernels_dir, sizeof kernels_dir, "%s/kernels", tmpdir);
 
     /* search: the first points of each slot's space; an LLM: the budget shared by up to three
      * slots, each kept while its rounds learn from the last (an acceptance included) */
     int per_slot_cap = search ? 3 : (o.budget / (n_plan < 3 ? n_plan : 3) > 0 ? o.budget / (n_plan < 3 ? n_plan : 3) : 1);
     int slot_i = 0, tried_here = 0, next_point = 0;
-    hone_search_point pts[64];
-    int n_pts = search ? hone_search_space(plan[0], pts, 64) : 0;
-    char accepted_dir[4200];
-    snprintf(accepted_dir, sizeof accepted_dir, "%s/kernels/cpu", tmpdir);
-    char mk[4300];
-    snprintf(mk, sizeof mk, "%s/kernels", tmpdir);
-    mkdir(mk, 0700);
-    mkdir(accepted_dir, 0700);
-
+    int n_space = hone_proposer_space(&prop, plan[0]);
     while (out->candidates < o.budget && slot_i < n_plan) {
         hone_slot_id slot = plan[slot_i];
-        const char *slot_name = hone_slots_name(slot);
-        hone_tune_slot_result *sr = slot_result(out, slot_name);
-        /* move on once this slot's share is spent or (search) its space is exhausted */
-        if (tried_here >= per_slot_cap || (search && next_point >= n_pts)) {
+        hone_tune_slot_result *sr = hone_round_tally_of(out->slots, &out->n_slots, HONE_TUNE_MAX_SLOTS,
+                                                        hone_slots_name(slot));
+        /* move on once this slot's share is spent or its space is exhausted */
+        if (tried_here >= per_slot_cap || next_point >= n_space) {
             slot_i++;
             tried_here = 0;
             next_point = 0;
-            n_hist = 0;
-            if (slot_i < n_plan && search) n_pts = hone_search_space(plan[slot_i], pts, 64);
+            hist.n = 0;
+            if (slot_i < n_plan) n_space = hone_proposer_space(&prop, plan[slot_i]);
             continue;
         }
         out->candidates++;
         tried_here++;
         sr->tried++;
-        char *src = NULL, origin[512], origin_kind[16];
-        if (search) {
-            hone_search_point p = pts[next_point++];
-            char desc[64];
-            hone_search_describe(slot, p, desc, sizeof desc);
-            snprintf(origin, sizeof origin, "%s", desc);
-            snprintf(origin_kind, sizeof origin_kind, "search");
-            if ((rc = hone_search_render(slot, p, &src))) goto done;
-        } else {
-            char shapes[512] = "", profile[256] = "(not in the profile)";
-            int so = 0;
-            for (int i = 0; i < n_rows; i++)
-                if (rows[i].slot == (int)slot && so < (int)sizeof shapes - 100)
-                    so += snprintf(shapes + so, sizeof shapes - (size_t)so, "- %s: %lld calls in the profiled run\n",
-                                   rows[i].shape, (long long)rows[i].calls);
-            if (info[slot_i])
-                snprintf(profile, sizeof profile, "%.1f%% of decode step time, %.1f GB/s = %.1f%% of the "
-                         "measured roofline", 100 * info[slot_i]->share, info[slot_i]->gbps,
-                         100 * info[slot_i]->roofline);
-            hone_prompt_opts po = HONE_PROMPT_OPTS_INIT;
-            po.slot = slot;
-            po.backend = "cpu";
-            po.shapes = shapes;
-            po.profile = profile;
-            po.device = device;
-            po.history = hist;
-            po.n_history = n_hist;
-            hone_tune_proposal pr;
-            if ((rc = hone_tune_propose_llm(&pr, client, &po))) goto done;
-            snprintf(origin_kind, sizeof origin_kind, "llm");
-            snprintf(origin, sizeof origin, "%s", pr.origin);
-            if (pr.llm_failed) {
-                out->llm_errors++;
-                if (log) fprintf(log, "tune: [%d/%d] %-16s LLM call failed: %s\n", out->candidates,
-                                 o.budget, slot_name, hone_error_last());
-                rc = 0;
-                continue;
-            }
-            src = pr.src;
-            hone_extract_status st = (hone_extract_status)pr.status;
-            if (st != HONE_EXTRACT_OK) {
-                out->no_code++;
-                if (log) fprintf(log, "tune: [%d/%d] %-16s rejected: %s (%s)\n", out->candidates,
-                                 o.budget, slot_name, hone_extract_status_name(st), hone_error_last());
-                if (n_hist < MAX_HISTORY) {
-                    snprintf(hist_text[n_hist][0], 600, "reply %d", out->candidates);
-                    snprintf(hist_text[n_hist][1], 600, "%s: %s", hone_extract_status_name(st), hone_error_last());
-                    hist[n_hist] = (hone_prompt_history){hist_text[n_hist][0], hist_text[n_hist][1]};
-                    n_hist++;
-                }
-                continue;
-            }
-        }
-        char cand_path[4400];
-        snprintf(cand_path, sizeof cand_path, "%s/candidate-%d.c", tmpdir, out->candidates);
-        rc = hone_tune_write_file(cand_path, src);
-        if (rc) { free(src); goto done; }
-        hone_guard_opts go = HONE_GUARD_OPTS_INIT;
-        go.model_path = o.model_path;
-        go.slot = slot_name;
-        go.backend = "cpu";
-        go.file = cand_path;
-        go.state_dir = o.state_dir;
-        go.threshold = o.threshold;
-        go.origin_kind = origin_kind;
-        go.origin = origin;
-        go.quiet = 1;
-        hone_guard_result gr;
-        double t0 = now_s();
-        rc = hone_guard_run(&gr, &go, NULL);
-        if (rc) {
-            if (log) fprintf(log, "tune: [%d/%d] %-16s guard could not run: %s\n", out->candidates,
-                             o.budget, slot_name, hone_error_last());
-            free(src);
-            rc = 0;
-            continue;
-        }
-        if (log)
-            fprintf(log, "tune: [%d/%d] %-16s %.12s %-26s %s%s%s (%.1f s)\n", out->candidates,
-                    o.budget, slot_name, gr.hash, origin,
-                    gr.accepted ? "ACCEPTED " : "rejected: ",
-                    gr.accepted ? gr.tier : hone_guard_code_name(gr.code),
-                    gr.accepted ? "" : "", now_s() - t0);
-        if (log && !gr.accepted) fprintf(log, "tune:        %s\n", gr.reason);
-        if (log && gr.accepted) fprintf(log, "tune:        speedup %.3fx (95%% CI %.3f-%.3f)\n", gr.speedup,
-                                        gr.ci_low, gr.ci_high);
-        if (gr.accepted) {
-            sr->accepted++;
-            if (gr.speedup > sr->best_speedup) {
-                sr->best_speedup = gr.speedup;
-                snprintf(sr->best_tier, sizeof sr->best_tier, "%s", gr.tier);
-                snprintf(sr->best_hash, sizeof sr->best_hash, "%s", gr.hash);
-                char kpath[4400];
-                snprintf(kpath, sizeof kpath, "%s/%s.c", accepted_dir, slot_name);
-                hone_tune_write_file(kpath, src);
-                if (o.commit) {
-                    hone_review_opts ro = HONE_REVIEW_OPTS_INIT;
-                    ro.repo = o.repo;
-                    hone_review_result res;
-                    if (hone_review_propose(&res, &ro, slot_name, "cpu", src, strlen(src), &gr.ev) == 0) {
-                        snprintf(sr->branch, sizeof sr->branch, "%s", res.branch);
-                        if (log) fprintf(log, "tune:        committed for review: %s%s\n", res.branch,
-                                         res.existed ? " (already there)" : "");
-                    } else if (log) {
-                        fprintf(log, "tune:        review commit failed: %s\n", hone_error_last());
-                    }
-                }
-            }
-        } else if (n_hist < MAX_HISTORY) {
-            snprintf(hist_text[n_hist][0], 600, "candidate %.12s", gr.hash);
-            snprintf(hist_text[n_hist][1], 600, "%s: %s", hone_guard_code_name(gr.code), gr.reason);
-            hist[n_hist] = (hone_prompt_history){hist_text[n_hist][0], hist_text[n_hist][1]};
-            n_hist++;
-        }
-        free(src);
+        char shapes[512], profile[256];
+        prompt_lines(rows, n_rows, slot, info[slot_i], shapes, sizeof shapes, profile, sizeof profile);
+        hone_proposer_request rq = {.slot = slot, .index = next_point++, .shapes = shapes, .profile = profile};
+        tune_round tr = {&o, out, sr, kernels_dir, log};
+        hone_round_hooks hooks = {.user = &tr, .on_guarded = on_guarded};
+        static hone_round_result rr; /* large; one tuning run per process */
+        if ((rc = hone_round_run(&rr, &ro, &prop, &rq, out->candidates, &hist, &hooks))) goto done;
+        report_round(&tr, &rr);
+        hone_round_result_clear(&rr);
     }
 
-    /* end to end with the accepted kernels, loaded through the kernel loader's self-check */
     out->tok_s_after = out->tok_s_before;
     int any = 0;
     for (int i = 0; i < out->n_slots; i++) any |= out->slots[i].accepted > 0;
-    if (any) {
-        hone_kernel_loader_opts ko = HONE_KERNEL_LOADER_OPTS_INIT;
-        ko.kernels_dir = mk;
-        ko.model = m;
-        ko.quiet = 1;
-        hone_slot_table before = *hone_ctx_slots(ctx);
-        if (hone_kernel_loader_new(&kl, hone_ctx_slots(ctx), &ko) == 0 &&
-            hone_kernel_loader_n_installed(kl) > 0) {
-            hone_slot_table after = *hone_ctx_slots(ctx);
-            double vb[5], va[5];
-            for (int i = 0; i < 5 && !rc; i++) { /* alternate, so drift hits both alike */
-                *hone_ctx_slots(ctx) = before;
-                rc = decode_rate(ctx, m, &vb[i]);
-                *hone_ctx_slots(ctx) = after;
-                if (!rc) rc = decode_rate(ctx, m, &va[i]);
-            }
-            if (rc) goto done;
-            qsort(vb, 5, sizeof vb[0], cmp_d);
-            qsort(va, 5, sizeof va[0], cmp_d);
-            out->tok_s_before = vb[2];
-            out->tok_s_after = va[2];
-        }
-    }
-    if (log) {
-        fprintf(log, "\ntune: %-18s %6s %9s %13s  %s\n", "slot", "tried", "accepted", "best speedup", "review branch");
-        for (int i = 0; i < out->n_slots; i++) {
-            const hone_tune_slot_result *s = &out->slots[i];
-            char sp[32] = "-";
-            if (s->accepted) snprintf(sp, sizeof sp, "%.2fx %s", s->best_speedup, s->best_tier);
-            fprintf(log, "tune: %-18s %6d %9d %13s  %s\n", s->slot, s->tried, s->accepted, sp,
-                    s->branch[0] ? s->branch : "-");
-        }
-        fprintf(log, "tune: decode %.1f tok/s before, %.1f tok/s after (%+.1f%%); %d candidates, "
-                "%d without usable code, %d LLM errors\n", out->tok_s_before, out->tok_s_after,
-                100.0 * (out->tok_s_after / out->tok_s_before - 1.0), out->candidates, out->no_code,
-                out->llm_errors);
-    }
+    if (any && (rc = measure_after(out, ctx, m, kernels_dir, &kl))) goto done;
+    if (log) report_table(out, log);
     rc = 0;
 done:
     if (self_pid > 0) {
         kill(self_pid, SIGTERM);
         waitpid(self_pid, NULL, 0);
     }
-    hone_llm_free(client);
+    hone_proposer_free(&prop);
     hone_ctx_free(ctx);   /* before the loader: the table points into its objects */
     hone_kernel_loader_free(kl);
     hone_model_free(m);
-    if (have_tmp) {
-        char cmd[256];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-        if (system(cmd)) { /* best effort */ }
-    }
+    if (have_tmp && hone_file_remove_tree(tmpdir) && log) fprintf(log, "tune: %s\n", hone_error_last());
     return rc;
-}
-
-static const char tune_usage[] =
-    "usage: hone tune -m MODEL [--llm URL|self|none] [--llm-model NAME] [--budget N] [--slot SLOT]\n"
-    "                 [--state-dir DIR] [--repo DIR] [--no-commit] [--threshold X] [-t THREADS]\n"
-    "                 [--device cpu]\n";
-
-int hone_cli_tune(int argc, char **argv)
-{
-    hone_tune_opts o = HONE_TUNE_OPTS_INIT;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--no-commit")) { o.commit = 0; continue; }
-        if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(tune_usage, stdout); return 0; }
-        if (!v) { fprintf(stderr, "hone tune: %s needs a value\n%s", a, tune_usage); return 2; }
-        if (!strcmp(a, "-m")) o.model_path = v;
-        else if (!strcmp(a, "--llm")) o.llm = v;
-        else if (!strcmp(a, "--llm-model")) o.llm_model = v;
-        else if (!strcmp(a, "--budget")) o.budget = atoi(v);
-        else if (!strcmp(a, "--slot")) o.slot = v;
-        else if (!strcmp(a, "--state-dir")) o.state_dir = v;
-        else if (!strcmp(a, "--repo")) o.repo = v;
-        else if (!strcmp(a, "--threshold")) o.threshold = atof(v);
-        else if (!strcmp(a, "-t")) o.n_threads = atoi(v);
-        else if (!strcmp(a, "--device")) o.backend = v;
-        else if (!strcmp(a, "--llm-timeout")) o.llm_timeout_ms = (long)(atof(v) * 1000);
-        else { fprintf(stderr, "hone tune: unknown option %s\n%s", a, tune_usage); return 2; }
-        i++;
-    }
-    if (!o.model_path) { fprintf(stderr, "hone tune: -m MODEL is required\n%s", tune_usage); return 2; }
-    if (o.budget < 1 || o.budget > 10000) { fprintf(stderr, "hone tune: --budget must be 1..10000\n"); return 2; }
-    hone_tune_result r;
-    if (hone_tune_run(&r, &o, o.quiet ? NULL : stderr)) {
-        fprintf(stderr, "hone tune: %s\n", hone_error_last());
-        return 1;
-    }
-    return 0;
 }

@@ -12,20 +12,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "agent/extract.h"
-#include "agent/llm.h"
-#include "agent/prompt.h"
-#include "agent/search.h"
-#include "agent/tune.h"
+#include "agent/proposer.h"
+#include "agent/round.h"
 #include "candidates/kernel_loader.h"
-#include "candidates/review.h"
 #include "engine/error.h"
-#include "guard/guard.h"
+#include "engine/file.h"
 
 #define MAX_SLOTS 16
 #define MAX_EVENTS 64
@@ -36,16 +31,13 @@
 #define PROBE_PROMPT 12
 #define PROBE_STEPS 3
 
+/* What the tuner adds to a slot's tally (hone_tuner.slots[i] and .live[i] are one slot). */
 typedef struct {
-    char slot[64];
-    int tried, accepted, rejected;
-    double best_speedup;
-    char best_hash[65], best_tier[16], branch[256];
     int next_point;             /* search: next point of the space */
     int live;                   /* 1: a tuned kernel of this slot is serving */
     double live_speedup;
     char live_hash[65];
-} slot_stat;
+} live_stat;
 
 typedef struct {
     double t;                   /* seconds since the tuner started */
@@ -66,8 +58,9 @@ struct hone_tuner {
     hone_scheduler *sched;
     hone_ctx *ctx;
     const hone_model *m;
-    int search, self;
+    hone_proposer_kind kind;
     const char *llm_url;
+    hone_proposer prop;         /* tuning thread only */
     char self_url[256], api_key[256];
     double t0;
     pthread_t thread;
@@ -94,7 +87,8 @@ struct hone_tuner {
     sample before[N_SAMPLES];   /* the ring as it was when the last swap was applied */
     int n_before;
     char state[32];
-    slot_stat slots[MAX_SLOTS];
+    hone_round_tally slots[MAX_SLOTS];
+    live_stat live[MAX_SLOTS];
     int n_slots;
     int proposed, accepted, rejected, no_code, llm_errors, committed, applied, rolled_back, kept;
     struct { char reason[32]; int n; } reasons[MAX_REASONS];
@@ -131,15 +125,10 @@ static void log_event(hone_tuner *t, const char *kind, const char *slot, const c
     fprintf(stderr, "hone serve: tune: %-11s %-14s %-12s %s\n", kind, e->slot, e->hash, e->detail);
 }
 
-static slot_stat *slot_of(hone_tuner *t, const char *name)
+/* The index of slot name's tally (and live state), added when absent. */
+static int slot_of(hone_tuner *t, const char *name)
 {
-    for (int i = 0; i < t->n_slots; i++)
-        if (!strcmp(t->slots[i].slot, name)) return &t->slots[i];
-    if (t->n_slots == MAX_SLOTS) return &t->slots[MAX_SLOTS - 1];
-    slot_stat *s = &t->slots[t->n_slots++];
-    memset(s, 0, sizeof *s);
-    snprintf(s->slot, sizeof s->slot, "%s", name);
-    return s;
+    return (int)(hone_round_tally_of(t->slots, &t->n_slots, MAX_SLOTS, name) - t->slots);
 }
 
 static void count_reason(hone_tuner *t, const char *reason)
@@ -378,11 +367,10 @@ static int pick_slot(hone_tuner *t, char *shapes, size_t shapes_cap, char *profi
         const cJSON *name = cJSON_GetObjectItem(row, "slot");
         if (!cJSON_IsString(name)) continue;
         int id = hone_slots_from_name(name->valuestring);
-        if (id < 0 || (t->search && !hone_search_supports((hone_slot_id)id))) continue;
+        if (id < 0 || !hone_proposer_space(&t->prop, (hone_slot_id)id)) continue;
         if (t->o.slot && strcmp(t->o.slot, name->valuestring)) continue;
         pthread_mutex_lock(&t->mu);
-        slot_stat *s = slot_of(t, name->valuestring);
-        int spent = s->tried >= PER_SLOT_CAP;
+        int spent = t->slots[slot_of(t, name->valuestring)].tried >= PER_SLOT_CAP;
         pthread_mutex_unlock(&t->mu);
         if (spent) continue;
         chosen = id;
@@ -417,13 +405,14 @@ static void apply_and_watch(hone_tuner *t, hone_slot_id id, const char *src, con
                             int k)
 {
     const char *name = hone_slots_name(id);
-    char dir[128], sub[160], path[256];
+    char dir[128];
     snprintf(dir, sizeof dir, "%s/apply-%d", t->tmpdir, k);
-    snprintf(sub, sizeof sub, "%s/cpu", dir);
-    snprintf(path, sizeof path, "%s/%s.c", sub, name);
-    mkdir(dir, 0700);
-    mkdir(sub, 0700);
-    if (hone_tune_write_file(path, src)) return;
+    if (hone_round_kernel_write(dir, name, src)) {
+        pthread_mutex_lock(&t->mu);
+        log_event(t, "apply_refused", name, gr->hash, "%s", hone_error_last());
+        pthread_mutex_unlock(&t->mu);
+        return;
+    }
     hone_slot_table before = *hone_ctx_slots(t->ctx); /* only the hook writes it, on our request */
     hone_slot_table after = before;
     hone_kernel_loader_opts ko = HONE_KERNEL_LOADER_OPTS_INIT;
@@ -469,10 +458,10 @@ static void apply_and_watch(hone_tuner *t, hone_slot_id id, const char *src, con
     pthread_mutex_lock(&t->mu);
     uint64_t errors0 = t->step_errors;
     t->applied++;
-    slot_stat *ss = slot_of(t, name);
-    ss->live = 1;
-    ss->live_speedup = gr->speedup;
-    snprintf(ss->live_hash, sizeof ss->live_hash, "%s", gr->hash);
+    live_stat *ls = &t->live[slot_of(t, name)];
+    ls->live = 1;
+    ls->live_speedup = gr->speedup;
+    snprintf(ls->live_hash, sizeof ls->live_hash, "%s", gr->hash);
     log_event(t, "applied", name, gr->hash, "hot-swapped at a step boundary (%.2fx %s); watching %.0f s",
               gr->speedup, gr->tier, t->o.watch_s);
     snprintf(t->state, sizeof t->state, "watching");
@@ -527,8 +516,7 @@ static void apply_and_watch(hone_tuner *t, hone_slot_id id, const char *src, con
         int rb = swap_slot(t, id, prev, NULL);
         pthread_mutex_lock(&t->mu);
         t->rolled_back++;
-        ss = slot_of(t, name);
-        ss->live = 0;
+        t->live[slot_of(t, name)].live = 0;
         log_event(t, "rolled_back", name, gr->hash, "%s%s", why,
                   rb ? "; ROLLBACK SWAP FAILED: the engine reached no step boundary" : "");
         pthread_mutex_unlock(&t->mu);
@@ -558,30 +546,107 @@ static void set_low_priority(void)
 #endif
 }
 
+/* ---- the round's hooks: events and counters as the guard and the commit go ---- */
+
+static void on_proposed(void *user, const hone_round_result *r)
+{
+    hone_tuner *t = user;
+    pthread_mutex_lock(&t->mu);
+    log_event(t, "proposed", r->slot, NULL, "%s", r->proposal.origin);
+    snprintf(t->state, sizeof t->state, "guarding");
+    pthread_mutex_unlock(&t->mu);
+}
+
+static int on_guarded(void *user, const hone_round_result *r)
+{
+    hone_tuner *t = user;
+    const hone_guard_result *gr = &r->guard;
+    pthread_mutex_lock(&t->mu);
+    hone_round_tally_count(&t->slots[slot_of(t, r->slot)], r);
+    if (r->guard_rc) {
+        t->rejected++;
+        count_reason(t, "guard_error");
+        log_event(t, "rejected", r->slot, NULL, "the guard could not run: %s", r->guard_error);
+    } else if (!gr->accepted) {
+        t->rejected++;
+        count_reason(t, hone_guard_code_name(gr->code));
+        log_event(t, "rejected", r->slot, gr->hash, "%s: %.200s", hone_guard_code_name(gr->code), gr->reason);
+    } else {
+        t->accepted++;
+        log_event(t, "accepted", r->slot, gr->hash, "%.3fx (95%% CI %.3f-%.3f), %s tier, guard %.1f s",
+                  gr->speedup, gr->ci_low, gr->ci_high, gr->tier, gr->seconds);
+        snprintf(t->state, sizeof t->state, "committing");
+    }
+    pthread_mutex_unlock(&t->mu);
+    return 1; /* every accepted candidate is committed */
+}
+
+/* After a round: what it came to, counted and logged; an accepted kernel applied (auto-apply). */
+static void after_round(hone_tuner *t, hone_slot_id slot, int rc, const hone_round_result *r, int k)
+{
+    const hone_proposal *pr = &r->proposal;
+    const char *name = r->slot;
+    if (rc || pr->status != HONE_PROPOSAL_CODE) {
+        pthread_mutex_lock(&t->mu);
+        if (!rc && pr->status == HONE_PROPOSAL_LLM_FAILED) {
+            t->llm_errors++;
+            log_event(t, "llm_error", name, NULL, "%s", pr->why);
+        } else {
+            t->no_code++;
+            t->rejected++;
+            t->slots[slot_of(t, name)].rejected++;
+            count_reason(t, rc ? "internal" : pr->reason);
+            log_event(t, "rejected", name, NULL, "%s: %s", rc ? "internal" : pr->reason,
+                      rc ? hone_error_last() : pr->why);
+        }
+        pthread_mutex_unlock(&t->mu);
+        return;
+    }
+    if (r->guard_rc || !r->guard.accepted) return;
+    pthread_mutex_lock(&t->mu);
+    int i = slot_of(t, name);
+    if (r->commit_rc == 0) {
+        t->committed++;
+        snprintf(t->slots[i].branch, sizeof t->slots[i].branch, "%s", r->review.branch);
+        log_event(t, "committed", name, r->guard.hash, "%s%s", r->review.branch,
+                  r->review.existed ? " (already there)" : "");
+    } else {
+        log_event(t, "commit_failed", name, r->guard.hash, "%s", r->commit_error);
+    }
+    int better = !t->live[i].live || r->guard.speedup > t->live[i].live_speedup;
+    pthread_mutex_unlock(&t->mu);
+    if (t->o.auto_apply && better && t->n_loaders < MAX_LOADERS)
+        apply_and_watch(t, slot, pr->source, &r->guard, k);
+}
+
 static void *tuner_main(void *arg)
 {
     hone_tuner *t = arg;
     set_low_priority();
-    hone_llm *client = NULL;
-    if (!t->search) {
-        hone_llm_opts lo = HONE_LLM_OPTS_INIT;
-        lo.url = t->self ? t->self_url : t->llm_url;
-        lo.model = t->o.llm_model;
-        if (t->self && t->api_key[0]) lo.api_key = t->api_key;
-        if (t->o.llm_timeout_ms > 0) lo.timeout_ms = t->o.llm_timeout_ms;
-        if (hone_llm_new(&client, &lo)) {
-            pthread_mutex_lock(&t->mu);
-            log_event(t, "error", NULL, NULL, "LLM client: %s", hone_error_last());
-            snprintf(t->state, sizeof t->state, "failed");
-            pthread_mutex_unlock(&t->mu);
-            return NULL;
-        }
+    int rc = t->kind == HONE_PROPOSER_SEARCH
+                 ? hone_proposer_search_new(&t->prop)
+                 : hone_proposer_llm_new(&t->prop, t->kind == HONE_PROPOSER_SELF ? t->self_url : t->llm_url,
+                                         t->o.llm_model,
+                                         t->kind == HONE_PROPOSER_SELF && t->api_key[0] ? t->api_key : NULL,
+                                         t->o.llm_timeout_ms);
+    if (rc) {
+        pthread_mutex_lock(&t->mu);
+        log_event(t, "error", NULL, NULL, "LLM client: %s", hone_error_last());
+        snprintf(t->state, sizeof t->state, "failed");
+        pthread_mutex_unlock(&t->mu);
+        return NULL;
     }
-    char device[512];
-    hone_prompt_cpu_device(device, sizeof device);
-    hone_prompt_history hist[8];
-    char hist_text[8][2][600];
-    int n_hist = 0, hist_slot = -1, k = 0, idle_polls = 0;
+    hone_round_opts ro = HONE_ROUND_OPTS_INIT;
+    ro.model_path = t->o.model_path;
+    ro.state_dir = t->o.state_dir;
+    ro.repo = t->o.repo;
+    ro.threshold = t->o.threshold;
+    ro.history_cap = 8;
+    hone_round_hooks hooks = {.user = t, .on_proposed = on_proposed, .on_guarded = on_guarded};
+    static hone_round_history hist; /* large; this thread only */
+    static hone_round_result rr;
+    memset(&hist, 0, sizeof hist);
+    int hist_slot = -1, k = 0, idle_polls = 0;
     for (;;) {
         pthread_mutex_lock(&t->mu);
         int done = t->proposed >= t->o.budget || t->stop;
@@ -599,135 +664,20 @@ static void *tuner_main(void *arg)
             continue;
         }
         hone_slot_id slot = (hone_slot_id)id;
-        const char *name = hone_slots_name(slot);
-        if (id != hist_slot) { n_hist = 0; hist_slot = id; }
+        if (id != hist_slot) { hist.n = 0; hist_slot = id; }
         set_state(t, "proposing");
-        char *src = NULL, origin[512], origin_kind[16];
         pthread_mutex_lock(&t->mu);
-        slot_stat *ss = slot_of(t, name);
-        ss->tried++;
-        int point = ss->next_point++;
+        int i = slot_of(t, hone_slots_name(slot));
+        t->slots[i].tried++;
+        int point = t->live[i].next_point++;
         k = ++t->proposed;
         pthread_mutex_unlock(&t->mu);
-        if (t->search) {
-            hone_search_point pts[64];
-            int np = hone_search_space(slot, pts, 64);
-            if (point >= np) point = np - 1;
-            hone_search_describe(slot, pts[point], origin, sizeof origin);
-            snprintf(origin_kind, sizeof origin_kind, "search");
-            if (hone_search_render(slot, pts[point], &src)) src = NULL;
-        } else {
-            hone_prompt_opts po = HONE_PROMPT_OPTS_INIT;
-            po.slot = slot;
-            po.backend = "cpu";
-            po.shapes = shapes;
-            po.profile = profile;
-            po.device = device;
-            po.history = hist;
-            po.n_history = n_hist;
-            hone_tune_proposal pr;
-            snprintf(origin_kind, sizeof origin_kind, "llm");
-            int rc = hone_tune_propose_llm(&pr, client, &po);
-            snprintf(origin, sizeof origin, "%s", pr.origin);
-            if (rc || pr.llm_failed || !pr.src) {
-                pthread_mutex_lock(&t->mu);
-                if (!rc && pr.llm_failed) {
-                    t->llm_errors++;
-                    log_event(t, "llm_error", name, NULL, "%s", hone_error_last());
-                } else {
-                    t->no_code++;
-                    t->rejected++;
-                    ss->rejected++;
-                    count_reason(t, rc ? "internal" : hone_extract_status_name((hone_extract_status)pr.status));
-                    log_event(t, "rejected", name, NULL, "%s: %s", rc ? "internal" :
-                              hone_extract_status_name((hone_extract_status)pr.status), hone_error_last());
-                }
-                pthread_mutex_unlock(&t->mu);
-                if (!rc && !pr.llm_failed && n_hist < 8) {
-                    snprintf(hist_text[n_hist][0], 600, "reply %d", k);
-                    snprintf(hist_text[n_hist][1], 600, "%s: %s",
-                             hone_extract_status_name((hone_extract_status)pr.status), hone_error_last());
-                    hist[n_hist] = (hone_prompt_history){hist_text[n_hist][0], hist_text[n_hist][1]};
-                    n_hist++;
-                }
-                free(pr.src);
-                continue;
-            }
-            src = pr.src;
-        }
-        if (!src) continue;
-        char cand[128];
-        snprintf(cand, sizeof cand, "%s/candidate-%d.c", t->tmpdir, k);
-        if (hone_tune_write_file(cand, src)) { free(src); continue; }
-        pthread_mutex_lock(&t->mu);
-        log_event(t, "proposed", name, NULL, "%s", origin);
-        snprintf(t->state, sizeof t->state, "guarding");
-        pthread_mutex_unlock(&t->mu);
-        hone_guard_opts go = HONE_GUARD_OPTS_INIT;
-        go.model_path = t->o.model_path;
-        go.slot = name;
-        go.backend = "cpu";
-        go.file = cand;
-        go.state_dir = t->o.state_dir;
-        go.threshold = t->o.threshold;
-        go.origin_kind = origin_kind;
-        go.origin = origin;
-        go.quiet = 1;
-        static hone_guard_result gr; /* large; this thread only */
-        int grc = hone_guard_run(&gr, &go, NULL);
-        pthread_mutex_lock(&t->mu);
-        ss = slot_of(t, name);
-        if (grc) {
-            t->rejected++;
-            ss->rejected++;
-            count_reason(t, "guard_error");
-            log_event(t, "rejected", name, NULL, "the guard could not run: %s", hone_error_last());
-        } else if (!gr.accepted) {
-            t->rejected++;
-            ss->rejected++;
-            count_reason(t, hone_guard_code_name(gr.code));
-            log_event(t, "rejected", name, gr.hash, "%s: %.200s", hone_guard_code_name(gr.code), gr.reason);
-        } else {
-            t->accepted++;
-            ss->accepted++;
-            if (gr.speedup > ss->best_speedup) {
-                ss->best_speedup = gr.speedup;
-                snprintf(ss->best_hash, sizeof ss->best_hash, "%s", gr.hash);
-                snprintf(ss->best_tier, sizeof ss->best_tier, "%s", gr.tier);
-            }
-            log_event(t, "accepted", name, gr.hash, "%.3fx (95%% CI %.3f-%.3f), %s tier, guard %.1f s",
-                      gr.speedup, gr.ci_low, gr.ci_high, gr.tier, gr.seconds);
-        }
-        pthread_mutex_unlock(&t->mu);
-        if (!grc && !gr.accepted && n_hist < 8) {
-            snprintf(hist_text[n_hist][0], 600, "candidate %.12s", gr.hash);
-            snprintf(hist_text[n_hist][1], 600, "%s: %s", hone_guard_code_name(gr.code), gr.reason);
-            hist[n_hist] = (hone_prompt_history){hist_text[n_hist][0], hist_text[n_hist][1]};
-            n_hist++;
-        }
-        if (!grc && gr.accepted) {
-            set_state(t, "committing");
-            hone_review_opts ro = HONE_REVIEW_OPTS_INIT;
-            ro.repo = t->o.repo;
-            hone_review_result res;
-            int crc = hone_review_propose(&res, &ro, name, "cpu", src, strlen(src), &gr.ev);
-            pthread_mutex_lock(&t->mu);
-            if (crc == 0) {
-                t->committed++;
-                snprintf(slot_of(t, name)->branch, sizeof ss->branch, "%s", res.branch);
-                log_event(t, "committed", name, gr.hash, "%s%s", res.branch, res.existed ? " (already there)" : "");
-            } else {
-                log_event(t, "commit_failed", name, gr.hash, "%s", hone_error_last());
-            }
-            ss = slot_of(t, name);
-            int better = !ss->live || gr.speedup > ss->live_speedup;
-            pthread_mutex_unlock(&t->mu);
-            if (t->o.auto_apply && better && t->n_loaders < MAX_LOADERS)
-                apply_and_watch(t, slot, src, &gr, k);
-        }
-        free(src);
+        hone_proposer_request rq = {.slot = slot, .index = point, .shapes = shapes, .profile = profile};
+        rc = hone_round_run(&rr, &ro, &t->prop, &rq, k, &hist, &hooks);
+        after_round(t, slot, rc, &rr, k);
+        hone_round_result_clear(&rr);
     }
-    hone_llm_free(client);
+    hone_proposer_free(&t->prop);
     pthread_mutex_lock(&t->mu);
     snprintf(t->state, sizeof t->state, t->stop ? "stopped" : "done");
     pthread_mutex_unlock(&t->mu);
@@ -755,9 +705,7 @@ int hone_tuner_new(hone_tuner **out, hone_scheduler *sched, hone_ctx *ctx, const
     t->ctx = ctx;
     t->m = m;
     t->t0 = now_s();
-    t->llm_url = t->o.llm ? t->o.llm : getenv("HONE_LLM_URL");
-    t->search = !t->llm_url || !*t->llm_url || !strcmp(t->llm_url, "none");
-    t->self = !t->search && !strcmp(t->llm_url, "self");
+    t->kind = hone_proposer_kind_of(t->o.llm, &t->llm_url);
     const char *tr = getenv("HONE_TUNE_TEST_REGRESS");
     t->test_regress = tr && !strcmp(tr, "1");
     snprintf(t->state, sizeof t->state, "starting");
@@ -800,7 +748,8 @@ int hone_tuner_start(hone_tuner *t, const char *self_url, const char *api_key)
     t->started = 1;
     fprintf(stderr, "hone serve: tune: proposer %s, budget %d, interval %.0f s, %s (watch %.0f s); "
             "tuning thread at nice 19 / SCHED_IDLE\n",
-            t->search ? "search" : t->self ? "self (this server)" : t->llm_url, t->o.budget,
+            t->kind == HONE_PROPOSER_SEARCH ? "search" : t->kind == HONE_PROPOSER_SELF ? "self (this server)"
+                                                                                    : t->llm_url, t->o.budget,
             t->o.interval_s, t->o.auto_apply ? "auto-apply" : "commit only", t->o.watch_s);
     if (t->test_regress)
         fprintf(stderr, "hone serve: tune: HONE_TUNE_TEST_REGRESS=1 (test only): spot-checks after "
@@ -822,11 +771,8 @@ void hone_tuner_free(hone_tuner *t)
     for (int i = 0; i < t->n_loaders; i++) hone_kernel_loader_free(t->loaders[i]);
     hone_ctx_free(t->probe_ctx);
     cJSON_Delete(t->profile_reply);
-    if (t->have_tmp) {
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", t->tmpdir);
-        if (system(cmd)) { /* best effort */ }
-    }
+    if (t->have_tmp && hone_file_remove_tree(t->tmpdir))
+        fprintf(stderr, "hone serve: tune: %s\n", hone_error_last());
     pthread_cond_destroy(&t->cv);
     pthread_mutex_destroy(&t->mu);
     free(t);
@@ -840,7 +786,8 @@ char *hone_tuner_json(void *tuner)
     pthread_mutex_lock(&t->mu);
     cJSON_AddBoolToObject(j, "enabled", 1);
     cJSON_AddStringToObject(j, "state", t->state);
-    cJSON_AddStringToObject(j, "proposer", t->search ? "search" : t->self ? "self" : "llm");
+    cJSON_AddStringToObject(j, "proposer", t->kind == HONE_PROPOSER_SEARCH ? "search"
+                                           : t->kind == HONE_PROPOSER_SELF ? "self" : "llm");
     cJSON_AddBoolToObject(j, "auto_apply", t->o.auto_apply);
     cJSON_AddNumberToObject(j, "budget", t->o.budget);
     cJSON_AddNumberToObject(j, "interval_s", t->o.interval_s);
@@ -861,7 +808,8 @@ char *hone_tuner_json(void *tuner)
     cJSON *sl = cJSON_AddArrayToObject(j, "slots");
     cJSON *live = cJSON_AddArrayToObject(j, "live");
     for (int i = 0; i < t->n_slots; i++) {
-        const slot_stat *s = &t->slots[i];
+        const hone_round_tally *s = &t->slots[i];
+        const live_stat *ls = &t->live[i];
         if (!s->tried) continue;
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "slot", s->slot);
@@ -875,11 +823,11 @@ char *hone_tuner_json(void *tuner)
         }
         if (s->branch[0]) cJSON_AddStringToObject(o, "review_branch", s->branch);
         cJSON_AddItemToArray(sl, o);
-        if (s->live) {
+        if (ls->live) {
             cJSON *l = cJSON_CreateObject();
             cJSON_AddStringToObject(l, "slot", s->slot);
-            cJSON_AddStringToObject(l, "candidate", s->live_hash);
-            cJSON_AddNumberToObject(l, "speedup", s->live_speedup);
+            cJSON_AddStringToObject(l, "candidate", ls->live_hash);
+            cJSON_AddNumberToObject(l, "speedup", ls->live_speedup);
             cJSON_AddItemToArray(live, l);
         }
     }
@@ -937,7 +885,7 @@ char *hone_tuner_metrics(void *tuner)
     PUT("# HELP hone_tune_rolled_back_total Applied kernels rolled back by the watcher.\n"
         "# TYPE hone_tune_rolled_back_total counter\nhone_tune_rolled_back_total %d\n", t->rolled_back);
     int live = 0;
-    for (int i = 0; i < t->n_slots; i++) live += t->slots[i].live;
+    for (int i = 0; i < t->n_slots; i++) live += t->live[i].live;
     PUT("# HELP hone_tune_kernels_live Tuned kernels serving now.\n# TYPE hone_tune_kernels_live gauge\n"
         "hone_tune_kernels_live %d\n", live);
     pthread_mutex_unlock(&t->mu);

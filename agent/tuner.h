@@ -55,7 +55,9 @@ typedef struct {
     const char *slot;         /* only this slot (when it is in the live profile); NULL: the ranking's */
 } hone_tuner_opts;
 
-#define HONE_TUNER_OPTS_INIT {NULL, NULL, NULL, 0, 0, 6, 30.0, 120.0, 10.0, 0.10, 16, NULL, NULL, 1.05, NULL}
+#define HONE_TUNER_OPTS_INIT                                                                 \
+    {.budget = 6, .interval_s = 30.0, .watch_s = 120.0, .spot_s = 10.0, .margin = 0.10,       \
+     .min_steps = 16, .threshold = 1.05}
 
 typedef struct hone_tuner hone_tuner;
 

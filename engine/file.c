@@ -1,10 +1,12 @@
-/* Whole-file reads. */
+/* Whole-file reads, and removing a directory tree. */
 #include "file.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "error.h"
 
@@ -43,4 +45,19 @@ int hone_file_read(const char *path, char **out, size_t *out_len)
     *out = buf;
     if (out_len) *out_len = n;
     return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    (void)st;
+    (void)ftw;
+    return (flag == FTW_DP ? rmdir(path) : unlink(path)) ? errno : 0;
+}
+
+int hone_file_remove_tree(const char *path)
+{
+    /* depth first, links not followed: a link inside is removed, never what it points to */
+    int e = nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    if (e == 0 || (e < 0 && errno == ENOENT)) return 0;
+    return hone_error_set(HONE_EIO, "cannot remove %s: %s", path, strerror(e > 0 ? e : errno));
 }

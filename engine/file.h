@@ -11,4 +11,9 @@
  * it, so callers can tell ENOENT apart), HONE_ENOMEM, HONE_EIO "path: read error". */
 int hone_file_read(const char *path, char **out, size_t *out_len);
 
+/* Removes path and, when it is a directory, everything below it (as `rm -rf`, without a shell;
+ * symbolic links are removed, never followed). A missing path is not an error. Errors: HONE_EIO
+ * "cannot remove path: <strerror>". */
+int hone_file_remove_tree(const char *path);
+
 #endif

@@ -350,7 +350,8 @@ static int is_poison(float f) { return fbits(f) == HONE_CASES_POISON; }
 
 /* Case i of set d (r->main: three runs and, on the CPU, the shares; r->fresh: one run).
  * pass 0: unwritten, non-finite and constant outputs (over every case first, so that the most
- * specific reason wins); pass 1: parity tier, determinism, shares. */
+ * specific reason wins); pass 1: parity tier, determinism, shares. A failure is a rejection
+ * (r->verdict_done); like every judgement and gate below, it returns 0 whatever the verdict. */
 static int judge_case(run_state *r, const case_data *d, int i, double *worst_cand, double *worst_inc,
                       int *exact, int pass)
 {
@@ -366,13 +367,13 @@ static int judge_case(run_state *r, const case_data *d, int i, double *worst_can
         if (left == n) {
             gate(r, "kernel-parity", "fail", "wrote nothing (%s)", c->desc);
             reject(r, HONE_GUARD_WROTE_NOTHING, "wrote nothing: the poisoned output was left untouched (%s)", c->desc);
-            return -1;
+            return 0;
         }
         if (left) {
             gate(r, "kernel-parity", "fail", "left %lld of %lld elements unwritten (%s)", (long long)left, (long long)n, c->desc);
             reject(r, HONE_GUARD_NONFINITE, "NaN/Inf mismatch: left %lld of %lld output elements unwritten (%s)",
                    (long long)left, (long long)n, c->desc);
-            return -1;
+            return 0;
         }
     }
     hone_oracle_err e;
@@ -388,7 +389,7 @@ static int judge_case(run_state *r, const case_data *d, int i, double *worst_can
         reject(r, HONE_GUARD_NONFINITE, "NaN/Inf mismatch at %lld elements (%s; first [%lld]: got %g, oracle %g)",
                (long long)e.n_nonfinite_mismatch, c->desc, (long long)k0, k0 >= 0 ? (double)o0[k0] : 0.0,
                k0 >= 0 ? ref[k0] : 0.0);
-        return -1;
+        return 0;
     }
     if (n >= 4) {
         int cconst = 1, oconst = 1;
@@ -399,7 +400,7 @@ static int judge_case(run_state *r, const case_data *d, int i, double *worst_can
         if (cconst && !oconst) {
             gate(r, "kernel-parity", "fail", "constant output %g where the oracle varies (%s)", (double)o0[0], c->desc);
             reject(r, HONE_GUARD_CONSTANT, "constant output (%g everywhere) where the oracle is not (%s)", (double)o0[0], c->desc);
-            return -1;
+            return 0;
         }
     }
     if (pass == 0) return 0;
@@ -414,7 +415,7 @@ static int judge_case(run_state *r, const case_data *d, int i, double *worst_can
         reject(r, HONE_GUARD_PARITY,
                "error beyond the faithful bound on %s: max |err| %.3g vs incumbent %.3g (allowed %.3g), mean %.3g vs %.3g",
                c->desc, e.max_abs, ie->max_abs, FAITHFUL_MAX_SLACK * ie->max_abs + floor_abs, e.mean_abs, ie->mean_abs);
-        return -1;
+        return 0;
     }
     if (e.max_abs > *worst_cand) *worst_cand = e.max_abs;
     if (ie->max_abs > *worst_inc) *worst_inc = ie->max_abs;
@@ -422,13 +423,13 @@ static int judge_case(run_state *r, const case_data *d, int i, double *worst_can
         if (memcmp(o0, hone_cases_out(s, c, k), (size_t)n * 4) != 0) {
             gate(r, "kernel-parity", "fail", "run %d differs from run 1 (%s)", k + 1, c->desc);
             reject(r, HONE_GUARD_NONDETERMINISTIC, "three runs are not bitwise identical: run %d differs (%s)", k + 1, c->desc);
-            return -1;
+            return 0;
         }
     if (!shares) return 0;
     if (memcmp(o0, hone_cases_out(s, c, 3), (size_t)n * 4) != 0) {
         gate(r, "kernel-parity", "fail", "nth=2 differs from nth=1 (%s)", c->desc);
         reject(r, HONE_GUARD_SHARE, "share contract: nth=2 gives other bits than nth=1 (%s)", c->desc);
-        return -1;
+        return 0;
     }
     /* nth = 3, each share alone: disjoint, whole units, complete, same bits */
     int8_t *owner = malloc((size_t)n), *uowner = malloc((size_t)c->share_units);
@@ -459,7 +460,7 @@ static int judge_case(run_state *r, const case_data *d, int i, double *worst_can
         reject(r, HONE_GUARD_SHARE, "share contract: each share alone must write only its own part "
                "(nth=3: %lld elements written by two shares, %lld with other bits, %lld never written; %s)",
                (long long)twice, (long long)wrong, (long long)missed, c->desc);
-        return -1;
+        return 0;
     }
     return 0;
 }
@@ -473,12 +474,12 @@ static int check_hygiene(run_state *r, const case_data *d, const char *gname)
         if (!hone_cases_canaries_ok(&d->cs, c, what, sizeof what)) {
             gate(r, gname, "fail", "canary broken: %s", what);
             reject(r, HONE_GUARD_CANARY, "out-of-bounds write: %s", what);
-            return -1;
+            return 0;
         }
         if (hone_cases_hash_inputs(&d->cs, c) != c->in_hash) {
             gate(r, gname, "fail", "an input changed (%s)", c->desc);
             reject(r, HONE_GUARD_INPUT_MUTATED, "mutates its input: the inputs' hash changed (%s)", c->desc);
-            return -1;
+            return 0;
         }
     }
     return 0;
@@ -496,11 +497,11 @@ static int kernel_parity_gate(run_state *r)
     hone_worker_result w;
     if (hone_worker_run(&w, &wo, kworker, &a) != 0) {
         reject(r, HONE_GUARD_INTERNAL, "cannot start a worker: %s", hone_error_last());
-        return -1;
+        return 0;
     }
     if (!w.ok) {
         worker_failure(r, "kernel-parity", &w);
-        return -1;
+        return 0;
     }
     return judge_parity(r, t0);
 }
@@ -510,14 +511,16 @@ static int kernel_parity_gate(run_state *r)
 static int judge_parity(run_state *r, double t0)
 {
     const case_data *sets[2] = {&r->main, &r->fresh};
-    for (int k = 0; k < 2; k++)
-        if (check_hygiene(r, sets[k], "kernel-parity")) return -1;
+    for (int k = 0; k < 2 && !r->verdict_done; k++) check_hygiene(r, sets[k], "kernel-parity");
     double wc = 0, wi = 0;
     int exact = 1;
     for (int pass = 0; pass < 2; pass++)
         for (int k = 0; k < 2; k++)
-            for (int i = 0; i < sets[k]->cs.n; i++)
-                if (judge_case(r, sets[k], i, &wc, &wi, &exact, pass)) return -1;
+            for (int i = 0; i < sets[k]->cs.n; i++) {
+                if (r->verdict_done) return 0;
+                judge_case(r, sets[k], i, &wc, &wi, &exact, pass);
+            }
+    if (r->verdict_done) return 0;
     snprintf(r->res->tier, sizeof r->res->tier, "%s", exact ? "exact" : "faithful");
     char shapes[512] = "";
     for (int i = 0; i < r->main.cs.n && strlen(shapes) < 400; i++) {
@@ -571,14 +574,14 @@ static int speed_gate(run_state *r)
     struct speed_shm *sp = hone_worker_shared_new(sizeof *sp);
     if (!sp) {
         reject(r, HONE_GUARD_INTERNAL, "shared memory: %s", hone_error_last());
-        return -1;
+        return 0;
     }
     kworker_arg a = {r, 1, sp};
     hone_worker_opts wo = HONE_WORKER_OPTS_INIT;
     wo.timeout_s = 120;
     wo.cpu_s = 120;
     hone_worker_result w;
-    int rc = -1;
+    int rc = 0;
     if (hone_worker_run(&w, &wo, kworker, &a) != 0) {
         reject(r, HONE_GUARD_INTERNAL, "cannot start a worker: %s", hone_error_last());
         goto done;
@@ -601,14 +604,15 @@ done:
 static int judge_speed(run_state *r, const double *inc_ns_v, const double *cand_ns_v, int n, int inner,
                        double bw, const char *bw_what, const char *how, double t0)
 {
-    if (check_hygiene(r, &r->main, "speed")) return -1;
+    check_hygiene(r, &r->main, "speed");
+    if (r->verdict_done) return 0;
     for (int i = 0; i < r->main.cs.n; i++) {
         const hone_case_set *cs = &r->main.cs;
         const hone_case *c = &cs->c[i];
         if (memcmp(hone_cases_out(cs, c, 7), hone_cases_out(cs, c, 0), (size_t)c->out_len * 4) != 0) {
             gate(r, "speed", "fail", "results after the timing loop differ from before (%s)", c->desc);
             reject(r, HONE_GUARD_RECHECK, "correctness re-check after the timing loop failed: other bits than before (%s)", c->desc);
-            return -1;
+            return 0;
         }
     }
     double ratio[MAX_REPS];
@@ -624,7 +628,7 @@ static int judge_speed(run_state *r, const double *inc_ns_v, const double *cand_
     r->res->speedup = med;
     r->res->ci_low = lo;
     r->res->ci_high = hi;
-    hone_review_evidence *ev = &r->res->ev;
+    hone_evidence *ev = &r->res->ev;
     ev->speedup_median = med;
     ev->speedup_ci_low = lo;
     ev->speedup_ci_high = hi;
@@ -659,7 +663,7 @@ static int judge_speed(run_state *r, const double *inc_ns_v, const double *cand_
     cJSON_AddNumberToObject(g, "roofline_floor_ns", floor_ns);
     cJSON_AddNumberToObject(g, r->cuda ? "peak_gbps" : "peak_read_gbps", bw);
     cJSON_AddStringToObject(g, "shape", tc->desc);
-    return strcmp(status, "pass") == 0 ? 0 : -1;
+    return 0;
 }
 
 /* ---- model parity and end to end ---------------------------------------------------------- */
@@ -833,7 +837,7 @@ static int judge_model(run_state *r, const model_plan *mp, const float *inc, con
         if (kl > kl_max) kl_max = kl;
     }
     double kl_mean = kl_sum / (double)npos, agreement = counted ? (double)agree / (double)counted : 1.0;
-    hone_review_evidence *ev = &r->res->ev;
+    hone_evidence *ev = &r->res->ev;
     ev->model_max_abs_dlogit = max_d;
     ev->model_kl_mean = kl_mean;
     ev->model_kl_max = kl_max;
@@ -865,7 +869,6 @@ static int judge_model(run_state *r, const model_plan *mp, const float *inc, con
                "model parity: max |dlogit| %.3g (bound %.3g), KL max %.3g, argmax %lld/%lld%s", max_d,
                MODEL_MAX_DLOGIT_REL * scale, kl_max, (long long)agree, (long long)counted,
                nonfinite ? ", NaN/Inf in the logits" : "");
-        return -1;
     }
     return 0;
 }
@@ -874,7 +877,7 @@ static int model_gates(run_state *r, int do_e2e)
 {
     double t0 = mono_s();
     model_plan mp;
-    int rc = -1;
+    int rc = 0;
     hone_backend *bk = NULL;
     float *inc = NULL, *cand = NULL;
     if (model_plan_new(&mp, r) != 0) {
@@ -907,7 +910,6 @@ static int model_gates(run_state *r, int do_e2e)
         gate(r, "model-parity", "pass", "not exercised: %s never calls %s (kernel gates only)",
              hone_model_name(r->model), hone_slots_name(r->slot));
         if (do_e2e) gate(r, "e2e", "pass", "not applicable: the model never calls %s", hone_slots_name(r->slot));
-        rc = 0;
         goto done;
     }
     if (!do_e2e) {
@@ -966,8 +968,6 @@ static int model_gates(run_state *r, int do_e2e)
             if (regress)
                 reject(r, HONE_GUARD_E2E_REGRESSION, "end to end: decode %.1f -> %.1f tok/s (ratio %.3f, CI high %.3f)",
                        1e9 / ti, 1e9 / tc, med, hi);
-            else
-                rc = 0;
         }
         hone_worker_shared_free(tt, sizeof(double) * 2 * (size_t)S2);
         free(tk);
@@ -1112,12 +1112,12 @@ static int cuda_incumbent(run_state *r)
     if (hone_cuda_exec_parity(&st, r->gpu.dev.sm, NULL, r->slot, &r->main.cs, &r->fresh.cs, 1,
                               CUDA_WORKER_TIMEOUT_S) != 0) {
         reject(r, HONE_GUARD_INTERNAL, "cannot start a GPU worker: %s", hone_error_last());
-        return -1;
+        return 0;
     }
     if (st.end != HONE_CUDA_EXEC_OK) {
         gate(r, "kernel-parity", "fail", "the incumbent kernel failed: %s", st.why);
         reject(r, HONE_GUARD_INTERNAL, "the incumbent CUDA kernel failed: %s", st.why);
-        return -1;
+        return 0;
     }
     for (int k = 0; k < 2; k++) {
         case_data *d = sets[k];
@@ -1127,7 +1127,7 @@ static int cuda_incumbent(run_state *r)
             if (!hone_cases_canaries_ok(&d->cs, c, what, sizeof what) ||
                 hone_cases_hash_inputs(&d->cs, c) != c->in_hash) {
                 reject(r, HONE_GUARD_INTERNAL, "the incumbent CUDA kernel broke a canary or an input (%s)", c->desc);
-                return -1;
+                return 0;
             }
             memcpy(d->inc[i], hone_cases_out(&d->cs, c, 0), sizeof(float) * (size_t)c->out_len);
         }
@@ -1143,11 +1143,11 @@ static int cuda_kernel_parity_gate(run_state *r)
     double timeout = r->o->kernel_timeout_s > 0 ? r->o->kernel_timeout_s : CUDA_PARITY_TIMEOUT_S;
     if (hone_cuda_exec_parity(&st, r->gpu.dev.sm, r->kroot, r->slot, &r->main.cs, &r->fresh.cs, 3, timeout) != 0) {
         reject(r, HONE_GUARD_INTERNAL, "cannot start a GPU worker: %s", hone_error_last());
-        return -1;
+        return 0;
     }
     if (st.end != HONE_CUDA_EXEC_OK) {
         cuda_failure(r, "kernel-parity", &st);
-        return -1;
+        return 0;
     }
     return judge_parity(r, t0);
 }
@@ -1172,7 +1172,7 @@ static int cuda_model_gate(run_state *r)
     double t0 = mono_s();
     model_plan mp;
     float *logits[2] = {NULL, NULL}; /* incumbent, candidate */
-    int rc = -1;
+    int rc = 0;
     if (model_plan_new(&mp, r) != 0) {
         reject(r, HONE_GUARD_INTERNAL, "model gate: %s", hone_error_last());
         goto done;
@@ -1210,11 +1210,11 @@ static int cuda_speed_gate(run_state *r)
     if (hone_cuda_exec_time(&st, r->gpu.dev.sm, NULL, r->kroot, r->slot, &r->main.cs, reps, inc_ns, cand_ns,
                             &inner, CUDA_WORKER_TIMEOUT_S) != 0) {
         reject(r, HONE_GUARD_INTERNAL, "cannot start a GPU worker: %s", hone_error_last());
-        return -1;
+        return 0;
     }
     if (st.end != HONE_CUDA_EXEC_OK) {
         cuda_failure(r, "speed", &st);
-        return -1;
+        return 0;
     }
     return judge_speed(r, inc_ns, cand_ns, reps, inner, r->gpu.dev.peak_gbps, "the device's DRAM peak",
                        "L2 flushed, cudaEvent timing", t0);
@@ -1222,7 +1222,7 @@ static int cuda_speed_gate(run_state *r)
 
 /* After the compile gates, on a machine with a GPU: the kernels compiled for the device here
  * (NVRTC only), then kernel parity, model parity and speed with the CPU path's judgements.
- * Returns 0 with a verdict (or none yet: accepted), or a negative HONE_E* code. */
+ * Returns 0 when they ran (a rejection is in r->res; none: accepted), or a negative HONE_E*. */
 static int cuda_exec_gates(run_state *r, hone_store *st, const char *src, size_t len)
 {
     int rc, sm = r->gpu.dev.sm;
@@ -1247,24 +1247,26 @@ static int cuda_exec_gates(run_state *r, hone_store *st, const char *src, size_t
     }
     /* 4. kernel parity */
     if ((rc = case_sets_new(r, NULL)) != 0) return rc;
-    if (cuda_incumbent(r) || cuda_kernel_parity_gate(r)) return 0;
+    if ((rc = cuda_incumbent(r)) || r->verdict_done) return rc;
+    if ((rc = cuda_kernel_parity_gate(r)) || r->verdict_done) return rc;
     hone_store_set_state(st, r->res->hash, HONE_STORE_KERNEL_PARITY, NULL, NULL);
     /* 5. model parity */
-    if (cuda_model_gate(r)) return 0;
+    if ((rc = cuda_model_gate(r)) || r->verdict_done) return rc;
     hone_store_set_state(st, r->res->hash, HONE_STORE_MODEL_PARITY, NULL, NULL);
     if (r->o->skip_speed) {
         gate(r, "speed", "skipped", "--skip-speed (testing only)");
         return 0;
     }
     /* 6. speed (the end-to-end decode comparison is the CPU's alone for now) */
-    if (cuda_speed_gate(r)) return 0;
+    if ((rc = cuda_speed_gate(r)) || r->verdict_done) return rc;
     hone_store_set_state(st, r->res->hash, HONE_STORE_SPEED, NULL, NULL);
     gate(r, "e2e", "skipped", "not built for the CUDA backend: the kernel speed gate decides");
     return 0;
 }
 
 /* NVRTC for compute_80 (PTX, scanned), sm_80 and sm_90 (cubins, which must define the entry
- * point), each log and output kept in the store; header: common.cuh's text. 0: passed. */
+ * point), each log and output kept in the store; header: common.cuh's text. A failure is a
+ * rejection (r->verdict_done); returns 0. */
 static int cuda_compile_gate(run_state *r, hone_store *st, const char *src, const char *header,
                              const char *entry)
 {
@@ -1297,14 +1299,15 @@ static int cuda_compile_gate(run_state *r, hone_store *st, const char *src, cons
         }
         free(log);
         free(out);
-        if (fail) return -1;
+        if (fail) return 0;
     }
     return 0;
 }
 
 /* CUDA: the scan, the launch line, NVRTC (cuda_compile_gate); then, where a GPU is found (by a
- * worker: this process never initialises CUDA), the execution gates. Returns 0 when a verdict
- * (or acceptance) is reached, a negative HONE_E* code when the guard could not run. */
+ * worker: this process never initialises CUDA), the execution gates. Returns 0 when the gates
+ * ran (a rejection is in r->res; none: accepted), a negative HONE_E* code when the guard could
+ * not run. */
 static int cuda_gates(run_state *r, hone_store *st, const char *src, size_t len)
 {
     char why[512], entry[128], dir[4096], path[4400];
@@ -1333,9 +1336,9 @@ static int cuda_gates(run_state *r, hone_store *st, const char *src, size_t len)
         snprintf(path, sizeof path, "%s/common.cuh", dir);
         if (hone_file_read(path, &header, NULL) != 0) header = NULL;
     }
-    int failed = cuda_compile_gate(r, st, src, header, entry);
+    cuda_compile_gate(r, st, src, header, entry);
     free(header);
-    if (failed) return 0;
+    if (r->verdict_done) return 0;
     gate(r, "compile", "pass", "NVRTC: PTX (compute_80, scanned), cubins for sm_80 and sm_90 defining %s; "
          "hone-launch block=%d x=%d y=%d smem=%d", entry, cfg.block, cfg.x, cfg.y, cfg.smem);
     hone_store_set_state(st, r->res->hash, HONE_STORE_COMPILED, NULL, NULL);
@@ -1347,6 +1350,12 @@ static int cuda_gates(run_state *r, hone_store *st, const char *src, size_t len)
         return 0;
     }
     return cuda_exec_gates(r, st, src, len);
+}
+
+/* The candidate's name in the report and the evidence. */
+static const char *source_name(const hone_guard_opts *o)
+{
+    return o->name ? o->name : "(in memory)";
 }
 
 static void write_evidence(run_state *r, hone_store *st, double t_start)
@@ -1362,7 +1371,7 @@ static void write_evidence(run_state *r, hone_store *st, double t_start)
     cJSON_AddStringToObject(root, "backend", r->o->backend);
     cJSON_AddStringToObject(root, "candidate_hash", res->hash);
     if (res->so_hash[0]) cJSON_AddStringToObject(root, "so_hash", res->so_hash);
-    cJSON_AddStringToObject(root, "file", r->o->file);
+    cJSON_AddStringToObject(root, "file", source_name(r->o));
     cJSON_AddNumberToObject(root, "seed", (double)r->seed);
     cJSON_AddStringToObject(root, "seed_source", r->o->seed >= 0 ? "--seed (testing)" : "getrandom after the candidate was hashed");
     cJSON_AddStringToObject(root, "tier", res->tier);
@@ -1371,7 +1380,7 @@ static void write_evidence(run_state *r, hone_store *st, double t_start)
     cJSON_AddNumberToObject(root, "guard_seconds", res->seconds);
     cJSON_AddItemReferenceToObject(root, "gates", r->gates);
     char *rev = NULL;
-    if (hone_review_evidence_to_json(&rev, &res->ev, r->o->slot, r->o->backend) == 0 && rev) {
+    if (hone_evidence_to_json(&rev, &res->ev, r->o->slot, r->o->backend) == 0 && rev) {
         cJSON *rj = cJSON_Parse(rev);
         if (rj) cJSON_AddItemToObject(root, "review", rj);
     }
@@ -1404,7 +1413,7 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
 {
     double t_start = mono_s();
     memset(out, 0, sizeof *out);
-    hone_review_evidence ev0 = HONE_REVIEW_EVIDENCE_INIT;
+    hone_evidence ev0 = HONE_EVIDENCE_INIT;
     out->ev = ev0;
     out->evaluated = 1;
     out->speedup = out->ci_low = out->ci_high = NAN;
@@ -1416,12 +1425,12 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
     r.gates = cJSON_CreateArray();
     r.cuda = opts->backend && strcmp(opts->backend, "cuda") == 0;
     hone_store *st = NULL;
-    char *src = NULL;
-    size_t len = 0;
+    const char *src = opts->source;
+    size_t len = opts->source_len;
     int rc = 0;
     int cuda = r.cuda;
-    if (!opts->slot || !opts->file || !opts->backend || (!cuda && strcmp(opts->backend, "cpu") != 0)) {
-        rc = hone_error_set(HONE_EINVAL, "slot, backend (cpu|cuda) and file are required");
+    if (!opts->slot || !opts->source || !opts->backend || (!cuda && strcmp(opts->backend, "cpu") != 0)) {
+        rc = hone_error_set(HONE_EINVAL, "slot, backend (cpu|cuda) and source are required");
         goto done;
     }
     int sid = hone_slots_from_name(opts->slot);
@@ -1431,10 +1440,6 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
     }
     r.slot = (hone_slot_id)sid;
     hone_slots_cpu_symbol(r.slot, r.symbol, sizeof r.symbol);
-    if (hone_file_read(opts->file, &src, &len)) {
-        rc = hone_error_set(HONE_EIO, "cannot read %s", opts->file);
-        goto done;
-    }
     if (!cuda && !opts->model_path) {
         rc = hone_error_set(HONE_EINVAL, "a model (-m) is required for the CPU gates");
         goto done;
@@ -1451,7 +1456,7 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
     char *isrc = NULL;
     if (hone_file_read(inc_path, &isrc, &ilen) == 0) hone_sha256_hex(isrc, ilen, inc_hash);
     free(isrc);
-    snprintf(out->ev_origin, sizeof out->ev_origin, "%s", opts->origin ? opts->origin : opts->file);
+    snprintf(out->ev_origin, sizeof out->ev_origin, "%s", opts->origin ? opts->origin : source_name(opts));
     hone_store_meta meta = {opts->slot, opts->backend, opts->origin_kind ? opts->origin_kind : "file",
                             out->ev_origin, inc_hash[0] ? inc_hash : NULL};
     if ((rc = hone_store_put(st, out->hash, src, len, &meta)) != 0) goto done;
@@ -1469,7 +1474,7 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
     out->ev.threshold = opts->threshold;
     if (r.rep)
         fprintf(r.rep, "hone guard: %s (%s) %s\n  candidate %.12s (sha256), seed %llu%s\n", opts->slot,
-                opts->backend, opts->file, out->hash, (unsigned long long)r.seed,
+                opts->backend, source_name(opts), out->hash, (unsigned long long)r.seed,
                 opts->seed >= 0 ? " (--seed: testing only)" : " (drawn after hashing)");
     gate(&r, "freeze", "pass", "sha256 %s stored under %s", out->hash, hone_store_dir(st));
 
@@ -1528,19 +1533,22 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
         r.inc_fn = hone_slots_get(&base, r.slot);
     }
     if ((rc = case_sets_new(&r, r.inc_fn)) != 0) goto done;
-    if (kernel_parity_gate(&r)) goto verdict;
+    if ((rc = kernel_parity_gate(&r)) != 0) goto done;
+    if (r.verdict_done) goto verdict;
     hone_store_set_state(st, out->hash, HONE_STORE_KERNEL_PARITY, NULL, NULL);
     /* 5. model parity */
-    if (model_gates(&r, 0)) goto verdict;
+    if ((rc = model_gates(&r, 0)) != 0) goto done;
+    if (r.verdict_done) goto verdict;
     hone_store_set_state(st, out->hash, HONE_STORE_MODEL_PARITY, NULL, NULL);
     if (opts->skip_speed) {
         gate(&r, "speed", "skipped", "--skip-speed (testing only)");
         goto verdict;
     }
     /* 6. speed: kernel, then end to end */
-    if (speed_gate(&r)) goto verdict;
+    if ((rc = speed_gate(&r)) != 0) goto done;
+    if (r.verdict_done) goto verdict;
     hone_store_set_state(st, out->hash, HONE_STORE_SPEED, NULL, NULL);
-    if (model_gates(&r, 1)) goto verdict;
+    if ((rc = model_gates(&r, 1)) != 0) goto done;
 
 verdict:
     if (!r.verdict_done) {
@@ -1568,61 +1576,6 @@ done:
     hone_cuda_exec_kernels_free(r.kroot);
     hone_model_free(r.model);
     hone_store_free(st);
-    free(src);
     cJSON_Delete(r.gates);
     return rc;
-}
-
-/* ---- the command ---------------------------------------------------------------------------- */
-
-static int usage(void)
-{
-    fprintf(stderr,
-            "usage: hone guard -m MODEL --slot SLOT --backend cpu|cuda FILE [--state-dir DIR]\n"
-            "                  [--evidence OUT.json] [--threshold 1.05] [--seed S (testing only)]\n"
-            "                  [--prompts N] [--steps N] [--reps N] [--quiet]\n");
-    return 2;
-}
-
-int hone_cli_guard(int argc, char **argv)
-{
-    hone_guard_opts o = HONE_GUARD_OPTS_INIT;
-    o.backend = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define ARG(name) (strcmp(a, name) == 0 && v && (i++, 1))
-        if (ARG("-m") || (strcmp(a, "--model") == 0 && v && (i++, 1))) o.model_path = v;
-        else if (ARG("--slot")) o.slot = v;
-        else if (ARG("--backend")) o.backend = v;
-        else if (ARG("--state-dir")) o.state_dir = v;
-        else if (ARG("--evidence")) o.evidence_path = v;
-        else if (ARG("--threshold")) o.threshold = atof(v);
-        else if (ARG("--seed")) o.seed = strtoll(v, NULL, 0);
-        else if (ARG("--prompts")) o.model_prompts = atoi(v);
-        else if (ARG("--steps")) o.model_steps = atoi(v);
-        else if (ARG("--reps")) o.reps = atoi(v);
-        else if (strcmp(a, "--quiet") == 0) o.quiet = 1;
-        else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return usage();
-        else if (a[0] == '-') {
-            fprintf(stderr, "hone guard: unknown option %s\n", a);
-            return usage();
-        } else if (!o.file) o.file = a;
-        else return usage();
-#undef ARG
-    }
-    if (!o.slot || !o.backend || !o.file || (strcmp(o.backend, "cpu") && strcmp(o.backend, "cuda")) ||
-        !(o.threshold > 0) || (!o.model_path && strcmp(o.backend, "cpu") == 0))
-        return usage();
-    if (hone_slots_from_name(o.slot) < 0) {
-        fprintf(stderr, "hone guard: unknown slot '%s'\n", o.slot);
-        return 2;
-    }
-    hone_guard_result res;
-    int rc = hone_guard_run(&res, &o, stdout);
-    if (rc) {
-        fprintf(stderr, "hone guard: %s\n", hone_error_last());
-        return 1;
-    }
-    return res.accepted ? 0 : 1;
 }

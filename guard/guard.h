@@ -18,13 +18,13 @@
  *              2^-30 of the output's scale; NaN/Inf exactly where the oracle has them);
  *  5. model parity, in an isolated worker under a seccomp BPF filter: the candidate slotted
  *              into the whole model, teacher-forced over a prompt set, against the incumbent
- *              (guard/guard.c: model_gate for the bounds);
+ *              (guard/guard.c: judge_model for the bounds);
  *  6. speed    kernel level (worker, strict mode): the harness's monotonic clock, caches flushed
  *              (clflush of every buffer) before every rep, incumbent and candidate interleaved
  *              A/B, >= 30 reps after warm-up, median speedup >= threshold and the lower bound of
  *              its bootstrap 95% CI > 1.0; faster than the memory roofline or > 10x: suspect;
  *              correctness re-checked after the timing loop; then end to end: decode steps
- *              alternated between incumbent and candidate must not regress (guard.c: e2e_gate).
+ *              alternated between incumbent and candidate must not regress (guard.c: model_gates).
  * CUDA candidates (backend "cuda"): the same gates on the GPU, each step in a worker that alone
  * initialises CUDA (guard/cuda_exec.h): kernel parity on device copies of the same cases (three
  * runs at three device addresses, then fresh inputs at the same addresses) against the CUDA
@@ -38,7 +38,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "candidates/review.h"
+#include "guard/evidence.h"
 
 /* Why a candidate was rejected (HONE_GUARD_OK when accepted). */
 typedef enum {
@@ -72,7 +72,10 @@ typedef struct {
     const char *model_path;     /* GGUF; required for the execution gates (CPU, or CUDA on a GPU) */
     const char *slot;           /* "swiglu", "matvec_q4_1", ... */
     const char *backend;        /* "cpu" or "cuda" */
-    const char *file;           /* the candidate source */
+    const char *source;         /* the candidate source text (need not be NUL-terminated) */
+    size_t source_len;
+    const char *name;           /* what the report and the evidence call it, e.g. its file path;
+                                 * NULL: "(in memory)" */
     const char *state_dir;      /* NULL: the store's default */
     const char *evidence_path;  /* NULL: none written besides the store */
     double threshold;           /* median speedup needed; default 1.05 */
@@ -88,7 +91,7 @@ typedef struct {
     int quiet;                  /* no report */
 } hone_guard_opts;
 
-#define HONE_GUARD_OPTS_INIT {NULL, NULL, "cpu", NULL, NULL, NULL, 1.05, -1, 0, 0, 0, 0, 0, 0.0, "file", NULL, 0}
+#define HONE_GUARD_OPTS_INIT {.backend = "cpu", .threshold = 1.05, .seed = -1, .origin_kind = "file"}
 
 typedef struct {
     int accepted;
@@ -100,15 +103,13 @@ typedef struct {
     char tier[16];              /* "exact" / "faithful" / "" */
     double speedup, ci_low, ci_high;
     double seconds;
-    hone_review_evidence ev;    /* filled for the review (strings point into this struct) */
+    hone_evidence ev;           /* filled for the review (strings point into this struct) */
     char ev_device[160], ev_model[256], ev_shapes[512], ev_origin[512];
 } hone_guard_result;
 
-/* Runs every gate; prints a readable report to report (NULL: none). Returns 0 when a verdict was
- * reached (see out->accepted / out->code), a negative HONE_E* code when the guard could not run. */
+/* Runs every gate on opts->source; prints a readable report to report (NULL: none). Returns 0
+ * when the guard ran, whatever its verdict (out->accepted, out->code, out->reason), or a negative
+ * HONE_E* code when it could not run (bad options, the store, the model, memory). */
 int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *report);
-
-/* `hone guard`: exit 0 accepted, 1 rejected / not evaluated, 2 usage. */
-int hone_cli_guard(int argc, char **argv);
 
 #endif

@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 
+#include "engine/file.h"
 #include "guard/guard.h"
 #include "harness.h"
 
@@ -14,9 +15,10 @@ typedef struct {
     const char *text; /* a substring of the reason */
 } guard_test_expect;
 
-/* Options for candidate `file` of `slot` on `backend`: the tiny q4_1 model, the test's state
- * directory, a small model gate (3 prompts x 16 steps), the report only with HONE_TEST_VERBOSE.
- * Tests set what else they need (timeouts, skips) on the result. */
+/* Options for candidate `file` of `slot` on `backend`: the file's text (malloc'd: run them with
+ * guard_test_run, which frees it), the tiny q4_1 model, the test's state directory, a small model
+ * gate (3 prompts x 16 steps), the report only with HONE_TEST_VERBOSE. Tests set what else they
+ * need (timeouts, skips) on the result. */
 static inline hone_guard_opts guard_test_opts(const char *backend, const char *slot, const char *file,
                                               const char *state_dir)
 {
@@ -24,12 +26,27 @@ static inline hone_guard_opts guard_test_opts(const char *backend, const char *s
     o.model_path = HONE_TEST_DATA_DIR "/tiny-llama-q4_1.gguf";
     o.backend = backend;
     o.slot = slot;
-    o.file = file;
+    char *src = NULL;
+    size_t len = 0;
+    if (hone_file_read(file, &src, &len) == 0) {
+        o.source = src;
+        o.source_len = len;
+    }
+    o.name = file;
     o.state_dir = state_dir;
     o.model_prompts = 3;
     o.model_steps = 16;
     o.quiet = getenv("HONE_TEST_VERBOSE") == NULL;
     return o;
+}
+
+/* hone_guard_run on o, then frees o's source (guard_test_opts read it). */
+static inline int guard_test_run(hone_guard_result *res, hone_guard_opts *o, FILE *report)
+{
+    int rc = hone_guard_run(res, o, report);
+    free((void *)o->source);
+    o->source = NULL;
+    return rc;
 }
 
 /* Prints res and checks it against e: rejected (or not evaluated) with e's code and text. */

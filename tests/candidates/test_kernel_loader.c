@@ -8,7 +8,7 @@
 
 #include "candidates/compile.h"
 #include "candidates/kernel_loader.h"
-#include "candidates/review.h"
+#include "guard/evidence.h"
 #include "engine/error.h"
 #include "engine/forward.h"
 #include "engine/model.h"
@@ -520,10 +520,10 @@ static void test_evidence_object_hash(void)
     CHECK_EQ_INT((int)strlen(r.so_hash), 64);
 
     /* the evidence as the review commit writes it beside the kernel */
-    hone_review_evidence rev = HONE_REVIEW_EVIDENCE_INIT;
+    hone_evidence rev = HONE_EVIDENCE_INIT;
     rev.so_hash = r.so_hash;
     char *json = NULL;
-    CHECK_EQ_INT(hone_review_evidence_to_json(&json, &rev, "matvec_f32", "cpu"), 0);
+    CHECK_EQ_INT(hone_evidence_to_json(&json, &rev, "matvec_f32", "cpu"), 0);
     if (json) write_file(k.cpu, "matvec_f32.evidence.json", json);
     free(json);
     hone_kernel_loader_opts o = opts_for(&k);

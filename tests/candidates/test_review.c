@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "candidates/review.h"
+#include "agent/review.h"
 #include "app/cli.h"
 #include "engine/error.h"
 #include "harness.h"
@@ -141,9 +141,9 @@ static const char cand_src[] =
     "                         int ith, int nth) { (void)y; (void)W; (void)x; (void)rows; (void)cols;\n"
     "                         (void)ith; (void)nth; }\n";
 
-static hone_review_evidence evidence(const char *hash)
+static hone_evidence evidence(const char *hash)
 {
-    hone_review_evidence ev = HONE_REVIEW_EVIDENCE_INIT;
+    hone_evidence ev = HONE_EVIDENCE_INIT;
     ev.speedup_median = 1.234;
     ev.speedup_ci_low = 1.12;
     ev.speedup_ci_high = 1.31;
@@ -179,10 +179,10 @@ static hone_review_evidence evidence(const char *hash)
 
 static void test_evidence_json_markdown(void)
 {
-    hone_review_evidence ev = evidence(HASH_A);
+    hone_evidence ev = evidence(HASH_A);
     ev.model_kl_mean = NAN; /* unknown -> null */
     char *json = NULL, *md = NULL;
-    CHECK_EQ_INT(hone_review_evidence_to_json(&json, &ev, "matvec_f32", "cpu"), 0);
+    CHECK_EQ_INT(hone_evidence_to_json(&json, &ev, "matvec_f32", "cpu"), 0);
     cJSON *root = cJSON_Parse(json);
     CHECK(root != NULL);
     if (root) {
@@ -220,7 +220,7 @@ static void test_propose_commit(void)
 
     hone_review_opts o = HONE_REVIEW_OPTS_INIT;
     o.repo = repo;
-    hone_review_evidence ev = evidence(HASH_A);
+    hone_evidence ev = evidence(HASH_A);
     hone_review_result res;
     int rc = hone_review_propose(&res, &o, "matvec_f32", "cpu", cand_src, strlen(cand_src), &ev);
     CHECK_MSG(rc == 0, "%s", hone_error_last());
@@ -303,7 +303,7 @@ static void test_propose_commit(void)
 
     /* Another candidate whose hash shares the 12 characters of the branch name: refused, the
      * branch untouched. */
-    hone_review_evidence evc = evidence("0123456789ab0000000000000000000000000000000000000000000000000000");
+    hone_evidence evc = evidence("0123456789ab0000000000000000000000000000000000000000000000000000");
     rc = hone_review_propose(&again, &o, "matvec_f32", "cpu", other, strlen(other), &evc);
     CHECK(rc != 0);
     CHECK_STR_CONTAINS(hone_error_last(), "already exists and proposes another candidate");
@@ -311,7 +311,7 @@ static void test_propose_commit(void)
     CHECK(strcmp(tip2, res.commit) == 0);
 
     /* No hash given: the source's git blob id names the branch. */
-    hone_review_evidence ev2 = evidence(NULL);
+    hone_evidence ev2 = evidence(NULL);
     rc = hone_review_propose(&again, &o, "matvec_f32", "cpu", other, strlen(other), &ev2);
     CHECK_MSG(rc == 0, "%s", hone_error_last());
     char *blob = run(NULL, "printf '/* another */\\n' | git hash-object --stdin");
@@ -336,7 +336,7 @@ static void test_base_ref_cuda_and_new_dirs(void)
     o.base_ref = "main~1";
     o.author_name = "Review Bot";
     o.author_email = "bot@example.com";
-    hone_review_evidence ev = evidence(HASH_B);
+    hone_evidence ev = evidence(HASH_B);
     ev.parity_tier = "exact";
     static const char cu[] = "extern \"C\" __global__ void k() {}\n";
     hone_review_result res;
@@ -364,7 +364,7 @@ static void *propose_job(void *arg)
     job *j = arg;
     hone_review_opts o = HONE_REVIEW_OPTS_INIT;
     o.repo = j->repo;
-    hone_review_evidence ev = evidence(j->hash);
+    hone_evidence ev = evidence(j->hash);
     j->rc = hone_review_propose(&j->res, &o, "matvec_f32", "cpu", j->src, strlen(j->src), &ev);
     snprintf(j->err, sizeof j->err, "%s", hone_error_last());
     return NULL;
@@ -408,7 +408,7 @@ static void test_bare_repository(void)
     CHECK_EQ_INT(sh("git clone -q --bare %s %s", repo, bare), 0);
     hone_review_opts o = HONE_REVIEW_OPTS_INIT;
     o.repo = bare;
-    hone_review_evidence ev = evidence(HASH_A);
+    hone_evidence ev = evidence(HASH_A);
     hone_review_result res;
     int rc = hone_review_propose(&res, &o, "matvec_f32", "cpu", cand_src, strlen(cand_src), &ev);
     CHECK_MSG(rc == 0, "%s", hone_error_last());
@@ -425,7 +425,7 @@ static void test_bare_repository(void)
 static void test_errors(void)
 {
     hone_review_opts o = HONE_REVIEW_OPTS_INIT;
-    hone_review_evidence ev = evidence(HASH_A);
+    hone_evidence ev = evidence(HASH_A);
     hone_review_result res;
 
     /* A missing path. */
@@ -451,7 +451,7 @@ static void test_errors(void)
     CHECK_STR_CONTAINS(hone_error_last(), "bad slot name");
     CHECK(hone_review_propose(&res, &o, "matvec_f32", "tpu", cand_src, strlen(cand_src), &ev) != 0);
     CHECK_STR_CONTAINS(hone_error_last(), "backend must be cpu or cuda");
-    hone_review_evidence bad = ev;
+    hone_evidence bad = ev;
     bad.parity_tier = "close enough";
     CHECK(hone_review_propose(&res, &o, "matvec_f32", "cpu", cand_src, strlen(cand_src), &bad) != 0);
     CHECK_STR_CONTAINS(hone_error_last(), "parity tier must be exact or faithful");
@@ -472,7 +472,7 @@ static void test_errors(void)
     snap_free(&after);
 
     /* A locked branch ref (another writer holds it): a clear error, nothing lost. */
-    hone_review_evidence evb = evidence(HASH_B);
+    hone_evidence evb = evidence(HASH_B);
     CHECK_EQ_INT(sh("mkdir -p %s/.git/refs/heads/hone/matvec_f32/cpu && "
                     "touch %s/.git/refs/heads/hone/matvec_f32/cpu/fedcba987654.lock", repo, repo), 0);
     snap_take(&before, repo);
@@ -516,7 +516,7 @@ static void test_read_only(void)
         if (root) git_libgit2_opts(GIT_OPT_SET_OWNER_VALIDATION, 0); /* the repo is root's */
         hone_review_opts o = HONE_REVIEW_OPTS_INIT;
         o.repo = repo;
-        hone_review_evidence ev = evidence(HASH_A);
+        hone_evidence ev = evidence(HASH_A);
         hone_review_result res;
         int rc = hone_review_propose(&res, &o, "matvec_f32", "cpu", cand_src, strlen(cand_src), &ev);
         const char *msg = rc ? hone_error_last() : "(succeeded)";
@@ -547,13 +547,6 @@ static void test_read_only(void)
     free(repo);
 }
 
-static int has_guard(void)
-{
-    for (int i = 0; hone_cli_commands[i].name; i++)
-        if (!strcmp(hone_cli_commands[i].name, "guard")) return 1;
-    return 0;
-}
-
 /* list, show, verify and prune through the hone binary, on a bare repository. */
 static void test_cli(void)
 {
@@ -563,7 +556,7 @@ static void test_cli(void)
     CHECK_EQ_INT(sh("git clone -q --bare %s %s", repo, bare), 0);
     hone_review_opts o = HONE_REVIEW_OPTS_INIT;
     o.repo = bare;
-    hone_review_evidence ea = evidence(HASH_A), eb = evidence(HASH_B);
+    hone_evidence ea = evidence(HASH_A), eb = evidence(HASH_B);
     eb.speedup_median = 2.5;
     eb.parity_tier = "exact";
     eb.device = "cpu: Other CPU";
@@ -623,22 +616,21 @@ static void test_cli(void)
 
     out = run(&st, "%s review verify %s --repo %s 2>&1", HONE_BIN, ra.branch, bare);
     CHECK_EQ_INT(st, 1);
-    CHECK_STR_CONTAINS(out, has_guard() ? "-m MODEL is required" : "this build has no `hone guard` command");
+    CHECK_STR_CONTAINS(out, "-m MODEL is required");
     free(out);
-    if (has_guard()) {
-        /* The plumbing: the branch's source goes to the guard in a temp file that is removed
-         * afterwards (a missing model makes the guard fail fast: verify reports it). */
-        out = run(&st, "%s review verify %s -m /nonexistent/model.gguf --repo %s 2>&1", HONE_BIN,
-                  ra.branch, bare);
-        CHECK_EQ_INT(st, 1);
-        CHECK_STR_CONTAINS(out, "hone guard -m /nonexistent/model.gguf --slot matvec_f32 --backend cpu "
-                                "/tmp/hone-verify-");
-        CHECK_STR_CONTAINS(out, "FAILS the guard on this machine");
-        char *p = strstr(out, "/tmp/hone-verify-"), dir[64] = "";
-        if (p) snprintf(dir, sizeof dir, "%.23s", p); /* "/tmp/hone-verify-XXXXXX" */
-        CHECK(*dir && access(dir, F_OK) != 0);
-        free(out);
-    }
+    /* The plumbing: the branch's source goes to the guard in this process (a missing model
+     * makes the guard fail fast: verify reports it); options after -- reach the guard. */
+    out = run(&st, "%s review verify %s -m /nonexistent/model.gguf --repo %s -- --reps 3 2>&1", HONE_BIN,
+              ra.branch, bare);
+    CHECK_EQ_INT(st, 1);
+    CHECK_STR_CONTAINS(out, "the guard with -m /nonexistent/model.gguf --slot matvec_f32 --backend cpu");
+    CHECK_STR_CONTAINS(out, "FAILS the guard on this machine");
+    free(out);
+    out = run(&st, "%s review verify %s -m /nonexistent/model.gguf --repo %s -- --bogus 2>&1", HONE_BIN,
+              ra.branch, bare);
+    CHECK_EQ_INT(st, 2);
+    CHECK_STR_CONTAINS(out, "unknown option --bogus");
+    free(out);
 
     /* Merge one (fast-forward main onto it): list hides it, prune --merged deletes only it. */
     CHECK_EQ_INT(sh("git -C %s update-ref refs/heads/main %s", bare, ra.branch), 0);

@@ -31,7 +31,7 @@ static int run_guard(hone_guard_result *res, const char *path, const char *slot,
     hone_guard_opts o = guard_test_opts("cuda", slot, path, STATE);
     o.kernel_timeout_s = strstr(path, "loops_forever") ? HANG_TIMEOUT_S : TIMEOUT_S;
     o.skip_speed = skip_speed;
-    int rc = hone_guard_run(res, &o, stderr);
+    int rc = guard_test_run(res, &o, stderr);
     CHECK_MSG(rc == 0, "guard could not run %s: %s", path, hone_error_last());
     return rc;
 }

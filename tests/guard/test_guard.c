@@ -36,7 +36,7 @@ static int run_guard_on(hone_guard_result *res, const char *model, const char *f
     o.model_path = model;
     o.kernel_timeout_s = 3;
     o.skip_scan = skip_scan;
-    int rc = hone_guard_run(res, &o, stderr);
+    int rc = guard_test_run(res, &o, stderr);
     CHECK_MSG(rc == 0, "guard could not run %s: %d", file, rc);
     return rc;
 }

@@ -82,7 +82,7 @@ static void run_guard(hone_guard_result *res, const char *path, const char *slot
 {
     hone_guard_opts o = guard_test_opts("cuda", slot, path, STATE);
     o.evidence_path = ev;
-    int rc = hone_guard_run(res, &o, stderr);
+    int rc = guard_test_run(res, &o, stderr);
     CHECK_MSG(rc == 0, "guard could not run %s: %s", path, hone_error_last());
 }
 

@@ -7,12 +7,12 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <git2.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -133,84 +133,6 @@ static void put_one_line(sbuf *b, const char *s, int table)
     }
 }
 
-static void json_num(cJSON *o, const char *k, double v)
-{
-    if (isfinite(v)) cJSON_AddNumberToObject(o, k, v);
-    else cJSON_AddNullToObject(o, k);
-}
-
-static void json_int(cJSON *o, const char *k, long long v)
-{
-    if (v >= 0) cJSON_AddNumberToObject(o, k, (double)v);
-    else cJSON_AddNullToObject(o, k);
-}
-
-static void json_str(cJSON *o, const char *k, const char *v)
-{
-    if (v) cJSON_AddStringToObject(o, k, v);
-    else cJSON_AddNullToObject(o, k);
-}
-
-int hone_review_evidence_to_json(char **out, const hone_review_evidence *ev, const char *slot,
-                                 const char *backend)
-{
-    *out = NULL;
-    cJSON *root = cJSON_CreateObject(), *cand, *speed, *kp, *mp;
-    if (!root) return hone_error_set(HONE_ENOMEM, "out of memory");
-    json_str(root, "slot", slot);
-    json_str(root, "backend", backend);
-    if ((cand = cJSON_AddObjectToObject(root, "candidate"))) {
-        json_str(cand, "hash", ev->candidate_hash);
-        json_str(cand, "so_hash", ev->so_hash);
-        json_str(cand, "origin_kind", ev->origin_kind);
-        json_str(cand, "origin", ev->origin);
-    }
-    if ((speed = cJSON_AddObjectToObject(root, "speed"))) {
-        json_num(speed, "speedup_median", ev->speedup_median);
-        json_num(speed, "ci_low", ev->speedup_ci_low);
-        json_num(speed, "ci_high", ev->speedup_ci_high);
-        json_num(speed, "ci_level", ev->ci_level);
-        json_num(speed, "incumbent_ns", ev->incumbent_ns);
-        json_num(speed, "candidate_ns", ev->candidate_ns);
-        json_int(speed, "reps", ev->reps);
-        json_num(speed, "threshold", ev->threshold);
-    }
-    if ((kp = cJSON_AddObjectToObject(root, "kernel_parity"))) {
-        json_str(kp, "tier", ev->parity_tier);
-        json_num(kp, "candidate_max_abs_err", ev->candidate_max_abs_err);
-        json_num(kp, "incumbent_max_abs_err", ev->incumbent_max_abs_err);
-        json_num(kp, "slack", ev->slack);
-        json_str(kp, "shapes", ev->shapes);
-    }
-    if ((mp = cJSON_AddObjectToObject(root, "model_parity"))) {
-        json_num(mp, "max_abs_dlogit", ev->model_max_abs_dlogit);
-        json_num(mp, "kl_mean", ev->model_kl_mean);
-        json_num(mp, "kl_max", ev->model_kl_max);
-        json_num(mp, "argmax_agreement", ev->model_argmax_agreement);
-        json_int(mp, "prompts", ev->model_prompts);
-        json_int(mp, "steps", ev->model_steps);
-    }
-    json_str(root, "device", ev->device);
-    json_str(root, "model", ev->model);
-    json_int(root, "seed", ev->seed);
-    json_num(root, "guard_seconds", ev->guard_seconds);
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    if (!text) return hone_error_set(HONE_ENOMEM, "out of memory");
-    size_t n = strlen(text);
-    char *res = malloc(n + 2);
-    if (!res) {
-        cJSON_free(text);
-        return hone_error_set(HONE_ENOMEM, "out of memory");
-    }
-    memcpy(res, text, n);
-    res[n] = '\n';
-    res[n + 1] = 0;
-    cJSON_free(text);
-    *out = res;
-    return 0;
-}
-
 static void md_row(sbuf *b, const char *metric, const char *value)
 {
     sb_puts(b, "| ");
@@ -228,7 +150,7 @@ static const char *fmt_num(char *buf, size_t cap, const char *fmt, double v)
     return buf;
 }
 
-int hone_review_evidence_to_markdown(char **out, const hone_review_evidence *ev, const char *slot,
+int hone_review_evidence_to_markdown(char **out, const hone_evidence *ev, const char *slot,
                                      const char *backend)
 {
     sbuf b = {0};
@@ -442,7 +364,7 @@ done:
 }
 
 static int build_message(char **out, const char *slot, const char *backend,
-                         const hone_review_evidence *ev, const char *hash, const char *table)
+                         const hone_evidence *ev, const char *hash, const char *table)
 {
     sbuf b = {0};
     sb_printf(&b, "%s (%s): %.2fx faster, %s parity\n\n", slot, backend, ev->speedup_median,
@@ -466,7 +388,7 @@ static int build_message(char **out, const char *slot, const char *backend,
 
 int hone_review_propose(hone_review_result *out, const hone_review_opts *opts, const char *slot,
                         const char *backend, const char *source, size_t source_len,
-                        const hone_review_evidence *ev)
+                        const hone_evidence *ev)
 {
     git_repository *repo = NULL;
     git_commit *base = NULL;
@@ -536,9 +458,9 @@ int hone_review_propose(hone_review_result *out, const hone_review_opts *opts, c
     TRY(resolve_base(&base, repo, opts));
 
     /* Objects first (unreachable until the ref exists, so a failure leaves nothing visible). */
-    hone_review_evidence evh = *ev;
+    hone_evidence evh = *ev;
     evh.candidate_hash = hash;
-    TRY(hone_review_evidence_to_json(&json, &evh, slot, backend));
+    TRY(hone_evidence_to_json(&json, &evh, slot, backend));
     TRY(hone_review_evidence_to_markdown(&md, &evh, slot, backend));
     git_oid src_oid, json_oid, md_oid, tree_oid, commit_oid;
     HONE_GIT_TRY(git_blob_create_from_buffer(&src_oid, repo, source, source_len),
@@ -828,206 +750,4 @@ done:
     git_repository_free(repo);
     git_libgit2_shutdown();
     return rc;
-}
-
-/* ---- hone review ------------------------------------------------------------------------------ */
-
-static const char review_usage[] =
-    "usage: hone review list [--repo DIR] [--base REF] [--all]\n"
-    "       hone review show BRANCH [--repo DIR]\n"
-    "       hone review verify BRANCH -m MODEL [--repo DIR] [-- GUARD-OPTIONS]\n"
-    "       hone review prune [--merged | --all] [--repo DIR] [--base REF] [--dry-run]\n"
-    "DIR: the kernels repository (default: " HONE_SOURCE_DIR "); REF: the base (default: HEAD)\n";
-
-static void fmt_age(char *buf, size_t cap, int64_t secs)
-{
-    if (secs < 0) secs = 0;
-    if (secs < 120) snprintf(buf, cap, "%llds", (long long)secs);
-    else if (secs < 7200) snprintf(buf, cap, "%lldm", (long long)(secs / 60));
-    else if (secs < 172800) snprintf(buf, cap, "%lldh", (long long)(secs / 3600));
-    else snprintf(buf, cap, "%lldd", (long long)(secs / 86400));
-}
-
-static int cli_list(const hone_review_opts *o, int all)
-{
-    hone_review_branch *v = NULL;
-    size_t n = 0;
-    if (hone_review_list(&v, &n, o)) {
-        fprintf(stderr, "hone review list: %s\n", hone_error_last());
-        return 1;
-    }
-    int64_t now = (int64_t)time(NULL);
-    size_t shown = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (v[i].merged && !all) continue;
-        if (!shown++)
-            printf("%-44s %-18s %-7s %-8s %-9s %-6s %s\n", "BRANCH", "SLOT", "BACKEND", "SPEEDUP",
-                   "PARITY", "AGE", "DEVICE");
-        char sp[32], age[32];
-        if (isfinite(v[i].speedup)) snprintf(sp, sizeof sp, "%.2fx", v[i].speedup);
-        else snprintf(sp, sizeof sp, "?");
-        fmt_age(age, sizeof age, now - v[i].time);
-        printf("%-44s %-18s %-7s %-8s %-9s %-6s %s%s\n", v[i].branch, v[i].slot, v[i].backend, sp,
-               *v[i].parity ? v[i].parity : "?", age, *v[i].device ? v[i].device : "?",
-               v[i].merged ? " (merged)" : "");
-    }
-    if (!shown) printf("no %shone/... branches\n", all ? "" : "pending ");
-    free(v);
-    return 0;
-}
-
-static int cli_prune(const hone_review_opts *o, int all, int dry_run)
-{
-    hone_review_branch *v = NULL;
-    size_t n = 0, deleted = 0;
-    int failed = 0;
-    if (hone_review_list(&v, &n, o)) {
-        fprintf(stderr, "hone review prune: %s\n", hone_error_last());
-        return 1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!all && !v[i].merged) continue;
-        if (dry_run) {
-            printf("would delete %s%s\n", v[i].branch, v[i].merged ? " (merged)" : "");
-            continue;
-        }
-        if (hone_review_delete(o, v[i].branch)) {
-            fprintf(stderr, "hone review prune: %s\n", hone_error_last());
-            failed = 1;
-            continue;
-        }
-        printf("deleted %s (was %.12s)%s\n", v[i].branch, v[i].commit, v[i].merged ? ", merged" : "");
-        deleted++;
-    }
-    if (!dry_run) printf("%zu branch%s deleted\n", deleted, deleted == 1 ? "" : "es");
-    free(v);
-    return failed;
-}
-
-/* guard/ is a library of every build now, so `hone guard` always exists; the command table
- * it was looked up in lives above this layer (app/cli.c). */
-static int guard_available(void) { return 1; }
-
-static int cli_verify(const hone_review_opts *o, const char *branch, const char *model, int nextra,
-                      char **extra)
-{
-    char *src = NULL;
-    size_t len = 0;
-    char slot[64], backend[16], dir[] = "/tmp/hone-verify-XXXXXX", file[128] = "", exe[4096];
-    int rc = 1;
-    if (!guard_available()) {
-        fprintf(stderr, "hone review verify: this build has no `hone guard` command (the guard is "
-                        "not built in yet), so the checks cannot be re-run here\n");
-        return 1;
-    }
-    if (hone_review_read_candidate(&src, &len, slot, backend, o, branch)) {
-        fprintf(stderr, "hone review verify: %s\n", hone_error_last());
-        return 1;
-    }
-    if (!model) {
-        fprintf(stderr, "hone review verify: -m MODEL is required (the model to check parity on)\n");
-        goto done;
-    }
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) {
-        fprintf(stderr, "hone review verify: cannot find the hone binary: %s\n", strerror(errno));
-        goto done;
-    }
-    exe[n] = 0;
-    if (!mkdtemp(dir)) {
-        fprintf(stderr, "hone review verify: %s: %s\n", dir, strerror(errno));
-        goto done;
-    }
-    snprintf(file, sizeof file, "%s/%s.%s", dir, slot, kernel_ext(backend));
-    FILE *f = fopen(file, "wb");
-    int ok = f && fwrite(src, 1, len, f) == len;
-    if (f && fclose(f) != 0) ok = 0;
-    if (!ok) {
-        fprintf(stderr, "hone review verify: cannot write %s: %s\n", file, strerror(errno));
-        goto done;
-    }
-    char **args = calloc((size_t)nextra + 10, sizeof *args);
-    if (!args) goto done;
-    int k = 0;
-    args[k++] = exe;
-    args[k++] = "guard";
-    args[k++] = "-m";
-    args[k++] = (char *)model;
-    args[k++] = "--slot";
-    args[k++] = slot;
-    args[k++] = "--backend";
-    args[k++] = backend;
-    for (int i = 0; i < nextra; i++) args[k++] = extra[i];
-    args[k++] = file;
-    args[k] = NULL;
-    fprintf(stderr, "hone review verify: %s: hone guard -m %s --slot %s --backend %s %s\n", branch,
-            model, slot, backend, file);
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        execv(exe, args);
-        fprintf(stderr, "hone review verify: exec %s: %s\n", exe, strerror(errno));
-        _exit(127);
-    }
-    free(args);
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) < 0) {
-        fprintf(stderr, "hone review verify: cannot run the guard: %s\n", strerror(errno));
-        goto done;
-    }
-    rc = WIFEXITED(status) ? WEXITSTATUS(status) : 1;
-    fprintf(stderr, "hone review verify: %s %s on this machine\n", branch,
-            rc == 0 ? "passes the guard" : "FAILS the guard");
-    rc = rc ? 1 : 0;
-done:
-    if (*file) unlink(file);
-    if (strcmp(dir, "/tmp/hone-verify-XXXXXX")) rmdir(dir);
-    free(src);
-    return rc;
-}
-
-int hone_cli_review(int argc, char **argv)
-{
-    hone_review_opts o = HONE_REVIEW_OPTS_INIT;
-    const char *sub = argc > 1 ? argv[1] : NULL, *branch = NULL, *model = NULL;
-    int all = 0, merged = 0, dry_run = 0, nextra = 0;
-    char **extra = NULL;
-    if (!sub || !strcmp(sub, "help") || !strcmp(sub, "--help") || !strcmp(sub, "-h")) {
-        fputs(review_usage, sub ? stdout : stderr);
-        return sub ? 0 : 2;
-    }
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--")) { extra = argv + i + 1; nextra = argc - i - 1; break; }
-        else if (!strcmp(a, "--all")) all = 1;
-        else if (!strcmp(a, "--merged")) merged = 1;
-        else if (!strcmp(a, "--dry-run")) dry_run = 1;
-        else if ((!strcmp(a, "--repo") || !strcmp(a, "--base") || !strcmp(a, "-m") || !strcmp(a, "--model"))) {
-            if (!v) { fprintf(stderr, "hone review %s: %s needs a value\n", sub, a); return 2; }
-            if (!strcmp(a, "--repo")) o.repo = v;
-            else if (!strcmp(a, "--base")) o.base_ref = v;
-            else model = v;
-            i++;
-        } else if (a[0] != '-' && !branch) branch = a;
-        else { fprintf(stderr, "hone review %s: unexpected argument '%s'\n%s", sub, a, review_usage); return 2; }
-    }
-    if (!strcmp(sub, "list")) return cli_list(&o, all);
-    if (!strcmp(sub, "prune")) {
-        if (all && merged) { fprintf(stderr, "hone review prune: --all and --merged exclude each other\n"); return 2; }
-        return cli_prune(&o, all, dry_run);
-    }
-    if (!strcmp(sub, "show") || !strcmp(sub, "verify")) {
-        if (!branch) { fprintf(stderr, "hone review %s: BRANCH is required\n%s", sub, review_usage); return 2; }
-        if (!strcmp(sub, "verify")) return cli_verify(&o, branch, model, nextra, extra);
-        char *text = NULL;
-        if (hone_review_show(&text, &o, branch)) {
-            fprintf(stderr, "hone review show: %s\n", hone_error_last());
-            return 1;
-        }
-        fputs(text, stdout);
-        free(text);
-        return 0;
-    }
-    fprintf(stderr, "hone review: unknown subcommand '%s'\n%s", sub, review_usage);
-    return 2;
 }

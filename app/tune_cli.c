@@ -1,0 +1,47 @@
+/* `hone tune`: the options of hone_tune_run (agent/tune.h) from the command line. */
+#include "tune_cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/tune.h"
+#include "engine/error.h"
+
+static const char tune_usage[] =
+    "usage: hone tune -m MODEL [--llm URL|self|none] [--llm-model NAME] [--budget N] [--slot SLOT]\n"
+    "                 [--state-dir DIR] [--repo DIR] [--no-commit] [--threshold X] [-t THREADS]\n"
+    "                 [--device cpu]\n";
+
+int hone_cli_tune(int argc, char **argv)
+{
+    hone_tune_opts o = HONE_TUNE_OPTS_INIT;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--no-commit")) { o.commit = 0; continue; }
+        if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(tune_usage, stdout); return 0; }
+        if (!v) { fprintf(stderr, "hone tune: %s needs a value\n%s", a, tune_usage); return 2; }
+        if (!strcmp(a, "-m")) o.model_path = v;
+        else if (!strcmp(a, "--llm")) o.llm = v;
+        else if (!strcmp(a, "--llm-model")) o.llm_model = v;
+        else if (!strcmp(a, "--budget")) o.budget = atoi(v);
+        else if (!strcmp(a, "--slot")) o.slot = v;
+        else if (!strcmp(a, "--state-dir")) o.state_dir = v;
+        else if (!strcmp(a, "--repo")) o.repo = v;
+        else if (!strcmp(a, "--threshold")) o.threshold = atof(v);
+        else if (!strcmp(a, "-t")) o.n_threads = atoi(v);
+        else if (!strcmp(a, "--device")) o.backend = v;
+        else if (!strcmp(a, "--llm-timeout")) o.llm_timeout_ms = (long)(atof(v) * 1000);
+        else { fprintf(stderr, "hone tune: unknown option %s\n%s", a, tune_usage); return 2; }
+        i++;
+    }
+    if (!o.model_path) { fprintf(stderr, "hone tune: -m MODEL is required\n%s", tune_usage); return 2; }
+    if (o.budget < 1 || o.budget > 10000) { fprintf(stderr, "hone tune: --budget must be 1..10000\n"); return 2; }
+    hone_tune_result r;
+    if (hone_tune_run(&r, &o, o.quiet ? NULL : stderr)) {
+        fprintf(stderr, "hone tune: %s\n", hone_error_last());
+        return 1;
+    }
+    return 0;
+}
