@@ -39,8 +39,8 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Decode tokens/s of ctx: a 32-token prompt then 32 greedy steps. */
-static int decode_rate(hone_ctx *ctx, const hone_model *m, double *out)
+/* Decode tokens/s of be: a 32-token prompt then 32 greedy steps. */
+static int decode_rate(hone_backend *be, const hone_model *m, double *out)
 {
     const hone_hparams *hp = hone_model_hparams(m);
     int32_t prompt[32];
@@ -48,22 +48,22 @@ static int decode_rate(hone_ctx *ctx, const hone_model *m, double *out)
     float *logits = malloc((size_t)hp->n_vocab * sizeof *logits);
     if (!logits) return hone_error_set(HONE_ENOMEM, "out of memory");
     hone_kv_seq seq = {0};
-    int rc = hone_ctx_forward(ctx, &seq, prompt, 32, logits, 0);
+    int rc = hone_backend_forward(be, &seq, prompt, 32, logits, 0);
     double t0 = now_s();
     for (int i = 0; i < 32 && !rc; i++) {
         int32_t next = 0;
         for (int64_t k = 1; k < hp->n_vocab; k++)
             if (logits[k] > logits[next]) next = (int32_t)k;
-        rc = hone_ctx_forward(ctx, &seq, &next, 1, logits, 0);
+        rc = hone_backend_forward(be, &seq, &next, 1, logits, 0);
     }
     *out = 32.0 / (now_s() - t0);
-    hone_kv_cache_release(hone_ctx_kv(ctx), &seq);
+    hone_backend_release(be, &seq);
     free(logits);
     return rc;
 }
 
 /* Profiles a prompt and some decode steps; fills the ranking. */
-static int profile_model(hone_ctx *ctx, const hone_model *m, int n_threads, hone_profile_row *rows,
+static int profile_model(hone_backend *be, const hone_model *m, int n_threads, hone_profile_row *rows,
                          int cap, int *n, FILE *log)
 {
     hone_profile *p = NULL;
@@ -71,24 +71,24 @@ static int profile_model(hone_ctx *ctx, const hone_model *m, int n_threads, hone
     po.n_threads = n_threads;
     int rc = hone_profile_new(&p, &po);
     if (rc) return rc;
-    if ((rc = hone_profile_attach(p, ctx))) goto done;
+    if ((rc = hone_profile_attach(p, be))) goto done;
     const hone_hparams *hp = hone_model_hparams(m);
     int32_t prompt[32];
     for (int i = 0; i < 32; i++) prompt[i] = (int32_t)((i * 7919 + 13) % hp->n_vocab);
     float *logits = malloc((size_t)hp->n_vocab * sizeof *logits);
     hone_kv_seq seq = {0};
     hone_profile_step_begin(p, 32, 0);
-    rc = logits ? hone_ctx_forward(ctx, &seq, prompt, 32, logits, 0) : HONE_ENOMEM;
+    rc = logits ? hone_backend_forward(be, &seq, prompt, 32, logits, 0) : HONE_ENOMEM;
     hone_profile_step_end(p);
     for (int i = 0; i < 64 && !rc; i++) { /* decode dominates serving: weigh it so */
         int32_t next = (int32_t)((i * 31 + 7) % hp->n_vocab);
         hone_profile_step_begin(p, 1, seq.n_tokens);
-        rc = hone_ctx_forward(ctx, &seq, &next, 1, logits, 0);
+        rc = hone_backend_forward(be, &seq, &next, 1, logits, 0);
         hone_profile_step_end(p);
     }
-    hone_kv_cache_release(hone_ctx_kv(ctx), &seq);
+    hone_backend_release(be, &seq);
     free(logits);
-    hone_profile_detach(p, ctx);
+    hone_profile_detach(p, be);
     if (!rc) rc = hone_profile_ranking(p, rows, cap, n);
     if (!rc && log) {
         fprintf(log, "tune: profile of %s (top slots by expected gain):\n", hone_model_name(m));
@@ -257,24 +257,24 @@ static void prompt_lines(const hone_profile_row *rows, int n_rows, hone_slot_id 
 
 /* Decode tokens/s with and without the accepted kernels (loaded from kernels_dir through the
  * kernel loader's self-check), alternated; the medians into out. */
-static int measure_after(hone_tune_result *out, hone_ctx *ctx, const hone_model *m, const char *kernels_dir,
+static int measure_after(hone_tune_result *out, hone_backend *be, const hone_model *m, const char *kernels_dir,
                          hone_kernel_loader **kl)
 {
     hone_kernel_loader_opts ko = HONE_KERNEL_LOADER_OPTS_INIT;
     ko.kernels_dir = kernels_dir;
     ko.model = m;
     ko.quiet = 1;
-    hone_slot_table before = *hone_ctx_slots(ctx);
-    if (hone_kernel_loader_new(kl, hone_ctx_slots(ctx), &ko) != 0 || hone_kernel_loader_n_installed(*kl) == 0)
+    hone_slot_table before = *hone_backend_slots(be);
+    if (hone_kernel_loader_new(kl, hone_backend_slots(be), &ko) != 0 || hone_kernel_loader_n_installed(*kl) == 0)
         return 0;
-    hone_slot_table after = *hone_ctx_slots(ctx);
+    hone_slot_table after = *hone_backend_slots(be);
     double vb[5], va[5];
     int rc = 0;
     for (int i = 0; i < 5 && !rc; i++) { /* alternate, so drift hits both alike */
-        *hone_ctx_slots(ctx) = before;
-        rc = decode_rate(ctx, m, &vb[i]);
-        *hone_ctx_slots(ctx) = after;
-        if (!rc) rc = decode_rate(ctx, m, &va[i]);
+        *hone_backend_slots(be) = before;
+        rc = decode_rate(be, m, &vb[i]);
+        *hone_backend_slots(be) = after;
+        if (!rc) rc = decode_rate(be, m, &va[i]);
     }
     if (rc) return rc;
     qsort(vb, 5, sizeof vb[0], cmp_d);
@@ -316,7 +316,7 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
     int search = kind == HONE_PROPOSER_SEARCH, self = kind == HONE_PROPOSER_SELF;
 
     hone_model *m = NULL;
-    hone_ctx *ctx = NULL;
+    hone_backend *be = NULL;
     hone_proposer prop = {0};
     hone_kernel_loader *kl = NULL;
     pid_t self_pid = -1;
@@ -325,7 +325,7 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
     hone_ctx_opts co = HONE_CTX_OPTS_INIT;
     co.n_threads = o.n_threads;
     co.n_ctx = 160;
-    if ((rc = hone_model_load(&m, o.model_path)) || (rc = hone_ctx_new(&ctx, m, &co))) goto done;
+    if ((rc = hone_model_load(&m, o.model_path)) || (rc = hone_backend_new(&be, m, HONE_DEVICE_CPU, &co))) goto done;
     if (!mkdtemp(tmpdir)) {
         rc = hone_error_set(HONE_EIO, "cannot create a temporary directory: %s", strerror(errno));
         goto done;
@@ -334,7 +334,7 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
 
     hone_profile_row rows[64];
     int n_rows = 0;
-    if ((rc = profile_model(ctx, m, o.n_threads, rows, 64, &n_rows, log))) goto done;
+    if ((rc = profile_model(be, m, o.n_threads, rows, 64, &n_rows, log))) goto done;
     if (n_rows > 64) n_rows = 64;
     hone_slot_id plan[16];
     const hone_profile_row *info[16];
@@ -345,7 +345,7 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
         goto done;
     }
     double v[3] = {0, 0, 0};
-    for (int i = 0; i < 3 && !rc; i++) rc = decode_rate(ctx, m, &v[i]); /* median of 3 */
+    for (int i = 0; i < 3 && !rc; i++) rc = decode_rate(be, m, &v[i]); /* median of 3 */
     if (rc) goto done;
     qsort(v, 3, sizeof v[0], cmp_d);
     out->tok_s_before = v[1];
@@ -410,7 +410,7 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
     out->tok_s_after = out->tok_s_before;
     int any = 0;
     for (int i = 0; i < out->n_slots; i++) any |= out->slots[i].accepted > 0;
-    if (any && (rc = measure_after(out, ctx, m, kernels_dir, &kl))) goto done;
+    if (any && (rc = measure_after(out, be, m, kernels_dir, &kl))) goto done;
     if (log) report_table(out, log);
     rc = 0;
 done:
@@ -419,7 +419,7 @@ done:
         waitpid(self_pid, NULL, 0);
     }
     hone_proposer_free(&prop);
-    hone_ctx_free(ctx);   /* before the loader: the table points into its objects */
+    hone_backend_free(be);   /* before the loader: the table points into its objects */
     hone_kernel_loader_free(kl);
     hone_model_free(m);
     if (have_tmp && hone_file_remove_tree(tmpdir) && log) fprintf(log, "tune: %s\n", hone_error_last());

@@ -56,7 +56,7 @@ typedef struct {
 struct hone_tuner {
     hone_tuner_opts o;
     hone_scheduler *sched;
-    hone_ctx *ctx;
+    hone_backend *be;          /* the serving backend: its slot table is swapped */
     const hone_model *m;
     hone_proposer_kind kind;
     const char *llm_url;
@@ -69,7 +69,7 @@ struct hone_tuner {
     int have_tmp;
     hone_kernel_loader *loaders[MAX_LOADERS];
     int n_loaders;
-    hone_ctx *probe_ctx;        /* tuning thread only */
+    hone_backend *probe;        /* a private one-thread CPU backend; tuning thread only */
     int test_regress;
     /* ---- under mu ---- */
     pthread_mutex_t mu;
@@ -179,7 +179,7 @@ static void on_step(void *user, const hone_scheduler_step *st)
         uint64_t lo = t->n_samples > N_SAMPLES ? t->n_samples - N_SAMPLES : 0;
         t->n_before = 0;
         for (uint64_t i = lo; i < t->n_samples; i++) t->before[t->n_before++] = t->samples[i % N_SAMPLES];
-        hone_slots_set(hone_ctx_slots(t->ctx), t->swap_id, t->swap_fn);
+        hone_slots_set(hone_backend_slots(t->be), t->swap_id, t->swap_fn);
         t->swap_pending = 0;
         t->epoch++;
         pthread_cond_broadcast(&t->cv);
@@ -282,19 +282,19 @@ static int probe(hone_tuner *t, const hone_slot_table *tbl, float *out)
 {
     const hone_hparams *hp = hone_model_hparams(t->m);
     int64_t V = hp->n_vocab;
-    *hone_ctx_slots(t->probe_ctx) = *tbl;
+    *hone_backend_slots(t->probe) = *tbl;
     int32_t prompt[PROBE_PROMPT];
     for (int i = 0; i < PROBE_PROMPT; i++) prompt[i] = (int32_t)((i * 7919 + 13) % V);
     hone_kv_seq seq = {0};
-    int rc = hone_ctx_forward(t->probe_ctx, &seq, prompt, PROBE_PROMPT, out, 0);
+    int rc = hone_backend_forward(t->probe, &seq, prompt, PROBE_PROMPT, out, 0);
     for (int s = 0; s < PROBE_STEPS && !rc; s++) {
         const float *l = out + (int64_t)s * V;
         int32_t next = 0;
         for (int64_t k = 1; k < V; k++)
             if (l[k] > l[next]) next = (int32_t)k;
-        rc = hone_ctx_forward(t->probe_ctx, &seq, &next, 1, out + (int64_t)(s + 1) * V, 0);
+        rc = hone_backend_forward(t->probe, &seq, &next, 1, out + (int64_t)(s + 1) * V, 0);
     }
-    hone_kv_cache_release(hone_ctx_kv(t->probe_ctx), &seq);
+    hone_backend_release(t->probe, &seq);
     return rc;
 }
 
@@ -413,7 +413,7 @@ static void apply_and_watch(hone_tuner *t, hone_slot_id id, const char *src, con
         pthread_mutex_unlock(&t->mu);
         return;
     }
-    hone_slot_table before = *hone_ctx_slots(t->ctx); /* only the hook writes it, on our request */
+    hone_slot_table before = *hone_backend_slots(t->be); /* only the hook writes it, on our request */
     hone_slot_table after = before;
     hone_kernel_loader_opts ko = HONE_KERNEL_LOADER_OPTS_INIT;
     ko.kernels_dir = dir;
@@ -686,11 +686,14 @@ static void *tuner_main(void *arg)
 
 /* ---- public ---- */
 
-int hone_tuner_new(hone_tuner **out, hone_scheduler *sched, hone_ctx *ctx, const hone_model *m,
+int hone_tuner_new(hone_tuner **out, hone_scheduler *sched, hone_backend *be,
                    const hone_tuner_opts *opts)
 {
     hone_tuner_opts dflt = HONE_TUNER_OPTS_INIT;
     *out = NULL;
+    if (!hone_backend_slots(be))
+        return hone_error_set(HONE_EUNSUPPORTED, "--tune swaps kernels in the backend's slot table, "
+                              "which %s does not offer: serve with --device cpu", hone_backend_describe(be));
     hone_tuner *t = calloc(1, sizeof *t);
     if (!t) return hone_error_set(HONE_ENOMEM, "out of memory");
     t->o = opts ? *opts : dflt;
@@ -702,8 +705,8 @@ int hone_tuner_new(hone_tuner **out, hone_scheduler *sched, hone_ctx *ctx, const
     if (t->o.threshold <= 0) t->o.threshold = 1.05;
     if (t->o.min_steps < 1) t->o.min_steps = 1;
     t->sched = sched;
-    t->ctx = ctx;
-    t->m = m;
+    t->be = be;
+    t->m = hone_backend_model(be);
     t->t0 = now_s();
     t->kind = hone_proposer_kind_of(t->o.llm, &t->llm_url);
     const char *tr = getenv("HONE_TUNE_TEST_REGRESS");
@@ -730,7 +733,7 @@ int hone_tuner_new(hone_tuner **out, hone_scheduler *sched, hone_ctx *ctx, const
     co.n_threads = 1;
     co.n_ctx = 32;
     co.kv_blocks = 2 * ((co.n_ctx + co.kv_block_size - 1) / co.kv_block_size) + 2;
-    if ((rc = hone_ctx_new(&t->probe_ctx, m, &co))) goto fail;
+    if ((rc = hone_backend_new(&t->probe, t->m, HONE_DEVICE_CPU, &co))) goto fail;
     hone_scheduler_set_step_hook(sched, on_step, t);
     *out = t;
     return 0;
@@ -769,7 +772,7 @@ void hone_tuner_free(hone_tuner *t)
         pthread_join(t->thread, NULL);
     }
     for (int i = 0; i < t->n_loaders; i++) hone_kernel_loader_free(t->loaders[i]);
-    hone_ctx_free(t->probe_ctx);
+    hone_backend_free(t->probe);
     cJSON_Delete(t->profile_reply);
     if (t->have_tmp && hone_file_remove_tree(t->tmpdir))
         fprintf(stderr, "hone serve: tune: %s\n", hone_error_last());

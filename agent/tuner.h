@@ -33,6 +33,7 @@
 #ifndef HONE_TUNER_H
 #define HONE_TUNER_H
 
+#include "engine/backend.h"
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/scheduler.h"
@@ -62,8 +63,9 @@ typedef struct {
 typedef struct hone_tuner hone_tuner;
 
 /* Makes the tuner and installs its step hook on sched; borrows everything (they must outlive it).
- * ctx is the serving context whose slot table the engine calls through. */
-int hone_tuner_new(hone_tuner **out, hone_scheduler *sched, hone_ctx *ctx, const hone_model *m,
+ * be is the serving backend: the tuner swaps kernels in its slot table (hone_backend_slots), so a
+ * backend without one (CUDA, for now) is refused with HONE_EUNSUPPORTED. */
+int hone_tuner_new(hone_tuner **out, hone_scheduler *sched, hone_backend *be,
                    const hone_tuner_opts *opts);
 /* Starts the tuning thread. self_url ("http://127.0.0.1:PORT/v1") and api_key serve --llm self. */
 int hone_tuner_start(hone_tuner *t, const char *self_url, const char *api_key);

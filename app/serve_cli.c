@@ -209,13 +209,8 @@ int hone_cli_serve(int argc, char **argv)
             hone_error_set(HONE_EINVAL, "--tune reads the live profile: drop --no-profile");
             goto fail;
         }
-        /* the tuner swaps kernels in the CPU context's slot table (agent/tuner.h) */
-        if (!hone_backend_cpu_ctx(be)) {
-            hone_error_set(HONE_EUNSUPPORTED, "--tune tunes the CPU kernels: serve with --device cpu");
-            goto fail;
-        }
         to.model_path = model_path;
-        if (hone_tuner_new(&tuner, sched, hone_backend_cpu_ctx(be), m, &to)) goto fail;
+        if (hone_tuner_new(&tuner, sched, be, &to)) goto fail; /* swaps in the backend's table */
         so.tuning_json = hone_tuner_json;
         so.tuning_metrics = hone_tuner_metrics;
         so.tuning_user = tuner;

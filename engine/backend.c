@@ -134,7 +134,6 @@ const hone_model *hone_backend_model(const hone_backend *b) { return b->model; }
 const char *hone_backend_describe(const hone_backend *b) { return b->iface.describe(b->ctx); }
 hone_device hone_backend_device(const hone_backend *b) { return b->device; }
 hone_kv_cache *hone_backend_kv(hone_backend *b) { return b->iface.kv(b->ctx); }
-hone_ctx *hone_backend_cpu_ctx(hone_backend *b) { return b->cpu; }
 
 int hone_backend_n_threads(const hone_backend *b)
 {

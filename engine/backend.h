@@ -64,8 +64,5 @@ int hone_backend_set_slot_hook(hone_backend *b, hone_ctx_slot_hook hook, void *u
  * *out_available is 1 when a CUDA device can be used (driver present, device count > 0). */
 int hone_cuda_backend_probe(int *out_available, char *why, int cap);
 
-/* Transitional: the CPU forward context (NULL on other devices), for the one caller that
- * still binds to it (agent/tuner.h's hone_tuner_new). New code uses the wrappers above. */
-hone_ctx *hone_backend_cpu_ctx(hone_backend *b);
 
 #endif

@@ -746,9 +746,8 @@ static int mworker(void *argp)
     hone_ctx_opts co = model_ctx_opts(a->pre + a->S);
     hone_backend *b = NULL;
     if (hone_backend_new(&b, r->model, HONE_DEVICE_CPU, &co) != 0) return 6;
-    hone_ctx *ctx = hone_backend_cpu_ctx(b);
     int64_t V = hone_model_hparams(r->model)->n_vocab;
-    hone_slot_table *t = hone_ctx_slots(ctx);
+    hone_slot_table *t = hone_backend_slots(b);
     void *inc = hone_slots_get(t, r->slot);
     if (hone_worker_enter_filter(-1) != 0) return 4;
     if (a->mode == 0) {
@@ -758,16 +757,16 @@ static int mworker(void *argp)
     /* e2e: two sequences fed the same tokens, decode steps alternated between the tables */
     hone_kv_seq sa = {0}, sb = {0};
     hone_slots_set(t, r->slot, inc);
-    if (hone_ctx_forward(ctx, &sa, a->tokens, a->pre, NULL, 0)) return 7;
+    if (hone_backend_forward(b, &sa, a->tokens, a->pre, NULL, 0)) return 7;
     hone_slots_set(t, r->slot, fn);
-    if (hone_ctx_forward(ctx, &sb, a->tokens, a->pre, NULL, 0)) return 7;
+    if (hone_backend_forward(b, &sb, a->tokens, a->pre, NULL, 0)) return 7;
     float *lg = a->logits;
     for (int s = 0; s < a->S; s++) {
         for (int w = 0; w < 2; w++) {
             int cand = (s & 1) ? 1 - w : w;
             hone_slots_set(t, r->slot, cand ? fn : inc);
             uint64_t t0 = mono_ns();
-            if (hone_ctx_forward(ctx, cand ? &sb : &sa, a->tokens + a->pre + s, 1, lg, 0)) return 7;
+            if (hone_backend_forward(b, cand ? &sb : &sa, a->tokens + a->pre + s, 1, lg, 0)) return 7;
             uint64_t t1 = mono_ns();
             (cand ? a->t_cand : a->t_inc)[s] = (double)(t1 - t0);
         }
@@ -891,7 +890,6 @@ static int model_gates(run_state *r, int do_e2e)
         reject(r, HONE_GUARD_INTERNAL, "model context: %s", hone_error_last());
         goto done;
     }
-    hone_ctx *ctx = hone_backend_cpu_ctx(bk);
     inc = malloc(mp.lbytes);
     cand = hone_worker_shared_new(mp.lbytes);
     if (!inc || !cand) {
@@ -900,12 +898,12 @@ static int model_gates(run_state *r, int do_e2e)
     }
     /* does the model call this slot at all? */
     int counts[HONE_SLOT_MAX] = {0};
-    hone_ctx_set_hook(ctx, count_hook, counts);
+    hone_backend_set_slot_hook(bk, count_hook, counts);
     if (teacher_forced(bk, tokens, pre, S, inc, V) != 0) {
         reject(r, HONE_GUARD_INTERNAL, "incumbent forward: %s", hone_error_last());
         goto done;
     }
-    hone_ctx_set_hook(ctx, NULL, NULL);
+    hone_backend_set_slot_hook(bk, NULL, NULL);
     if (!counts[r->slot]) {
         gate(r, "model-parity", "pass", "not exercised: %s never calls %s (kernel gates only)",
              hone_model_name(r->model), hone_slots_name(r->slot));

@@ -28,6 +28,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "engine/backend.h"
 #include "engine/error.h"
 #include "engine/layers.h"
 #include "membw.h"
@@ -606,19 +607,19 @@ void hone_profile_free(hone_profile *p)
     free(p);
 }
 
-int hone_profile_attach(hone_profile *p, hone_ctx *ctx)
+int hone_profile_attach(hone_profile *p, hone_backend *be)
 {
     if (p->o.source != HONE_PROFILE_CPU)
-        return hone_error_set(HONE_EINVAL, "a CUDA profile does not attach to a CPU context");
-    set_model(p, hone_ctx_model(ctx));
-    hone_ctx_set_hook(ctx, hone_profile_hook, p);
-    return 0;
+        return hone_error_set(HONE_EINVAL, "a CUDA profile does not attach to a slot hook (CUPTI "
+                              "records the kernels)");
+    set_model(p, hone_backend_model(be));
+    return hone_backend_set_slot_hook(be, hone_profile_hook, p);
 }
 
-void hone_profile_detach(hone_profile *p, hone_ctx *ctx)
+void hone_profile_detach(hone_profile *p, hone_backend *be)
 {
     (void)p;
-    if (ctx) hone_ctx_set_hook(ctx, NULL, NULL);
+    if (be) hone_backend_set_slot_hook(be, NULL, NULL);
 }
 
 void hone_profile_step_begin(hone_profile *p, int64_t n, int64_t pos0)

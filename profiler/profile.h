@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "engine/backend.h"
 #include "engine/forward.h"
 #include "engine/model.h"
 #include "engine/slots.h"
@@ -80,8 +81,8 @@ void hone_profile_free(hone_profile *p);
 
 /* CPU: starts timing ctx's slot calls (sets its slot hook); detach unsets it, after which the
  * forward pass does no profiling work at all. The profile keeps its figures across both. */
-int hone_profile_attach(hone_profile *p, hone_ctx *ctx);
-void hone_profile_detach(hone_profile *p, hone_ctx *ctx);
+int hone_profile_attach(hone_profile *p, hone_backend *be);
+void hone_profile_detach(hone_profile *p, hone_backend *be);
 
 /* Brackets one forward call of n tokens at positions pos0..: the step's wall time is what the
  * rows are shares of. GPU: step_end synchronises the device and flushes CUPTI's buffers, and

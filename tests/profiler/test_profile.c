@@ -72,10 +72,10 @@ static void slow_rope(float *x, const int32_t *pos, int64_t n, int64_t heads, in
 /* Runs a prompt of n_prompt tokens and n_decode greedy steps on ctx, each step bracketed by
  * the profile (if any); returns the test's own wall time of the forward calls in ns.
  * logits_out (optional): [n_decode + 1][n_vocab] of every step. */
-static uint64_t run_steps(hone_ctx *ctx, hone_profile *prof, int n_prompt, int n_decode,
+static uint64_t run_steps(hone_backend *ctx, hone_profile *prof, int n_prompt, int n_decode,
                           float *logits_out)
 {
-    const hone_hparams *hp = hone_model_hparams(hone_ctx_model(ctx));
+    const hone_hparams *hp = hone_model_hparams(hone_backend_model(ctx));
     hone_kv_seq seq = {0};
     int32_t *toks = malloc((size_t)n_prompt * sizeof *toks);
     float *logits = malloc((size_t)hp->n_vocab * sizeof *logits);
@@ -89,14 +89,14 @@ static uint64_t run_steps(hone_ctx *ctx, hone_profile *prof, int n_prompt, int n
         }
         uint64_t t0 = now_ns();
         if (prof) hone_profile_step_begin(prof, s ? 1 : n_prompt, seq.n_tokens);
-        int rc = s ? hone_ctx_forward(ctx, &seq, &tok, 1, logits, 0)
-                   : hone_ctx_forward(ctx, &seq, toks, n_prompt, logits, 0);
+        int rc = s ? hone_backend_forward(ctx, &seq, &tok, 1, logits, 0)
+                   : hone_backend_forward(ctx, &seq, toks, n_prompt, logits, 0);
         if (prof) hone_profile_step_end(prof);
         total += now_ns() - t0;
         CHECK_EQ_INT(rc, 0);
         if (logits_out) memcpy(logits_out + (size_t)s * hp->n_vocab, logits, (size_t)hp->n_vocab * sizeof *logits);
     }
-    hone_kv_cache_release(hone_ctx_kv(ctx), &seq);
+    hone_backend_release(ctx, &seq);
     free(toks);
     free(logits);
     return total;
@@ -104,7 +104,7 @@ static uint64_t run_steps(hone_ctx *ctx, hone_profile *prof, int n_prompt, int n
 
 typedef struct {
     hone_model *m;
-    hone_ctx *ctx;
+    hone_backend *ctx;
     hone_profile *prof;
 } fixture;
 
@@ -116,7 +116,7 @@ static int open_fixture(fixture *f, const char *path, int threads)
     o.n_ctx = 128;
     hone_profile_opts po = HONE_PROFILE_OPTS_INIT;
     po.n_threads = threads;
-    if (hone_model_load(&f->m, path) || hone_ctx_new(&f->ctx, f->m, &o) ||
+    if (hone_model_load(&f->m, path) || hone_backend_new(&f->ctx, f->m, HONE_DEVICE_CPU, &o) ||
         hone_profile_new(&f->prof, &po) || hone_profile_attach(f->prof, f->ctx)) {
         CHECK_MSG(0, "%s: %s", path, hone_error_last());
         return -1;
@@ -128,7 +128,7 @@ static void close_fixture(fixture *f)
 {
     if (f->prof && f->ctx) hone_profile_detach(f->prof, f->ctx);
     hone_profile_free(f->prof);
-    hone_ctx_free(f->ctx);
+    hone_backend_free(f->ctx);
     hone_model_free(f->m);
 }
 
@@ -140,7 +140,7 @@ static void check_slowed_first(const char *path, uint64_t spin, int n_prompt, in
         close_fixture(&f);
         return;
     }
-    hone_slot_table *t = hone_ctx_slots(f.ctx);
+    hone_slot_table *t = hone_backend_slots(f.ctx);
     base_rope = HONE_SLOTS_FN(t, HONE_SLOT_ROPE, hone_slot_rope_fn);
     spin_ns = spin;
     hone_slots_set(t, HONE_SLOT_ROPE, (void *)slow_rope);
