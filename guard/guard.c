@@ -34,8 +34,12 @@
 #include "profiler/membw.h"
 
 /* ---- stated bounds ------------------------------------------------------------------------ */
-#define FAITHFUL_MAX_SLACK 1.5    /* candidate max error <= 1.5 x the incumbent's (per case) */
-#define FAITHFUL_MEAN_SLACK 1.25  /* candidate mean error <= 1.25 x the incumbent's */
+/* faithful tier: every element's error against the oracle within FAITHFUL_BOUND_SLACK x the
+ * operation's a-priori f32 error bound (guard/oracle.h); slots without a bound (registered ones
+ * that bring none) fall back to the incumbent's own error: max <= 1.5 x, mean <= 1.25 x */
+#define FAITHFUL_BOUND_SLACK 2.0
+#define FAITHFUL_MAX_SLACK 1.5
+#define FAITHFUL_MEAN_SLACK 1.25
 #define FAITHFUL_ABS_FLOOR 0x1p-30 /* plus this fraction of the output's max |ref| */
 #define SPEED_MAX_PLAUSIBLE 10.0
 #define ROOFLINE_MARGIN 1.5      /* suspect: faster than bytes / (1.5 x measured peak read bandwidth) */
@@ -131,6 +135,7 @@ static void bootstrap_ci(const double *v, int n, uint64_t seed, double *lo, doub
 typedef struct {
     hone_case_set cs;
     double **ref;          /* [case][out_len] oracle */
+    double **bound;        /* [case][out_len] a-priori error bound, or NULL for the slot */
     float **inc;           /* [case][out_len] incumbent outputs */
     hone_oracle_err *inc_err;
 } case_data;
@@ -149,6 +154,7 @@ typedef struct {
     case_data fresh;       /* the same shapes with other inputs, run at main's addresses */
     void *inc_fn;
     int verdict_done;
+    double bound_worst;    /* faithful: the largest error / (slack x a-priori bound) seen */
     int cuda;              /* the candidate is a CUDA kernel */
     hone_cuda_exec_device gpu;
     char kroot[4200];      /* CUDA: the candidate's kernels root (cuda_exec.h) */
@@ -408,8 +414,29 @@ static int judge_case(run_state *r, const case_data *d, int i, double *worst_can
     if (!same) *exact = 0;
     const hone_oracle_err *ie = &d->inc_err[i];
     double floor_abs = FAITHFUL_ABS_FLOOR * ie->ref_max_abs;
-    if (!same && (e.max_abs > FAITHFUL_MAX_SLACK * ie->max_abs + floor_abs ||
-                  e.mean_abs > FAITHFUL_MEAN_SLACK * ie->mean_abs + floor_abs)) {
+    if (!same && d->bound) {
+        /* the a-priori bound, element by element */
+        const double *b = d->bound[i];
+        int64_t kw = -1;
+        double worst = 0;
+        for (int64_t k = 0; k < n; k++) {
+            if (!isfinite(o0[k]) || !isfinite((float)ref[k])) continue;
+            double x = fabs((double)o0[k] - ref[k]) / (FAITHFUL_BOUND_SLACK * b[k]);
+            if (x > worst) worst = x, kw = k;
+        }
+        if (worst > r->bound_worst) r->bound_worst = worst;
+        if (worst > 1.0) {
+            gate(r, "kernel-parity", "fail", "error beyond %.0f x the a-priori f32 bound at [%lld]: |err| %.3g, bound %.3g (%s)",
+                 FAITHFUL_BOUND_SLACK, (long long)kw, fabs((double)o0[kw] - ref[kw]), d->bound[i][kw], c->desc);
+            reject(r, HONE_GUARD_PARITY,
+                   "error beyond the faithful bound on %s: element [%lld] is off by %.3g, %.3g x the %.3g that "
+                   "any f32 evaluation of the operation stays within (%.0f x its a-priori error bound)",
+                   c->desc, (long long)kw, fabs((double)o0[kw] - ref[kw]), worst * FAITHFUL_BOUND_SLACK,
+                   d->bound[i][kw], FAITHFUL_BOUND_SLACK);
+            return 0;
+        }
+    } else if (!same && (e.max_abs > FAITHFUL_MAX_SLACK * ie->max_abs + floor_abs ||
+                         e.mean_abs > FAITHFUL_MEAN_SLACK * ie->mean_abs + floor_abs)) {
         gate(r, "kernel-parity", "fail", "error vs oracle: max %.3g mean %.3g; incumbent max %.3g mean %.3g (%s)",
              e.max_abs, e.mean_abs, ie->max_abs, ie->mean_abs, c->desc);
         reject(r, HONE_GUARD_PARITY,
@@ -435,7 +462,7 @@ static int judge_case(run_state *r, const case_data *d, int i, double *worst_can
     int8_t *owner = malloc((size_t)n), *uowner = malloc((size_t)c->share_units);
     memset(owner, -1, (size_t)n);
     memset(uowner, -1, (size_t)c->share_units);
-    const float *init = c->inplace ? (const float *)(s->base + c->in_off[0]) : NULL;
+    const float *init = c->inplace ? (const float *)(s->base + c->in_off[c->out_arg]) : NULL;
     int64_t twice = 0, wrong = 0, split = 0, missed = 0;
     for (int ith = 0; ith < 3; ith++) {
         const float *o = hone_cases_out(s, c, 4 + ith);
@@ -531,11 +558,18 @@ static int judge_parity(run_state *r, double t0)
     r->res->ev.parity_tier = r->res->tier;
     r->res->ev.candidate_max_abs_err = wc;
     r->res->ev.incumbent_max_abs_err = wi;
-    r->res->ev.slack = FAITHFUL_MAX_SLACK - 1.0;
+    r->res->ev.slack = r->main.bound ? FAITHFUL_BOUND_SLACK : FAITHFUL_MAX_SLACK - 1.0;
     r->res->ev.shapes = r->res->ev_shapes;
+    char rule[160];
+    if (exact) snprintf(rule, sizeof rule, "bitwise the incumbent");
+    else if (r->main.bound)
+        snprintf(rule, sizeof rule, "worst element at %.3g of %.0f x its a-priori f32 error bound",
+                 r->bound_worst, FAITHFUL_BOUND_SLACK);
+    else snprintf(rule, sizeof rule, "within %.2f x the incumbent's error (the slot has no a-priori bound)",
+                  FAITHFUL_MAX_SLACK);
     cJSON *g = gate(r, "kernel-parity", "pass",
-                    "%s tier over %d cases (seed %llu): max |err| vs f64 oracle %.3g (incumbent %.3g); %s (%.2f s)",
-                    r->res->tier, r->main.cs.n, (unsigned long long)r->seed, wc, wi,
+                    "%s tier over %d cases (seed %llu): max |err| vs f64 oracle %.3g (incumbent %.3g), %s; %s (%.2f s)",
+                    r->res->tier, r->main.cs.n, (unsigned long long)r->seed, wc, wi, rule,
                     r->cuda ? "3 runs at 3 device addresses identical, every case again with fresh inputs "
                               "at the same addresses, canaries, guards and inputs intact"
                             : "3 runs identical, nth=1/2/3 identical, shares disjoint, every case again with "
@@ -545,8 +579,15 @@ static int judge_parity(run_state *r, double t0)
     cJSON_AddNumberToObject(g, "cases", r->main.cs.n);
     cJSON_AddNumberToObject(g, "candidate_max_abs_err", wc);
     cJSON_AddNumberToObject(g, "incumbent_max_abs_err", wi);
-    cJSON_AddNumberToObject(g, "faithful_max_slack", FAITHFUL_MAX_SLACK);
-    cJSON_AddNumberToObject(g, "faithful_mean_slack", FAITHFUL_MEAN_SLACK);
+    if (r->main.bound) {
+        cJSON_AddStringToObject(g, "faithful_rule", "a-priori f32 error bound per element");
+        cJSON_AddNumberToObject(g, "faithful_bound_slack", FAITHFUL_BOUND_SLACK);
+        cJSON_AddNumberToObject(g, "worst_error_over_bound", r->bound_worst * FAITHFUL_BOUND_SLACK);
+    } else {
+        cJSON_AddStringToObject(g, "faithful_rule", "relative to the incumbent's error");
+        cJSON_AddNumberToObject(g, "faithful_max_slack", FAITHFUL_MAX_SLACK);
+        cJSON_AddNumberToObject(g, "faithful_mean_slack", FAITHFUL_MEAN_SLACK);
+    }
     cJSON *arr = cJSON_AddArrayToObject(g, "shapes");
     for (int i = 0; i < r->main.cs.n; i++) cJSON_AddItemToArray(arr, cJSON_CreateString(r->main.cs.c[i].desc));
     return 0;
@@ -999,7 +1040,17 @@ static int case_data_new(case_data *d, const run_state *r, uint64_t seed, void *
     d->ref = calloc((size_t)d->cs.n, sizeof *d->ref);
     d->inc = calloc((size_t)d->cs.n, sizeof *d->inc);
     d->inc_err = calloc((size_t)d->cs.n, sizeof *d->inc_err);
-    if (!d->ref || !d->inc || !d->inc_err) return hone_error_set(HONE_ENOMEM, "out of memory");
+    d->bound = calloc((size_t)d->cs.n, sizeof *d->bound);
+    if (!d->ref || !d->inc || !d->inc_err || !d->bound) return hone_error_set(HONE_ENOMEM, "out of memory");
+    for (int i = 0; i < d->cs.n && d->bound; i++) {
+        const hone_case *c = &d->cs.c[i];
+        if (!(d->bound[i] = malloc(sizeof(double) * (size_t)c->out_len))) return hone_error_set(HONE_ENOMEM, "out of memory");
+        if (!hone_cases_bound(c, d->cs.base, d->bound[i])) { /* the slot has none: all or nothing */
+            for (int k = 0; k <= i; k++) free(d->bound[k]);
+            free(d->bound);
+            d->bound = NULL;
+        }
+    }
     for (int i = 0; i < d->cs.n; i++) {
         const hone_case *c = &d->cs.c[i];
         d->ref[i] = malloc(sizeof(double) * (size_t)c->out_len);
@@ -1051,9 +1102,11 @@ static void case_data_free(case_data *d)
     for (int i = 0; i < d->cs.n; i++) {
         if (d->ref) free(d->ref[i]);
         if (d->inc) free(d->inc[i]);
+        if (d->bound) free(d->bound[i]);
     }
     free(d->ref);
     free(d->inc);
+    free(d->bound);
     free(d->inc_err);
     hone_cases_free(&d->cs);
 }

@@ -1,4 +1,5 @@
-/* Red team: matvec accumulating in _Float16. Expected: parity. */
+/* Red team: matvec accumulating in _Float16. Expected: nonfinite (its accumulator overflows on
+ * the edge values, where f32 does not; low_precision_bf16.c is the variant within range). */
 #include "kernels/cpu/common.h"
 void hone_cpu_matvec_f32(float *y, const void *W, const float *x, int64_t rows, int64_t cols,
                          int ith, int nth)
