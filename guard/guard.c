@@ -41,7 +41,9 @@
 #define FAITHFUL_MAX_SLACK 1.5
 #define FAITHFUL_MEAN_SLACK 1.25
 #define FAITHFUL_ABS_FLOOR 0x1p-30 /* plus this fraction of the output's max |ref| */
-#define SPEED_MAX_PLAUSIBLE 10.0
+#define SPEED_ROUNDS 3           /* timing workers at most while the interval stays undecided */
+#define SPEED_BUDGET_S 40.0      /* ... and at most this long */
+#define PREEMPTED_RATIO 1.2      /* a rep whose wall time exceeds its CPU time by this was preempted */
 #define ROOFLINE_MARGIN 1.5      /* suspect: faster than bytes / (1.5 x measured peak read bandwidth) */
 #define MAX_REPS 201
 #define BOOTSTRAP 2000
@@ -52,7 +54,7 @@
 #define MODEL_TIE_REL 1e-3        /* a near-tie: incumbent top-2 gap < 1e-3 s */
 /* end to end: reject when the median decode-step speed ratio (candidate / incumbent) is below
  * 0.97 and the upper bound of its 95% CI is below 1.0 (a regression beyond noise) */
-#define E2E_MIN_RATIO 0.97
+#define E2E_SLACK 0.03            /* accepted only when the decode ratio's CI low >= 1 - this */
 #define CPU_PROMPTS 6
 #define CPU_PREFILL 8
 #define CPU_STEPS 24
@@ -63,7 +65,7 @@ const char *hone_guard_code_name(hone_guard_code c)
                                     "canary", "input-mutated", "wrote-nothing", "nonfinite",
                                     "constant", "parity", "nondeterministic", "share", "recheck",
                                     "model-parity", "slower", "suspect", "e2e-regression",
-                                    "not-evaluated", "internal"};
+                                    "not-evaluated", "internal", "fp-state", "inconclusive"};
     return (unsigned)c < sizeof n / sizeof n[0] ? n[c] : "unknown";
 }
 
@@ -202,10 +204,51 @@ typedef struct {
     volatile struct speed_shm *speed;
 } kworker_arg;
 
+/* Filled by the worker's trusted code, read by the parent, which alone judges them. (Code of
+ * the candidate's could write here too: the parent bounds what it reads, and a forged timing is
+ * what the CPU-time and roofline checks are for.) */
 struct speed_shm {
     int reps, inner, done;
-    double inc_ns[MAX_REPS], cand_ns[MAX_REPS];
+    double inc_ns[MAX_REPS], cand_ns[MAX_REPS];    /* wall time per call */
+    double inc_cpu[MAX_REPS], cand_cpu[MAX_REPS];  /* the thread's CPU time per call */
+    /* the floating-point state after a call differs from before it */
+    int fp_bad;
+    uint32_t mxcsr0, mxcsr;
+    uint16_t fpcw0, fpcw;
+    int fp_case;
 };
+
+/* MXCSR and the x87 control word: what a kernel must leave as it found them (FTZ/DAZ, rounding
+ * mode, exception masks, precision control). */
+static inline uint32_t mxcsr_get(void) { return _mm_getcsr(); }
+static inline uint16_t fpcw_get(void)
+{
+    uint16_t cw;
+    __asm__ volatile("fnstcw %0" : "=m"(cw));
+    return cw;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* 0 when the FP state is still (m0, c0); else records it in sp and returns 1. */
+static int fp_changed(volatile struct speed_shm *sp, uint32_t m0, uint16_t c0, int case_i)
+{
+    uint32_t m = mxcsr_get() & ~0x3fu; /* the six sticky exception flags may be set by any math */
+    uint16_t c = fpcw_get();
+    if (m == (m0 & ~0x3fu) && c == c0) return 0;
+    sp->fp_bad = 1;
+    sp->mxcsr0 = m0;
+    sp->mxcsr = m;
+    sp->fpcw0 = c0;
+    sp->fpcw = c;
+    sp->fp_case = case_i;
+    return 1;
+}
 
 /* Timed A/B pairs: --reps, default 41, at most MAX_REPS. */
 static int speed_reps(const run_state *r)
@@ -221,25 +264,35 @@ static void *load_candidate(const char *so, const char *sym)
     return dlsym(h, sym);
 }
 
-/* Exchanges the bytes [lo, hi) of two regions (no allocation: this runs under strict seccomp). */
-static void run_parity_calls(const run_state *r, void *fn)
+/* One call, then the FP state checked: 1 when it changed (recorded in sp). */
+#define CALL_CHECKED(fn, c, base, o, scratch, ith, nth)                                          \
+    do {                                                                                          \
+        hone_cases_call(fn, c, base, o, scratch, ith, nth);                                       \
+        if (fp_changed(sp, m0, c0, i)) return 1;                                                  \
+    } while (0)
+
+/* Every parity run of every case (no allocation: this runs under strict seccomp); returns 1
+ * when a call left the FP state changed. */
+static int run_parity_calls(const run_state *r, void *fn, volatile struct speed_shm *sp)
 {
     const hone_case_set *s = &r->main.cs, *f = &r->fresh.cs;
+    uint32_t m0 = mxcsr_get();
+    uint16_t c0 = fpcw_get();
     for (int i = 0; i < s->n; i++) {
         const hone_case *c = &s->c[i];
         float *scratch = hone_cases_scratch(s, c);
         for (int k = 0; k < 3; k++) {
             float *o = hone_cases_out(s, c, k);
             hone_cases_poison(s, c, o);
-            hone_cases_call(fn, c, s->base, o, scratch, 0, 1);
+            CALL_CHECKED(fn, c, s->base, o, scratch, 0, 1);
         }
         float *o = hone_cases_out(s, c, 3);
         hone_cases_poison(s, c, o);
-        for (int ith = 0; ith < 2; ith++) hone_cases_call(fn, c, s->base, o, scratch, ith, 2);
+        for (int ith = 0; ith < 2; ith++) CALL_CHECKED(fn, c, s->base, o, scratch, ith, 2);
         for (int ith = 0; ith < 3; ith++) {
             o = hone_cases_out(s, c, 4 + ith);
             hone_cases_poison(s, c, o);
-            hone_cases_call(fn, c, s->base, o, scratch, ith, 3);
+            CALL_CHECKED(fn, c, s->base, o, scratch, ith, 3);
         }
         /* the fresh case's bytes at this case's addresses, one call into output 0, then both
          * back where they were: a result cached by address or call count comes back stale */
@@ -248,8 +301,11 @@ static void run_parity_calls(const run_state *r, void *fn)
         hone_cases_poison(s, c, o);
         hone_cases_call(fn, c, s->base, o, scratch, 0, 1);
         hone_cases_copy(s->base, f->base, c, 1);
+        if (fp_changed(sp, m0, c0, i)) return 1;
     }
+    return 0;
 }
+#undef CALL_CHECKED
 
 static void flush_range(const uint8_t *p, size_t n)
 {
@@ -264,8 +320,7 @@ static int kworker(void *argp)
     if (!fn) return 3;
     if (a->phase == 0) {
         if (hone_worker_enter_strict() != 0) return 4;
-        run_parity_calls(r, fn);
-        return 0;
+        return run_parity_calls(r, fn, a->speed) ? 9 : 0;
     }
     /* timing: copies of the timing case, each flushed from every cache level before a rep */
     const hone_case_set *s = &r->main.cs;
@@ -294,22 +349,25 @@ static int kworker(void *argp)
     int reps = speed_reps(r);
     if (hone_worker_enter_timing() != 0) return 4;
     void *fns[2] = {r->inc_fn, fn};
+    uint32_t m0 = mxcsr_get();
+    uint16_t c0 = fpcw_get();
     for (int rep = -3; rep < reps; rep++) { /* 3 warm-up pairs */
         for (int w = 0; w < 2; w++) {
             int which = (rep & 1) ? 1 - w : w; /* alternate the order: AB, BA, ... */
             for (int k = 0; k < inner; k++) flush_range(copies[k], span);
             _mm_mfence();
-            uint64_t a0 = mono_ns();
+            uint64_t a0 = mono_ns(), u0 = thread_cpu_ns();
             for (int k = 0; k < inner; k++) {
                 const uint8_t *bk = copies[k] - lo;
                 hone_cases_call(fns[which], tc, bk, (float *)(bk + tc->out_off[0]),
                                 (float *)(bk + tc->scratch_off), 0, 1);
             }
-            uint64_t a1 = mono_ns();
+            uint64_t a1 = mono_ns(), u1 = thread_cpu_ns();
+            if (fp_changed(a->speed, m0, c0, -1)) return 9;
             if (rep >= 0) {
-                double ns = (double)(a1 - a0) / inner;
-                if (which == 0) a->speed->inc_ns[rep] = ns;
-                else a->speed->cand_ns[rep] = ns;
+                double ns = (double)(a1 - a0) / inner, cpu = (double)(u1 - u0) / inner;
+                if (which == 0) a->speed->inc_ns[rep] = ns, a->speed->inc_cpu[rep] = cpu;
+                else a->speed->cand_ns[rep] = ns, a->speed->cand_cpu[rep] = cpu;
             }
         }
     }
@@ -321,9 +379,24 @@ static int kworker(void *argp)
         float *o = hone_cases_out(s, c, 7);
         hone_cases_poison(s, c, o);
         hone_cases_call(fn, c, s->base, o, hone_cases_scratch(s, c), 0, 1);
+        if (fp_changed(a->speed, m0, c0, i)) return 9;
     }
     a->speed->done = 1;
     return 0;
+}
+
+/* A call left the floating-point state changed: MXCSR's FTZ (bit 15), DAZ (bit 6), rounding
+ * (bits 13-14) or exception masks (7-12), or the x87 control word. */
+static void fp_state_failure(run_state *r, const char *gname, const volatile struct speed_shm *sp)
+{
+    const char *where = sp->fp_case >= 0 && sp->fp_case < r->main.cs.n ? r->main.cs.c[sp->fp_case].desc
+                                                                         : "the timing loop";
+    gate(r, gname, "fail", "MXCSR %#x -> %#x, x87 control word %#x -> %#x after a call (%s)",
+         sp->mxcsr0, sp->mxcsr, sp->fpcw0, sp->fpcw, where);
+    reject(r, HONE_GUARD_FP_STATE, "changed the floating-point state: MXCSR %#x -> %#x%s, x87 control word "
+           "%#x -> %#x (%s); a kernel must leave FTZ/DAZ, rounding and precision as it found them",
+           sp->mxcsr0, sp->mxcsr, (sp->mxcsr & 0x8040u) != (sp->mxcsr0 & 0x8040u) ? " (FTZ/DAZ)" : "",
+           sp->fpcw0, sp->fpcw, where);
 }
 
 static void worker_failure(run_state *r, const char *gname, const hone_worker_result *w)
@@ -517,20 +590,25 @@ static int judge_parity(run_state *r, double t0);
 static int kernel_parity_gate(run_state *r)
 {
     double t0 = mono_s();
-    kworker_arg a = {r, 0, NULL};
+    struct speed_shm *sp = hone_worker_shared_new(sizeof *sp);
+    if (!sp) return HONE_ENOMEM;
+    kworker_arg a = {r, 0, sp};
     hone_worker_opts wo = HONE_WORKER_OPTS_INIT;
     wo.timeout_s = r->o->kernel_timeout_s > 0 ? r->o->kernel_timeout_s : 10.0;
     wo.cpu_s = (int)wo.timeout_s + 2;
     hone_worker_result w;
+    int rc = 0;
     if (hone_worker_run(&w, &wo, kworker, &a) != 0) {
         reject(r, HONE_GUARD_INTERNAL, "cannot start a worker: %s", hone_error_last());
-        return 0;
-    }
-    if (!w.ok) {
+    } else if (w.exit_status == 9 && sp->fp_bad) {
+        fp_state_failure(r, "kernel-parity", sp);
+    } else if (!w.ok) {
         worker_failure(r, "kernel-parity", &w);
-        return 0;
+    } else {
+        rc = judge_parity(r, t0);
     }
-    return judge_parity(r, t0);
+    hone_worker_shared_free(sp, sizeof *sp);
+    return rc;
 }
 
 /* The verdict of kernel parity on the runs in the shared regions, for both backends: hygiene,
@@ -606,44 +684,100 @@ static double peak_bw_gbps(void)
     return g;
 }
 
-static int judge_speed(run_state *r, const double *inc_ns_v, const double *cand_ns_v, int n, int inner,
-                       double bw, const char *bw_what, const char *how, double t0);
+/* Timings of interleaved A/B pairs: wall time, and (CPU) the thread's CPU time of the same
+ * reps, which preemption by other tenants does not inflate. */
+typedef struct {
+    int n, inner, rounds;
+    double inc_ns[MAX_REPS * SPEED_ROUNDS], cand_ns[MAX_REPS * SPEED_ROUNDS];
+    double inc_cpu[MAX_REPS * SPEED_ROUNDS], cand_cpu[MAX_REPS * SPEED_ROUNDS];
+    int have_cpu;
+} timings;
 
+/* 1: faster (median >= threshold, CI low > 1); -1: slower (CI high below the threshold);
+ * 0: undecided. */
+static int speed_decide(double med, double lo, double hi, double threshold)
+{
+    if (med >= threshold && lo > 1.0) return 1;
+    if (hi < threshold) return -1;
+    return 0;
+}
+
+/* The speedups of t: CPU-time ratios where measured, else wall-time ones; median and CI. */
+static void speedups(const run_state *r, const timings *t, double *med, double *lo, double *hi)
+{
+    static double ratio[MAX_REPS * SPEED_ROUNDS];
+    for (int i = 0; i < t->n; i++)
+        ratio[i] = t->have_cpu ? t->inc_cpu[i] / t->cand_cpu[i] : t->inc_ns[i] / t->cand_ns[i];
+    *med = median(ratio, t->n);
+    bootstrap_ci(ratio, t->n, r->seed, lo, hi);
+}
+
+static int judge_speed(run_state *r, const timings *t, double bw, double gflops, const char *bw_what,
+                       const char *how, double t0);
+
+/* Timing workers, each a fresh process with its own calibration, until the interval decides
+ * (faster or slower) or the rounds or the budget are spent; then the verdict. The roofline is
+ * the higher of two bandwidth probes, before and after the timing. */
 static int speed_gate(run_state *r)
 {
-    double t0 = mono_s();
+    double t0 = mono_s(), bw0 = peak_bw_gbps();
     struct speed_shm *sp = hone_worker_shared_new(sizeof *sp);
-    if (!sp) {
-        reject(r, HONE_GUARD_INTERNAL, "shared memory: %s", hone_error_last());
-        return 0;
-    }
-    kworker_arg a = {r, 1, sp};
-    hone_worker_opts wo = HONE_WORKER_OPTS_INIT;
-    wo.timeout_s = 120;
-    wo.cpu_s = 120;
-    hone_worker_result w;
+    timings *t = calloc(1, sizeof *t);
     int rc = 0;
-    if (hone_worker_run(&w, &wo, kworker, &a) != 0) {
-        reject(r, HONE_GUARD_INTERNAL, "cannot start a worker: %s", hone_error_last());
+    if (!sp || !t) {
+        reject(r, HONE_GUARD_INTERNAL, "out of memory for the speed gate");
         goto done;
     }
-    if (!w.ok || !sp->done) {
-        worker_failure(r, "speed", &w);
-        goto done;
+    t->have_cpu = 1;
+    for (int round = 0; round < SPEED_ROUNDS; round++) {
+        memset(sp, 0, sizeof *sp);
+        kworker_arg a = {r, 1, sp};
+        hone_worker_opts wo = HONE_WORKER_OPTS_INIT;
+        wo.timeout_s = 120;
+        wo.cpu_s = 120;
+        hone_worker_result w;
+        if (hone_worker_run(&w, &wo, kworker, &a) != 0) {
+            reject(r, HONE_GUARD_INTERNAL, "cannot start a worker: %s", hone_error_last());
+            goto done;
+        }
+        if (w.exit_status == 9 && sp->fp_bad) {
+            fp_state_failure(r, "speed", sp);
+            goto done;
+        }
+        if (!w.ok || !sp->done || sp->reps <= 0 || sp->reps > MAX_REPS) {
+            worker_failure(r, "speed", &w);
+            goto done;
+        }
+        for (int i = 0; i < sp->reps; i++) {
+            t->inc_ns[t->n] = sp->inc_ns[i];
+            t->cand_ns[t->n] = sp->cand_ns[i];
+            t->inc_cpu[t->n] = sp->inc_cpu[i] > 0 ? sp->inc_cpu[i] : sp->inc_ns[i];
+            t->cand_cpu[t->n] = sp->cand_cpu[i] > 0 ? sp->cand_cpu[i] : sp->cand_ns[i];
+            t->n++;
+        }
+        t->inner = sp->inner;
+        t->rounds = round + 1;
+        double med, lo, hi;
+        speedups(r, t, &med, &lo, &hi);
+        if (speed_decide(med, lo, hi, r->o->threshold) != 0 || mono_s() - t0 > SPEED_BUDGET_S) break;
     }
-    rc = judge_speed(r, (const double *)sp->inc_ns, (const double *)sp->cand_ns, sp->reps, sp->inner,
-                     peak_bw_gbps(), "the measured read bandwidth", "caches flushed by clflush", t0);
+    double bw1 = peak_bw_gbps();
+    rc = judge_speed(r, t, bw0 > bw1 ? bw0 : bw1, hone_membw_fma_peak_gflops(), "the measured read bandwidth",
+                     "caches flushed by clflush", t0);
 done:
     hone_worker_shared_free(sp, sizeof *sp);
+    free(t);
     return rc;
 }
 
 /* The speed verdict on timings in hand, for both backends: the re-check (output 7 against
  * output 0 of every case, canaries and inputs), then the median speedup of the interleaved
- * pairs, its bootstrap CI, the threshold and the roofline at bw GB/s (bw_what names it; 0: no
- * roofline check); how: what was done before each rep, for the report. */
-static int judge_speed(run_state *r, const double *inc_ns_v, const double *cand_ns_v, int n, int inner,
-                       double bw, const char *bw_what, const char *how, double t0)
+ * pairs, its bootstrap CI and the decision (faster, slower, or inconclusive when the interval
+ * stays across the threshold), and the roofline: suspect only when the candidate would beat
+ * bytes / bandwidth or flops / FMA peak of its shape (bw GB/s, gflops GFLOP/s for one thread;
+ * 0: that roof unchecked). how: what was done before each rep, for the report. */
+static int judge_speed(run_state *r, const timings *t, double bw, double gflops, const char *bw_what,
+                       const char *how, double t0)
 {
     check_hygiene(r, &r->main, "speed");
     if (r->verdict_done) return 0;
@@ -656,16 +790,28 @@ static int judge_speed(run_state *r, const double *inc_ns_v, const double *cand_
             return 0;
         }
     }
-    double ratio[MAX_REPS];
-    for (int i = 0; i < n; i++) ratio[i] = inc_ns_v[i] / cand_ns_v[i];
-    double med = median(ratio, n), lo, hi;
-    bootstrap_ci(ratio, n, r->seed, &lo, &hi);
-    double inc_ns = median(inc_ns_v, n), cand_ns = median(cand_ns_v, n);
+    int n = t->n;
+    double med, lo, hi;
+    speedups(r, t, &med, &lo, &hi);
+    double wall_ratio[MAX_REPS * SPEED_ROUNDS];
+    int preempted = 0;
+    for (int i = 0; i < n; i++) {
+        wall_ratio[i] = t->inc_ns[i] / t->cand_ns[i];
+        if (t->have_cpu && (t->inc_ns[i] > PREEMPTED_RATIO * t->inc_cpu[i] ||
+                            t->cand_ns[i] > PREEMPTED_RATIO * t->cand_cpu[i]))
+            preempted++;
+    }
+    double wall_med = median(wall_ratio, n);
+    double inc_ns = median(t->have_cpu ? t->inc_cpu : t->inc_ns, n);
+    double cand_ns = median(t->have_cpu ? t->cand_cpu : t->cand_ns, n);
     const hone_case *tc = hone_cases_timing(&r->main.cs);
-    double bytes = hone_cases_bytes(tc);
-    /* bytes / (GB/s) = ns; the CPU's probe figure is itself noisy on a shared machine, so a
-     * candidate is suspect only when it beats the roofline at ROOFLINE_MARGIN x the bandwidth */
-    double floor_ns = bw > 0 ? bytes / (ROOFLINE_MARGIN * bw) : 0;
+    double bytes = 0, flops = 0;
+    if (tc->d->cost) tc->d->cost(tc->d, &tc->shape, &bytes, &flops);
+    /* bytes / (GB/s) = ns; the probes are themselves noisy on a shared machine, so a candidate
+     * is suspect only when it beats a roof at ROOFLINE_MARGIN x the measured peak */
+    double bw_ns = bw > 0 ? bytes / (ROOFLINE_MARGIN * bw) : 0;
+    double fl_ns = gflops > 0 ? flops / (ROOFLINE_MARGIN * gflops) : 0;
+    double floor_ns = bw_ns > fl_ns ? bw_ns : fl_ns;
     r->res->speedup = med;
     r->res->ci_low = lo;
     r->res->ci_high = hi;
@@ -679,30 +825,44 @@ static int judge_speed(run_state *r, const double *inc_ns_v, const double *cand_
     ev->reps = n;
     ev->threshold = r->o->threshold;
     const char *status = "pass";
-    if (med > SPEED_MAX_PLAUSIBLE || (floor_ns > 0 && cand_ns < floor_ns)) {
+    int decision = speed_decide(med, lo, hi, r->o->threshold);
+    if (floor_ns > 0 && cand_ns < floor_ns) {
         status = "fail";
-        reject(r, HONE_GUARD_SUSPECT, "suspect speedup %.2fx on %s: %s", med, tc->desc,
-               med > SPEED_MAX_PLAUSIBLE ? "above 10x" : "faster than the memory roofline");
-    } else if (!(med >= r->o->threshold && lo > 1.0)) {
+        reject(r, HONE_GUARD_SUSPECT, "suspect speedup %.2fx on %s: %.0f ns a call beats its roofline of %.0f ns "
+               "(%s)", med, tc->desc, cand_ns, floor_ns, bw_ns >= fl_ns ? "bytes moved / 1.5 x the read bandwidth"
+                                                                      : "flops / 1.5 x the FMA peak");
+    } else if (decision < 0) {
         status = "fail";
         reject(r, HONE_GUARD_SLOWER, "not faster: median speedup %.3fx (95%% CI %.3f-%.3f) on %s; needs >= %.2fx with the CI above 1.0",
                med, lo, hi, tc->desc, r->o->threshold);
+    } else if (decision == 0) {
+        status = "fail";
+        reject(r, HONE_GUARD_INCONCLUSIVE, "inconclusive: median speedup %.3fx, 95%% CI %.3f-%.3f on %s after %d "
+               "rounds of timing (%d of %d reps preempted): the interval still spans the threshold %.2fx; run "
+               "it again on a quieter machine", med, lo, hi, tc->desc, t->rounds, preempted, n, r->o->threshold);
     }
     cJSON *g = gate(r, "speed", status,
-                    "%s: incumbent %.0f ns, candidate %.0f ns per call; median speedup %.3fx, 95%% CI [%.3f, %.3f] "
-                    "(%d interleaved reps x %d calls, %s; threshold %.2fx); roofline floor %.0f ns "
-                    "(%.2f MB at 1.5 x %.1f GB/s, %s); results re-checked after timing (%.2f s)",
-                    tc->desc, inc_ns, cand_ns, med, lo, hi, n, inner, how, r->o->threshold, floor_ns,
-                    bytes / 1e6, bw, bw_what, mono_s() - t0);
+                    "%s: incumbent %.0f ns, candidate %.0f ns per call (%s); median speedup %.3fx, 95%% CI "
+                    "[%.3f, %.3f] (wall-time median %.3fx; %d interleaved reps x %d calls in %d rounds, %d "
+                    "preempted, %s; threshold %.2fx); roofline floor %.0f ns (%.2f MB at 1.5 x %.1f GB/s, %s; "
+                    "%.2f MFLOP at 1.5 x %.1f GFLOP/s); results re-checked after timing (%.2f s)",
+                    tc->desc, inc_ns, cand_ns, t->have_cpu ? "thread CPU time" : "wall time", med, lo, hi,
+                    wall_med, n, t->inner, t->rounds, preempted, how, r->o->threshold, floor_ns, bytes / 1e6,
+                    bw, bw_what, flops / 1e6, gflops, mono_s() - t0);
     cJSON_AddNumberToObject(g, "speedup_median", med);
     cJSON_AddNumberToObject(g, "ci_low", lo);
     cJSON_AddNumberToObject(g, "ci_high", hi);
+    cJSON_AddNumberToObject(g, "wall_speedup_median", wall_med);
     cJSON_AddNumberToObject(g, "incumbent_ns", inc_ns);
     cJSON_AddNumberToObject(g, "candidate_ns", cand_ns);
+    cJSON_AddStringToObject(g, "clock", t->have_cpu ? "thread CPU time" : "wall time");
     cJSON_AddNumberToObject(g, "reps", n);
+    cJSON_AddNumberToObject(g, "rounds", t->rounds);
+    cJSON_AddNumberToObject(g, "preempted_reps", preempted);
     cJSON_AddNumberToObject(g, "threshold", r->o->threshold);
     cJSON_AddNumberToObject(g, "roofline_floor_ns", floor_ns);
     cJSON_AddNumberToObject(g, r->cuda ? "peak_gbps" : "peak_read_gbps", bw);
+    cJSON_AddNumberToObject(g, "peak_gflops_one_thread", gflops);
     cJSON_AddStringToObject(g, "shape", tc->desc);
     return 0;
 }
@@ -971,44 +1131,65 @@ static int model_gates(run_state *r, int do_e2e)
         rc = judge_model(r, &mp, inc, cand, t0);
         goto done;
     }
-    /* end to end */
+    /* end to end: decode steps alternated between the tables, in rounds until the decode
+     * ratio's interval decides: accepted only when its low end clears 1 - E2E_SLACK */
     {
-        int S2 = S < 16 ? 16 : S;
+        int S2 = S < 16 ? 16 : S, n = 0, rounds = 0, decision = 0;
         double *tt = hone_worker_shared_new(sizeof(double) * 2 * (size_t)S2);
         int32_t *tk = malloc(sizeof(int32_t) * (size_t)(pre + S2));
-        for (int i = 0; i < pre + S2; i++) tk[i] = tokens[i % (P * L)];
         float *lg = malloc(sizeof(float) * (size_t)V);
-        mworker_arg a = {r, 1, 1, pre, S2, tk, lg, tt, tt + S2};
-        hone_worker_opts wo = HONE_WORKER_OPTS_INIT;
-        wo.timeout_s = 120;
-        wo.cpu_s = 240;
-        wo.as_extra = (size_t)4 << 30;
-        hone_worker_result w;
-        int ok = hone_worker_run(&w, &wo, mworker, &a) == 0 && w.ok;
-        if (!ok) {
-            worker_failure(r, "e2e", &w);
+        double ratio[3 * 512], ti_all[3 * 512], tc_all[3 * 512], med = 0, lo = 0, hi = 0;
+        if (!tt || !tk || !lg) {
+            reject(r, HONE_GUARD_INTERNAL, "out of memory for the end-to-end gate");
         } else {
-            double ratio[512];
-            int n = S2 < 512 ? S2 : 512;
-            for (int i = 0; i < n; i++) ratio[i] = tt[i] / tt[S2 + i];
-            double med = median(ratio, n), lo, hi;
-            bootstrap_ci(ratio, n, r->seed + 1, &lo, &hi);
-            double ti = median(tt, n), tc = median(tt + S2, n);
-            int regress = med < E2E_MIN_RATIO && hi < 1.0;
-            cJSON *g = gate(r, "e2e", regress ? "fail" : "pass",
-                            "decode: incumbent %.1f tok/s, candidate %.1f tok/s; median step ratio %.3f, 95%% CI "
-                            "[%.3f, %.3f] over %d alternated steps (rule: regression when < %.2f and CI < 1.0) (%.2f s)",
-                            1e9 / ti, 1e9 / tc, med, lo, hi, n, E2E_MIN_RATIO, mono_s() - t0);
-            cJSON_AddNumberToObject(g, "incumbent_tok_s", 1e9 / ti);
-            cJSON_AddNumberToObject(g, "candidate_tok_s", 1e9 / tc);
-            cJSON_AddNumberToObject(g, "ratio_median", med);
-            cJSON_AddNumberToObject(g, "ci_low", lo);
-            cJSON_AddNumberToObject(g, "ci_high", hi);
-            if (regress)
-                reject(r, HONE_GUARD_E2E_REGRESSION, "end to end: decode %.1f -> %.1f tok/s (ratio %.3f, CI high %.3f)",
-                       1e9 / ti, 1e9 / tc, med, hi);
+            for (int i = 0; i < pre + S2; i++) tk[i] = tokens[i % (P * L)];
+            int ok = 1;
+            for (rounds = 0; rounds < 3 && ok && decision == 0;) {
+                mworker_arg a = {r, 1, 1, pre, S2, tk, lg, tt, tt + S2};
+                hone_worker_opts wo = HONE_WORKER_OPTS_INIT;
+                wo.timeout_s = 120;
+                wo.cpu_s = 240;
+                wo.as_extra = (size_t)4 << 30;
+                hone_worker_result w;
+                ok = hone_worker_run(&w, &wo, mworker, &a) == 0 && w.ok;
+                if (!ok) {
+                    worker_failure(r, "e2e", &w);
+                    break;
+                }
+                rounds++;
+                for (int i = 0; i < S2 && n < 3 * 512; i++, n++) {
+                    ratio[n] = tt[i] / tt[S2 + i];
+                    ti_all[n] = tt[i];
+                    tc_all[n] = tt[S2 + i];
+                }
+                med = median(ratio, n);
+                bootstrap_ci(ratio, n, r->seed + 1, &lo, &hi);
+                decision = lo >= 1.0 - E2E_SLACK ? 1 : hi < 1.0 - E2E_SLACK ? -1 : 0;
+            }
+            if (ok) {
+                double ti = median(ti_all, n), tc = median(tc_all, n);
+                cJSON *g = gate(r, "e2e", decision > 0 ? "pass" : "fail",
+                                "decode: incumbent %.1f tok/s, candidate %.1f tok/s; median step ratio %.3f, 95%% CI "
+                                "[%.3f, %.3f] over %d alternated steps in %d rounds (rule: accepted when the CI's low "
+                                "end >= %.2f) (%.2f s)",
+                                1e9 / ti, 1e9 / tc, med, lo, hi, n, rounds, 1.0 - E2E_SLACK, mono_s() - t0);
+                cJSON_AddNumberToObject(g, "incumbent_tok_s", 1e9 / ti);
+                cJSON_AddNumberToObject(g, "candidate_tok_s", 1e9 / tc);
+                cJSON_AddNumberToObject(g, "ratio_median", med);
+                cJSON_AddNumberToObject(g, "ci_low", lo);
+                cJSON_AddNumberToObject(g, "ci_high", hi);
+                cJSON_AddNumberToObject(g, "rounds", rounds);
+                cJSON_AddNumberToObject(g, "slack", E2E_SLACK);
+                if (decision < 0)
+                    reject(r, HONE_GUARD_E2E_REGRESSION, "end to end: decode %.1f -> %.1f tok/s (ratio %.3f, CI %.3f-%.3f, "
+                           "below %.2f)", 1e9 / ti, 1e9 / tc, med, lo, hi, 1.0 - E2E_SLACK);
+                else if (decision == 0)
+                    reject(r, HONE_GUARD_INCONCLUSIVE, "inconclusive end to end: decode %.1f -> %.1f tok/s (ratio %.3f, CI "
+                           "%.3f-%.3f after %d rounds) does not clear %.2f; run it again on a quieter machine",
+                           1e9 / ti, 1e9 / tc, med, lo, hi, rounds, 1.0 - E2E_SLACK);
+            }
         }
-        hone_worker_shared_free(tt, sizeof(double) * 2 * (size_t)S2);
+        if (tt) hone_worker_shared_free(tt, sizeof(double) * 2 * (size_t)S2);
         free(tk);
         free(lg);
     }
@@ -1255,20 +1436,24 @@ done:
 
 static int cuda_speed_gate(run_state *r)
 {
-    double t0 = mono_s(), inc_ns[MAX_REPS], cand_ns[MAX_REPS];
-    int reps = speed_reps(r), inner = 0;
+    double t0 = mono_s();
+    timings *t = calloc(1, sizeof *t);
+    if (!t) return HONE_ENOMEM;
+    int reps = speed_reps(r), inner = 0, rc = 0;
     hone_cuda_exec_status st;
-    if (hone_cuda_exec_time(&st, r->gpu.dev.sm, NULL, r->kroot, r->slot, &r->main.cs, reps, inc_ns, cand_ns,
-                            &inner, CUDA_WORKER_TIMEOUT_S) != 0) {
+    if (hone_cuda_exec_time(&st, r->gpu.dev.sm, NULL, r->kroot, r->slot, &r->main.cs, reps, t->inc_ns,
+                            t->cand_ns, &inner, CUDA_WORKER_TIMEOUT_S) != 0) {
         reject(r, HONE_GUARD_INTERNAL, "cannot start a GPU worker: %s", hone_error_last());
-        return 0;
-    }
-    if (st.end != HONE_CUDA_EXEC_OK) {
+    } else if (st.end != HONE_CUDA_EXEC_OK) {
         cuda_failure(r, "speed", &st);
-        return 0;
+    } else {
+        t->n = reps;
+        t->inner = inner;
+        t->rounds = 1;
+        rc = judge_speed(r, t, r->gpu.dev.peak_gbps, 0, "the device's DRAM peak", "L2 flushed, cudaEvent timing", t0);
     }
-    return judge_speed(r, inc_ns, cand_ns, reps, inner, r->gpu.dev.peak_gbps, "the device's DRAM peak",
-                       "L2 flushed, cudaEvent timing", t0);
+    free(t);
+    return rc;
 }
 
 /* After the compile gates, on a machine with a GPU: the kernels compiled for the device here

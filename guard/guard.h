@@ -60,10 +60,13 @@ typedef enum {
     HONE_GUARD_RECHECK,        /* different results after the timing loop */
     HONE_GUARD_MODEL_PARITY,   /* logits beyond the bounds */
     HONE_GUARD_SLOWER,         /* not faster by the threshold with confidence */
-    HONE_GUARD_SUSPECT,        /* faster than the roofline or > 10x */
+    HONE_GUARD_SUSPECT,        /* faster than the bandwidth or FLOP roofline of its shape */
     HONE_GUARD_E2E_REGRESSION, /* decode tokens/s regressed */
     HONE_GUARD_NOT_EVALUATED,  /* e.g. CUDA without a GPU: compile gates only */
     HONE_GUARD_INTERNAL,       /* the guard itself failed */
+    HONE_GUARD_FP_STATE,       /* left MXCSR or the x87 control word changed after a call */
+    HONE_GUARD_INCONCLUSIVE,   /* the speed or decode interval stayed too wide to decide within
+                                * the time budget (a noisy machine): neither faster nor slower */
 } hone_guard_code;
 
 const char *hone_guard_code_name(hone_guard_code c);

@@ -5,10 +5,15 @@
 
 #include "error.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#if defined(__AVX512F__) || defined(__FMA__)
+#include <immintrin.h>
+#endif
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -260,4 +265,49 @@ int hone_membw_measure(double *out_read_gbps, const hone_membw_opts *opts)
     int rc = hone_membw_run(&r, &o);
     *out_read_gbps = rc == 0 ? r.read_gbps : 0.0;
     return rc;
+}
+
+/* f32 FMA throughput of one thread, GFLOP/s: 12 independent chains of vector FMAs. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("O3")))
+#endif
+double hone_membw_fma_peak_gflops(void)
+{
+    const long iters = 200000;
+    double best = 0;
+    for (int rep = 0; rep < 3; rep++) {
+        double t0 = now_s();
+        float sink;
+#if defined(__AVX512F__)
+        __m512 acc[12], m = _mm512_set1_ps(0.999999f), k = _mm512_set1_ps(1e-7f);
+        for (int j = 0; j < 12; j++) acc[j] = _mm512_set1_ps((float)j);
+        for (long i = 0; i < iters; i++)
+            for (int j = 0; j < 12; j++) acc[j] = _mm512_fmadd_ps(acc[j], m, k);
+        for (int j = 1; j < 12; j++) acc[0] = _mm512_add_ps(acc[0], acc[j]);
+        sink = _mm512_reduce_add_ps(acc[0]);
+        double flops = (double)iters * 12 * 16 * 2;
+#elif defined(__FMA__) && defined(__AVX__)
+        __m256 acc[12], m = _mm256_set1_ps(0.999999f), k = _mm256_set1_ps(1e-7f);
+        for (int j = 0; j < 12; j++) acc[j] = _mm256_set1_ps((float)j);
+        for (long i = 0; i < iters; i++)
+            for (int j = 0; j < 12; j++) acc[j] = _mm256_fmadd_ps(acc[j], m, k);
+        for (int j = 1; j < 12; j++) acc[0] = _mm256_add_ps(acc[0], acc[j]);
+        float lanes[8];
+        _mm256_storeu_ps(lanes, acc[0]);
+        sink = lanes[0];
+        double flops = (double)iters * 12 * 8 * 2;
+#else
+        float acc[12];
+        for (int j = 0; j < 12; j++) acc[j] = (float)j;
+        for (long i = 0; i < iters; i++)
+            for (int j = 0; j < 12; j++) acc[j] = fmaf(acc[j], 0.999999f, 1e-7f);
+        sink = acc[0] + acc[11];
+        double flops = (double)iters * 12 * 2;
+#endif
+        volatile float keep = sink;
+        (void)keep;
+        double s = now_s() - t0;
+        if (s > 0 && flops / s * 1e-9 > best) best = flops / s * 1e-9;
+    }
+    return best;
 }

@@ -38,4 +38,8 @@ int hone_membw_run(hone_membw_result *out, const hone_membw_opts *opts);
  *   double gbps; if (hone_membw_measure(&gbps, NULL) == 0) printf("%.1f GB/s\n", gbps); */
 int hone_membw_measure(double *out_read_gbps, const hone_membw_opts *opts);
 
+/* The f32 FMA throughput of the calling thread, GFLOP/s: 12 independent chains of the widest
+ * vector FMAs this build has, best of 3 runs of about 2.4 M FMAs each (a few ms). */
+double hone_membw_fma_peak_gflops(void);
+
 #endif

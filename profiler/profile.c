@@ -162,50 +162,6 @@ void hone_profile_hook(void *user, int id, uint64_t ns, const hone_slot_shape *s
 
 /* ---- the roofline ---- */
 
-/* f32 FMA throughput of one thread, GFLOP/s: 12 independent chains of vector FMAs. */
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("O3")))
-#endif
-static double fma_peak_one_thread(void)
-{
-    const long iters = 200000;
-    double best = 0;
-    for (int rep = 0; rep < 3; rep++) {
-        uint64_t t0 = now_ns();
-        float sink;
-#if defined(__AVX512F__)
-        __m512 acc[12], m = _mm512_set1_ps(0.999999f), k = _mm512_set1_ps(1e-7f);
-        for (int j = 0; j < 12; j++) acc[j] = _mm512_set1_ps((float)j);
-        for (long i = 0; i < iters; i++)
-            for (int j = 0; j < 12; j++) acc[j] = _mm512_fmadd_ps(acc[j], m, k);
-        for (int j = 1; j < 12; j++) acc[0] = _mm512_add_ps(acc[0], acc[j]);
-        sink = _mm512_reduce_add_ps(acc[0]);
-        double flops = (double)iters * 12 * 16 * 2;
-#elif defined(__FMA__) && defined(__AVX__)
-        __m256 acc[12], m = _mm256_set1_ps(0.999999f), k = _mm256_set1_ps(1e-7f);
-        for (int j = 0; j < 12; j++) acc[j] = _mm256_set1_ps((float)j);
-        for (long i = 0; i < iters; i++)
-            for (int j = 0; j < 12; j++) acc[j] = _mm256_fmadd_ps(acc[j], m, k);
-        for (int j = 1; j < 12; j++) acc[0] = _mm256_add_ps(acc[0], acc[j]);
-        float lanes[8];
-        _mm256_storeu_ps(lanes, acc[0]);
-        sink = lanes[0];
-        double flops = (double)iters * 12 * 8 * 2;
-#else
-        float acc[12];
-        for (int j = 0; j < 12; j++) acc[j] = (float)j;
-        for (long i = 0; i < iters; i++)
-            for (int j = 0; j < 12; j++) acc[j] = fmaf(acc[j], 0.999999f, 1e-7f);
-        sink = acc[0] + acc[11];
-        double flops = (double)iters * 12 * 2;
-#endif
-        volatile float keep = sink;
-        (void)keep;
-        double s = (double)(now_ns() - t0) * 1e-9;
-        if (s > 0 && flops / s * 1e-9 > best) best = flops / s * 1e-9;
-    }
-    return best;
-}
 
 /* Measured once per process and thread count, then cached for the run. */
 static pthread_mutex_t roof_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -230,7 +186,7 @@ static int cpu_roofline(int n_threads, double *gbps, double *gflops)
     hone_membw_result r;
     if ((rc = hone_membw_run(&r, &mo))) goto done;
     *gbps = r.read_gbps;
-    *gflops = fma_peak_one_thread() * r.n_threads;
+    *gflops = hone_membw_fma_peak_gflops() * r.n_threads;
     if (roof_cached < 8) {
         roof_cache[roof_cached].n_threads = n_threads;
         roof_cache[roof_cached].gbps = *gbps;
