@@ -242,7 +242,7 @@ static int fp_changed(volatile struct speed_shm *sp, uint32_t m0, uint16_t c0, i
     uint16_t c = fpcw_get();
     if (m == (m0 & ~0x3fu) && c == c0) return 0;
     sp->fp_bad = 1;
-    sp->mxcsr0 = m0;
+    sp->mxcsr0 = m0 & ~0x3fu;
     sp->mxcsr = m;
     sp->fpcw0 = c0;
     sp->fpcw = c;

@@ -92,7 +92,7 @@ static void test_redteam(void)
 static void test_dynamic_without_scan(void)
 {
     setup();
-    static const struct { const char *file; hone_guard_code code; const char *text; } D[] = {
+    static const struct { const char *file; hone_guard_code code; const char *text; const char *slot; } D[] = {
         /* each case is called once more with fresh inputs at the same addresses: the cache
          * keyed by the input's address returns the first inputs' result */
         {"cache_by_pointer.c", HONE_GUARD_PARITY, "[fresh inputs, same addresses]"},
@@ -100,12 +100,15 @@ static void test_dynamic_without_scan(void)
         {"cache_by_count.c", HONE_GUARD_SHARE, "other bits"},
         {"calls_exit.c", HONE_GUARD_CRASH, "SIGKILL"},
         {"calls_system.c", HONE_GUARD_CRASH, "killed by"},
+        /* MXCSR and the x87 control word are checked after every call */
+        {"leaves_ftz.c", HONE_GUARD_FP_STATE, "(FTZ/DAZ)"},
+        {"rounds_down.c", HONE_GUARD_FP_STATE, "MXCSR 0x1f80 -> 0x3f80", "add"},
     };
     for (size_t i = 0; i < sizeof D / sizeof D[0]; i++) {
         char path[512];
         snprintf(path, sizeof path, SRC "redteam/%s", D[i].file);
         hone_guard_result res;
-        if (run_guard(&res, path, "swiglu", 1)) continue;
+        if (run_guard(&res, path, D[i].slot ? D[i].slot : "swiglu", 1)) continue;
         fprintf(stderr, "  %-22s (no scan) -> %-16s %s\n", D[i].file, hone_guard_code_name(res.code), res.reason);
         CHECK_MSG(!res.accepted && res.code == D[i].code, "%s without scan: expected %s, got %s (%s)",
                   D[i].file, hone_guard_code_name(D[i].code), hone_guard_code_name(res.code), res.reason);
