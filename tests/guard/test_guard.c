@@ -95,13 +95,13 @@ static void test_dynamic_without_scan(void)
     static const struct { const char *file; hone_guard_code code; const char *text; const char *slot; } D[] = {
         /* each case is called once more with fresh inputs at the same addresses: the cache
          * keyed by the input's address returns the first inputs' result */
-        {"cache_by_pointer.c", HONE_GUARD_PARITY, "[fresh inputs, same addresses]"},
+        {"cache_by_pointer.c", HONE_GUARD_PARITY, "[fresh inputs, same addresses]", NULL},
         /* the fourth call on changes its results: nth = 2 (calls 4 and 5) differs */
-        {"cache_by_count.c", HONE_GUARD_SHARE, "other bits"},
-        {"calls_exit.c", HONE_GUARD_CRASH, "SIGKILL"},
-        {"calls_system.c", HONE_GUARD_CRASH, "killed by"},
+        {"cache_by_count.c", HONE_GUARD_SHARE, "other bits", NULL},
+        {"calls_exit.c", HONE_GUARD_CRASH, "SIGKILL", NULL},
+        {"calls_system.c", HONE_GUARD_CRASH, "killed by", NULL},
         /* MXCSR and the x87 control word are checked after every call */
-        {"leaves_ftz.c", HONE_GUARD_FP_STATE, "(FTZ/DAZ)"},
+        {"leaves_ftz.c", HONE_GUARD_FP_STATE, "(FTZ/DAZ)", NULL},
         {"rounds_down.c", HONE_GUARD_FP_STATE, "MXCSR 0x1f80 -> 0x3f80", "add"},
     };
     for (size_t i = 0; i < sizeof D / sizeof D[0]; i++) {
