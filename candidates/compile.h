@@ -9,8 +9,13 @@
 
 #include "engine/cuda_nvrtc.h"
 
-/* The flags every CPU candidate is compiled with (recorded in the evidence). */
-#define HONE_COMPILE_CPU_FLAGS "-std=c11 -O3 -march=native -fPIC -shared -nostartfiles -Wall -Wextra"
+/* The flags every CPU candidate is compiled with (recorded in the evidence). For the object
+ * verifier (verify.h): -fno-jump-tables makes a switch compares and direct branches, so every
+ * register-indirect jump can be refused (a jump table's `jmp *%rax` looks like a
+ * function-pointer tail call); -z now binds the GOT at load time, under RELRO, so the code
+ * cannot rewrite its own PLT slots. */
+#define HONE_COMPILE_CPU_FLAGS \
+    "-std=c11 -O3 -march=native -fno-jump-tables -fPIC -shared -nostartfiles -Wl,-z,now -Wall -Wextra"
 
 /* cc (or $HONE_CC) HONE_COMPILE_CPU_FLAGS -I<src_root> -o so_path src_path.
  * On return *out_log holds the compiler's stdout+stderr (malloc'd, possibly empty) and cmd the

@@ -2,14 +2,13 @@
 #include "scan.h"
 
 #include <ctype.h>
-#include <elf.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "candidates/verify.h"
 #include "engine/error.h"
-#include "engine/file.h"
 
 static const char *const C_HEADERS[] = {"<stdint.h>", "<stddef.h>", "<math.h>", "<string.h>",
                                         "<float.h>", "<stdbool.h>", "<immintrin.h>",
@@ -171,110 +170,21 @@ int hone_scan_c_source(const char *src, char *why, size_t cap)
     return rc;
 }
 
-/* ---- ELF -------------------------------------------------------------------------------- */
-
-static const char *const SYM_OK[] = {
-    "expf", "exp", "exp2f", "exp2", "expm1f", "expm1", "logf", "log", "log2f", "log2", "log1pf",
-    "log1p", "sqrtf", "sqrt", "fmaf", "fma", "tanhf", "tanh", "powf", "pow", "sinf", "sin", "cosf",
-    "cos", "fabsf", "fabs", "floorf", "floor", "ceilf", "ceil", "roundf", "round", "rintf", "rint",
-    "nearbyintf", "nearbyint", "truncf", "trunc", "ldexpf", "ldexp", "frexpf", "frexp", "erff", "erf",
-    "fmaxf", "fmax", "fminf", "fmin", "memcpy", "memset", "memmove", "memcmp", "strlen",
-    "hone_dtype_block_size", "hone_dtype_type_size", "hone_dtype_supported", "hone_dtype_name",
-    "hone_f32_to_fp16", "__stack_chk_fail", NULL};
-static const char *const WEAK_OK[] = {"__gmon_start__", "_ITM_deregisterTMCloneTable",
-                                      "_ITM_registerTMCloneTable", "__cxa_finalize", NULL};
-
-static int in_list(const char *s, const char *const *l)
-{
-    for (int i = 0; l[i]; i++)
-        if (strcmp(s, l[i]) == 0) return 1;
-    return 0;
-}
+/* ---- ELF: the object verifier ---------------------------------------------------------- */
 
 int hone_scan_elf(const char *path, const char *symbol, char *why, size_t cap)
 {
     why[0] = 0;
-    char *raw = NULL;
-    size_t sz = 0;
-    if (hone_file_read(path, &raw, &sz) || sz == 0) {
-        free(raw);
-        snprintf(why, cap, "cannot read %s", path);
-        return HONE_EIO;
+    hone_verify_result v;
+    hone_verify_opts o = HONE_VERIFY_OPTS_INIT;
+    int rc = hone_verify_object(&v, path, symbol, &o);
+    if (rc) {
+        snprintf(why, cap, "cannot verify %s: %s", path, hone_error_last());
+        return rc;
     }
-    uint8_t *b = (uint8_t *)raw;
-    int rc = 0;
-    Elf64_Ehdr *eh = (Elf64_Ehdr *)b;
-#define INSIDE(off, len) ((uint64_t)(off) + (uint64_t)(len) <= (uint64_t)sz)
-    if ((size_t)sz < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
-        eh->e_ident[EI_CLASS] != ELFCLASS64 || !INSIDE(eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr)) ||
-        eh->e_shstrndx >= eh->e_shnum) {
-        snprintf(why, cap, "not a 64-bit ELF shared object");
-        rc = HONE_EFORMAT;
-        goto done;
-    }
-    Elf64_Shdr *sh = (Elf64_Shdr *)(b + eh->e_shoff);
-    const char *shstr = (const char *)b + sh[eh->e_shstrndx].sh_offset;
-    int found = 0;
-    for (int pass = 0; pass < 2 && !rc; pass++) {
-        for (int i = 0; i < eh->e_shnum && !rc; i++) {
-            const char *name = shstr + sh[i].sh_name;
-            if (pass == 0) {
-                static const char *const loadtime[] = {".init", ".init_array", ".preinit_array",
-                                                       ".ctors", ".fini", ".fini_array", ".dtors", NULL};
-                if (in_list(name, loadtime) && sh[i].sh_size > 0) {
-                    snprintf(why, cap, "runs code at load time (section %s)", name);
-                    rc = HONE_EINVAL;
-                } else if ((sh[i].sh_flags & SHF_WRITE) && (sh[i].sh_flags & SHF_ALLOC) &&
-                           sh[i].sh_size > 0 &&
-                           !(strcmp(name, ".dynamic") == 0 || strcmp(name, ".got") == 0 ||
-                             strcmp(name, ".got.plt") == 0 || strcmp(name, ".data.rel.ro") == 0 ||
-                             strcmp(name, ".tm_clone_table") == 0)) {
-                    /* name the first symbol living there */
-                    const char *sym = NULL;
-                    for (int j = 0; j < eh->e_shnum && !sym; j++) {
-                        if (sh[j].sh_type != SHT_SYMTAB && sh[j].sh_type != SHT_DYNSYM) continue;
-                        if (!INSIDE(sh[j].sh_offset, sh[j].sh_size) || sh[j].sh_link >= eh->e_shnum) continue;
-                        Elf64_Sym *st = (Elf64_Sym *)(b + sh[j].sh_offset);
-                        const char *str = (const char *)b + sh[sh[j].sh_link].sh_offset;
-                        for (size_t k = 0; k < sh[j].sh_size / sizeof *st; k++)
-                            if (st[k].st_shndx == i && ELF64_ST_TYPE(st[k].st_info) == STT_OBJECT) {
-                                sym = str + st[k].st_name;
-                                break;
-                            }
-                    }
-                    snprintf(why, cap, "mutable global%s%s%s in %s (%llu bytes): candidates keep no state",
-                             sym ? " '" : "", sym ? sym : "", sym ? "'" : "", name,
-                             (unsigned long long)sh[i].sh_size);
-                    rc = HONE_EINVAL;
-                }
-            } else if (sh[i].sh_type == SHT_DYNSYM) {
-                if (!INSIDE(sh[i].sh_offset, sh[i].sh_size) || sh[i].sh_link >= eh->e_shnum) continue;
-                Elf64_Sym *st = (Elf64_Sym *)(b + sh[i].sh_offset);
-                const char *str = (const char *)b + sh[sh[i].sh_link].sh_offset;
-                for (size_t k = 1; k < sh[i].sh_size / sizeof *st && !rc; k++) {
-                    const char *n = str + st[k].st_name;
-                    if (!*n) continue;
-                    if (st[k].st_shndx == SHN_UNDEF) {
-                        int weak = ELF64_ST_BIND(st[k].st_info) == STB_WEAK;
-                        if (!in_list(n, SYM_OK) && !(weak && in_list(n, WEAK_OK))) {
-                            snprintf(why, cap, "calls '%s', which is not on the allowed list", n);
-                            rc = HONE_EINVAL;
-                        }
-                    } else if (strcmp(n, symbol) == 0 && ELF64_ST_TYPE(st[k].st_info) == STT_FUNC) {
-                        found = 1;
-                    }
-                }
-            }
-        }
-    }
-    if (!rc && !found) {
-        snprintf(why, cap, "does not define the slot function %s", symbol);
-        rc = HONE_EINVAL;
-    }
-#undef INSIDE
-done:
-    free(b);
-    return rc;
+    if (v.ok) return 0;
+    snprintf(why, cap, "%s", v.reason);
+    return strncmp(v.reason, "not a 64-bit ELF", 16) == 0 ? HONE_EFORMAT : HONE_EINVAL;
 }
 
 /* ---- CUDA ------------------------------------------------------------------------------- */
