@@ -194,8 +194,8 @@ static int exec_section_at(const obj *o, uint64_t va)
     return -1;
 }
 
-/* The named data symbol of section i that covers address at (any of them when none does),
- * for messages; NULL if the section has none. */
+/* The named data symbol of section i that covers address at (else the first in table
+ * order), for messages; NULL if the section has none. */
 static const char *symbol_in(const obj *o, int i, uint64_t at)
 {
     const char *any = NULL;
@@ -313,23 +313,26 @@ static int check_segments(obj *o, const hone_verify_opts *opts)
     return 0;
 }
 
-/* Every byte of an executable segment belongs to an executable section that is decoded, or
- * is zero padding: nothing else the loader maps executable goes unchecked. */
+/* Every byte the loader maps executable belongs to an executable section that is decoded,
+ * or is zero padding: the segment's file bytes and the rest of its first and last pages
+ * (mmap maps whole pages, so a neighbour's bytes on a shared page run too). */
 static int check_exec_coverage(obj *o)
 {
     for (int i = 0; i < o->eh->e_phnum; i++) {
         const Elf64_Phdr *p = &o->ph[i];
         if (p->p_type != PT_LOAD || !(p->p_flags & PF_X)) continue;
-        for (uint64_t off = 0; off < p->p_filesz;) {
-            int s = exec_section_at(o, p->p_vaddr + off);
-            if (s >= 0 && o->sh[s].sh_offset == p->p_offset + (o->sh[s].sh_addr - p->p_vaddr)) {
-                off = o->sh[s].sh_addr + o->sh[s].sh_size - p->p_vaddr;
+        uint64_t page = p->p_align > 1 && p->p_align <= 1u << 21 ? p->p_align : 4096;
+        uint64_t lo = p->p_offset & ~(page - 1), hi = (p->p_offset + p->p_filesz + page - 1) & ~(page - 1);
+        if (hi > o->n) hi = o->n;
+        for (uint64_t f = lo; f < hi;) {
+            int s = exec_section_at(o, p->p_vaddr + (f - p->p_offset)); /* wraps below p_offset: no match */
+            if (f >= p->p_offset && s >= 0 && o->sh[s].sh_offset - p->p_offset == o->sh[s].sh_addr - p->p_vaddr) {
+                f = o->sh[s].sh_offset + o->sh[s].sh_size;
                 continue;
             }
-            if (o->b[p->p_offset + off] != 0)
-                return bad(o, "byte at 0x%" PRIx64 " is executable but in no executable section",
-                           (uint64_t)(p->p_vaddr + off));
-            off++;
+            if (o->b[f] != 0)
+                return bad(o, "byte at file offset 0x%" PRIx64 " is mapped executable but in no executable section", f);
+            f++;
         }
     }
     return 0;
@@ -495,11 +498,11 @@ static int check_writable(obj *o)
             has_hdr = w[0] == o->dyn_addr && w[1] == 0 && w[2] == 0;
         }
         int got = s->sh_type == SHT_PROGBITS && s->sh_addr % 8 == 0 && s->sh_size % 8 == 0;
-        uint64_t a;
-        for (a = s->sh_addr; got && a < s->sh_addr + s->sh_size; a += 8)
-            if (slot_index(o, a) < 0 && !(has_hdr && a >= hdr && a - hdr < sizeof w)) {
+        uint64_t a = UINT64_MAX; /* GOT-shaped: the first slot that is not one */
+        for (uint64_t v = s->sh_addr; got && v < s->sh_addr + s->sh_size; v += 8)
+            if (slot_index(o, v) < 0 && !(has_hdr && v >= hdr && v - hdr < sizeof w)) {
                 got = 0;
-                break;
+                a = v;
             }
         if (got && (!relro || !o->bind_now))
             return bad(o, "GOT %s stays writable after loading (%s)", sec_name(o, i),
@@ -658,6 +661,7 @@ static int check_code(obj *o)
         const uint8_t *code = o->b + s->sh_offset;
         size_t left = s->sh_size;
         uint64_t addr = s->sh_addr;
+        int ends = 0; /* the last instruction does not fall through */
         while (left && !rc) {
             uint64_t at = addr;
             uint64_t off = at - s->sh_addr;
@@ -671,12 +675,19 @@ static int check_code(obj *o)
             o->out->n_instructions++;
             if (decoded) {
                 rc = check_insn(o, h, in, &br, &nbr, &capbr);
+                ends = in->id == X86_INS_RET || in->id == X86_INS_JMP || in->id == X86_INS_UD2;
             } else { /* an AVX-512 instruction capstone does not know */
+                ends = 0;
                 code = o->b + s->sh_offset + off + evex;
                 left = s->sh_size - off - evex;
                 addr = at + evex;
             }
         }
+        /* running off the end would execute the padding or the next section from a point the
+         * sweep did not decode from */
+        if (!rc && !ends)
+            rc = bad(o, "the code of %s runs off its end at 0x%" PRIx64 " (the last instruction falls through)",
+                     sec_name(o, i), (uint64_t)(s->sh_addr + s->sh_size));
     }
     for (size_t k = 0; k < nbr && !rc; k++) {
         int s = exec_section_at(o, br[k].to);

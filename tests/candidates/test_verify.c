@@ -11,9 +11,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "agent/search.h"
 #include "candidates/compile.h"
 #include "candidates/verify.h"
 #include "engine/error.h"
+#include "engine/slots.h"
+#include "guard/scan.h"
 
 #define SRC HONE_SOURCE_DIR "/"
 
@@ -106,6 +109,37 @@ static void test_baselines_pass(void)
     }
 }
 
+/* What the search proposer renders (a point per supported slot: the first and the
+ * incumbent's) passes the source scan and the verifier, like the baselines. */
+static void test_search_points_pass(void)
+{
+    setup();
+    int n = 0;
+    for (int slot = 0; slot < HONE_SLOT_COUNT; slot++) {
+        if (!hone_search_supports((hone_slot_id)slot)) continue;
+        hone_search_point pts[64];
+        int np = hone_search_space((hone_slot_id)slot, pts, 64);
+        for (int k = 0; k < np; k += np - 1 > 0 ? np - 1 : 1) {
+            char *src = NULL, why[512], path[256], so[512], tag[64], sym[96];
+            CHECK_EQ_INT(hone_search_render((hone_slot_id)slot, pts[k], &src), 0);
+            if (!src) break;
+            int rc = hone_scan_c_source(src, HONE_SOURCE_DIR, why, sizeof why);
+            CHECK_MSG(rc == 0, "%s point %d refused by the scan: %s", hone_slots_name((hone_slot_id)slot), k, why);
+            snprintf(tag, sizeof tag, "search_%d_%d", slot, k);
+            snprintf(path, sizeof path, "%s/%s.c", DIR_, tag);
+            FILE *f = fopen(path, "w");
+            fputs(src, f);
+            fclose(f);
+            free(src);
+            hone_slots_cpu_symbol((hone_slot_id)slot, sym, sizeof sym);
+            if (compile(so, sizeof so, path, tag) == 0) expect_ok(so, sym);
+            n++;
+            if (np <= 1) break;
+        }
+    }
+    CHECK(n >= 12);
+}
+
 /* The red-team corpus's object tricks, and the source tricks the scan stops first, compiled
  * as they are: the verifier refuses each on its own. */
 static void test_redteam_objects(void)
@@ -181,6 +215,8 @@ static void test_instruction_list(void)
         {"clflush (%0)", "(cache control)"}, {"xbegin 1f; 1:", "(transactional memory)"},
         {"wrfsbase %0", "(thread pointer)"}, {"mov %%fs:0x10, %%rax", "through fs/gs"},
         {"jmp 1f + 1; 1: .byte 0xb8, 0x0f, 0x05, 0x90, 0x90", "which is not the start of an instruction"},
+        /* an executable section whose last instruction falls through */
+        {".pushsection .tailx, \\\"ax\\\"; nop; .popsection", "the code of .tailx runs off its end"},
     };
     for (size_t i = 0; i < sizeof I / sizeof I[0]; i++) {
         char text[512], so[512], tag[32];
@@ -255,6 +291,10 @@ static void test_small_cases(void)
     if (compile_text(so, sizeof so, calls_expf, "norelro",
                      "-std=c11 -O3 -fPIC -shared -nostartfiles -Wl,-z,now -Wl,-z,norelro") == 0)
         expect_refused(so, "hone_cpu_k", "stays writable after loading (outside PT_GNU_RELRO)");
+    /* one segment for headers, tables and code: their bytes would run too */
+    if (compile_text(so, sizeof so, calls_expf, "noseparate",
+                     "-std=c11 -O3 -fPIC -shared -nostartfiles -Wl,-z,now -Wl,-z,noseparate-code") == 0)
+        expect_refused(so, "hone_cpu_k", "is mapped executable but in no executable section");
     static const char ptrdata[] = "#include <math.h>\n"
                                   "static float (*const fns[])(float) = {expf, sqrtf};\n"
                                   "float hone_cpu_k(float x, int i) { return fns[i & 1](x); }\n";
@@ -270,7 +310,6 @@ static void test_small_cases(void)
     CHECK_EQ_INT(hone_verify_object(&v, "/nonexistent/k.so", "hone_cpu_k", NULL), HONE_EIO);
 }
 
-TEST_MAIN(TEST_CASE(test_baselines_pass), TEST_CASE(test_redteam_objects), TEST_CASE(test_stripped_code_bytes),
-          TEST_CASE(test_instruction_list),
-          TEST_CASE(test_jump_tables),
+TEST_MAIN(TEST_CASE(test_baselines_pass), TEST_CASE(test_search_points_pass), TEST_CASE(test_redteam_objects),
+          TEST_CASE(test_stripped_code_bytes), TEST_CASE(test_instruction_list), TEST_CASE(test_jump_tables),
           TEST_CASE(test_small_cases))
