@@ -7,7 +7,8 @@
  * - it is a 64-bit x86-64 ET_DYN within the size caps (file, every section, every segment);
  * - every instruction of every executable section decodes (capstone) and is on the allow-list:
  *   general-purpose integer code, branches, and the SIMD/FP extensions (SSE*, AVX*, FMA, F16C,
- *   BMI, ...), minus system calls, interrupts, timers, randomness, cpuid, FP-environment loads,
+ *   BMI, VEX/EVEX-encoded, ...; AVX-512 encodings capstone 4 cannot decode are measured by a
+ *   length decoder), minus system calls, interrupts, timers, randomness, cpuid, FP-environment loads,
  *   xsave/xrstor, protection keys, privileged/I/O/VM instructions, far transfers, cache
  *   flushes, transactional memory, fs/gs-base access; no fs:/gs: memory operand except the
  *   stack protector's fs:0x28;
@@ -16,8 +17,10 @@
  *   binds to an allowed symbol (PLT stubs, -fno-plt calls) or the PLT0 resolver slot; no
  *   register-indirect branch (function pointers, jump tables: candidates are compiled with
  *   -fno-jump-tables, see HONE_COMPILE_CPU_FLAGS);
- * - executable segments are not writable, are fully covered by the decoded sections (gaps are
- *   zero bytes), and the stack is not executable (PT_GNU_STACK present, no PF_X);
+ * - no executable section runs off its end (its last instruction is ret, jmp or ud2);
+ *   executable segments are not writable, and every byte they map (whole pages) is in a
+ *   decoded section or zero; no data object sits in code; the stack is not executable
+ *   (PT_GNU_STACK present, no PF_X);
  * - no writable allocated section holds candidate bytes: only the SHT_DYNAMIC section and GOTs
  *   whose every 8-byte slot is a relocation slot or one of the three PLT0 header slots, all
  *   read-only once relocated (inside PT_GNU_RELRO, bound now: HONE_COMPILE_CPU_FLAGS links
