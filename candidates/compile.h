@@ -13,9 +13,14 @@
  * the tuner all compile a CPU kernel here, so what is served is the build that was vetted.
  * The flags are the engine's own for its kernels (so a copy of a baseline gives the baseline's
  * bits) plus -nostartfiles (no crt objects: no load-time code for the guard's ELF scan) and the
- * warnings the agent reads. They are recorded in the evidence. */
-#define HONE_COMPILE_CPU_FLAGS \
-    "-std=c11 -O3 -march=native -D_GNU_SOURCE -fPIC -shared -nostartfiles -Wall -Wextra"
+ * warnings the agent reads; they are recorded in the evidence. For the object verifier
+ * (verify.h): -fno-jump-tables makes a switch compares and direct branches, so every
+ * register-indirect jump can be refused (a jump table's `jmp *%rax` looks like a
+ * function-pointer tail call); -z now binds the GOT at load time, under RELRO, so the code
+ * cannot rewrite its own PLT slots. */
+#define HONE_COMPILE_CPU_FLAGS                                                                     \
+    "-std=c11 -O3 -march=native -D_GNU_SOURCE -fno-jump-tables -fPIC -shared -nostartfiles "     \
+    "-Wl,-z,now -Wall -Wextra"
 
 /* The largest object accepted: the file, every section (.bss included) and the loaded sections
  * together. A kernel is a few KiB; a 256 MiB table is not a kernel. */

@@ -1734,7 +1734,7 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
     char why[512];
     if (opts->skip_scan) {
         gate(&r, "scan", "skipped", "--skip-scan (testing only)");
-    } else if (hone_scan_c_source(src, why, sizeof why) != 0) {
+    } else if (hone_scan_c_source(src, HONE_SOURCE_DIR, why, sizeof why) != 0) {
         gate(&r, "scan", "fail", "%s", why);
         reject(&r, HONE_GUARD_SCAN, "static scan: %s", why);
         goto verdict;

@@ -1,13 +1,22 @@
-/* Static checks of candidates (see scan.h): a tokenizer-level source scan and an ELF reader. */
+/* Static checks of candidates (see scan.h): the C source scanned after the preprocessor ran,
+ * the object handed to the verifier (candidates/verify.c), the CUDA source and PTX. */
 #include "scan.h"
 
 #include <ctype.h>
-#include <elf.h>
-#include <stdint.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "candidates/compile.h"
+#include "candidates/verify.h"
 #include "engine/error.h"
 #include "engine/file.h"
 
@@ -44,7 +53,8 @@ static const banned C_BANNED[] = {
     {"__builtin_frame_address", "stack inspection"}, {"__builtin_return_address", "stack inspection"},
     {"__builtin_trap", "process exit"}, {"_mm_clflush", "cache control"},
     {"_mm_clflushopt", "cache control"}, {"__sync_synchronize", "atomics"},
-    {"_Atomic", "atomics"}, {NULL, NULL}};
+    {"_Atomic", "atomics"}, {"__seg_fs", "thread pointer"}, {"__seg_gs", "thread pointer"},
+    {NULL, NULL}};
 
 /* Identifier prefixes banned wholesale. */
 static const banned C_BANNED_PREFIX[] = {{"pthread_", "threads"}, {"thrd_", "threads"},
@@ -97,13 +107,49 @@ static char *strip(const char *src)
     return o;
 }
 
-int hone_scan_c_source(const char *src, char *why, size_t cap)
+/* One identifier against the banned lists; `__x__` is also judged as `x` (GCC reads
+ * `__constructor__` as `constructor`). */
+static int check_identifier(const char *id, int line, char *why, size_t cap)
 {
-    why[0] = 0;
-    char *s = strip(src);
-    if (!s) return hone_error_set(HONE_ENOMEM, "out of memory");
-    int rc = 0, line = 1;
-    /* line continuations could hide a directive's continuation: refuse them in directives */
+    char inner[128];
+    size_t n = strlen(id);
+    const char *alt = NULL;
+    if (n > 4 && n < sizeof inner && strncmp(id, "__", 2) == 0 && strcmp(id + n - 2, "__") == 0) {
+        memcpy(inner, id + 2, n - 4);
+        inner[n - 4] = 0;
+        alt = inner;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        const char *s = pass ? alt : id;
+        if (!s) continue;
+        for (int i = 0; C_BANNED[i].name; i++)
+            if (strcmp(s, C_BANNED[i].name) == 0)
+                return fail(why, cap, line, "forbidden identifier '%s' (%s)", id, C_BANNED[i].what);
+        for (int i = 0; C_BANNED_PREFIX[i].name; i++)
+            if (strncmp(s, C_BANNED_PREFIX[i].name, strlen(C_BANNED_PREFIX[i].name)) == 0)
+                return fail(why, cap, line, "forbidden identifier '%s' (%s)", id, C_BANNED_PREFIX[i].what);
+    }
+    return 0;
+}
+
+/* The directives of the original text: headers on the whitelist, only the harmless
+ * directives, no #include after a #define or #undef (a macro could rewrite a header's text,
+ * which the token scan trusts), no trigraphs or %: digraphs (a `??=include` or
+ * `%:include` is an #include the line scan would not see). */
+static int scan_directives(const char *src, const char *s, char *why, size_t cap)
+{
+    int rc = 0, line = 1, defined = 0;
+    for (const char *t = src; *t && !rc; t++) {
+        if (*t == '\n') line++;
+        if (t[0] == '?' && t[1] == '?' && t[2] && strchr("=()/'<>!-", t[2]))
+            rc = fail(why, cap, line, "trigraph '?\?%s' not allowed%s", (char[]){t[2], 0}, "");
+    }
+    line = 1;
+    for (const char *t = s; *t && !rc; t++) {
+        if (*t == '\n') line++;
+        if (t[0] == '%' && t[1] == ':') rc = fail(why, cap, line, "digraph '%%:' not allowed%s%s", "", "");
+    }
+    line = 1;
     const char *p = s;
     while (*p && !rc) {
         const char *eol = strchr(p, '\n');
@@ -132,149 +178,222 @@ int hone_scan_c_source(const char *src, char *why, size_t cap)
                 for (int i = 0; C_HEADERS[i]; i++)
                     if (strcmp(hdr, C_HEADERS[i]) == 0) ok = 1;
                 if (!ok) rc = fail(why, cap, line, "header %s not allowed%s", hdr[0] ? hdr : "(macro)", "");
-            } else if (!(strcmp(dir, "define") == 0 || strcmp(dir, "undef") == 0 ||
-                         strcmp(dir, "if") == 0 || strcmp(dir, "ifdef") == 0 ||
+                else if (defined)
+                    rc = fail(why, cap, line, "#include %s after a #define or #undef (a macro could rewrite the header)%s",
+                              hdr, "");
+            } else if (strcmp(dir, "define") == 0 || strcmp(dir, "undef") == 0) {
+                defined = 1;
+            } else if (dir[0] == 0 && q < p + len) {
+                /* `# 12 "file"` is a line marker: it would relabel the candidate's tokens */
+                rc = fail(why, cap, line, "preprocessor directive '#%s...' not allowed%s", (char[]){*q, 0}, "");
+            } else if (!(strcmp(dir, "if") == 0 || strcmp(dir, "ifdef") == 0 ||
                          strcmp(dir, "ifndef") == 0 || strcmp(dir, "elif") == 0 ||
                          strcmp(dir, "else") == 0 || strcmp(dir, "endif") == 0 ||
                          strcmp(dir, "pragma") == 0 || dir[0] == 0)) {
                 rc = fail(why, cap, line, "preprocessor directive #%s not allowed%s", dir, "");
             }
         }
-        if (!rc) {
-            /* identifiers on this line */
-            const char *t = p;
-            while (t < p + len && !rc) {
-                if (isalpha((unsigned char)*t) || *t == '_') {
+        line++;
+        p = eol ? eol + 1 : p + len;
+    }
+    return rc;
+}
+
+enum { CPP_TIMEOUT_MS = 30000, CPP_MAX_OUTPUT = 64 << 20 };
+
+/* Runs `cc -E` with the guard's compile flags on the source at path; *out (malloc'd) is the
+ * output with line markers. 0, or HONE_EINVAL with why[] (preprocessor error, timeout, output
+ * above the cap), or HONE_EIO when it cannot be run. */
+static int preprocess(char **out, const char *path, const char *err_path, const char *include_root,
+                      char *why, size_t cap)
+{
+    *out = NULL;
+    const char *cc = getenv("HONE_CC");
+    if (!cc || !*cc) cc = "cc";
+    char flags[] = HONE_COMPILE_CPU_FLAGS, inc[4200];
+    snprintf(inc, sizeof inc, "-I%s", include_root);
+    char *argv[32];
+    int a = 0;
+    argv[a++] = (char *)cc;
+    for (char *tok = strtok(flags, " "); tok && a < 24; tok = strtok(NULL, " ")) argv[a++] = tok;
+    argv[a++] = "-E";
+    argv[a++] = inc;
+    argv[a++] = (char *)path;
+    argv[a] = NULL;
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0) return hone_error_set(HONE_EIO, "pipe: %s", strerror(errno));
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    pid_t pid;
+    int e = posix_spawnp(&pid, cc, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(pfd[1]);
+    if (e) {
+        close(pfd[0]);
+        return hone_error_set(HONE_EIO, "cannot run %s: %s", cc, strerror(e));
+    }
+    size_t n = 0, capb = 1 << 16;
+    char *buf = malloc(capb);
+    int rc = buf ? 0 : hone_error_set(HONE_ENOMEM, "out of memory");
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (!rc) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        long ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+        if (ms > CPP_TIMEOUT_MS) {
+            rc = HONE_EINVAL;
+            snprintf(why, cap, "the preprocessor ran over %d s", CPP_TIMEOUT_MS / 1000);
+            break;
+        }
+        struct pollfd pf = {pfd[0], POLLIN, 0};
+        if (poll(&pf, 1, 100) <= 0) continue;
+        if (n + 65536 + 1 > capb) {
+            if (capb >= CPP_MAX_OUTPUT) {
+                rc = HONE_EINVAL;
+                snprintf(why, cap, "the preprocessed source is above %d MiB", CPP_MAX_OUTPUT >> 20);
+                break;
+            }
+            char *nb = realloc(buf, capb *= 2);
+            if (!nb) {
+                rc = hone_error_set(HONE_ENOMEM, "out of memory");
+                break;
+            }
+            buf = nb;
+        }
+        ssize_t r = read(pfd[0], buf + n, 65536);
+        if (r == 0) break;
+        if (r < 0 && errno != EINTR) {
+            rc = hone_error_set(HONE_EIO, "reading the preprocessor: %s", strerror(errno));
+            break;
+        }
+        if (r > 0) n += (size_t)r;
+    }
+    close(pfd[0]);
+    if (rc) kill(pid, SIGKILL);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+    if (!rc && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+        char *err = NULL;
+        size_t en = 0;
+        hone_file_read(err_path, &err, &en);
+        char *nl = err ? strchr(err, '\n') : NULL;
+        if (nl) *nl = 0;
+        snprintf(why, cap, "the preprocessor failed: %s", err && *err ? err : "(no message)");
+        free(err);
+        rc = HONE_EINVAL;
+    }
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    buf[n] = 0;
+    *out = buf;
+    return 0;
+}
+
+/* The identifiers of the preprocessed text that belong to the candidate's own file (line
+ * markers say whose a line is: macro expansions land where they are used, so a pasted
+ * `__as##m__` is read here as `__asm__`); the whitelisted headers' own text is not judged. */
+static int scan_tokens(const char *pp, const char *path, char *why, size_t cap)
+{
+    int mine = 0, line = 1;
+    size_t plen = strlen(path);
+    for (const char *p = pp; *p;) {
+        const char *eol = strchr(p, '\n');
+        const char *end = eol ? eol : p + strlen(p);
+        if (p[0] == '#' && p[1] == ' ' && isdigit((unsigned char)p[2])) {
+            /* # <line> "<file>" <flags> */
+            char *q;
+            long l = strtol(p + 2, &q, 10);
+            mine = q[0] == ' ' && q[1] == '"' && strncmp(q + 2, path, plen) == 0 && q[2 + plen] == '"';
+            line = (int)l;
+        } else {
+            for (const char *t = p; mine && t < end;) {
+                if (*t == '"' || *t == '\'') {
+                    char qc = *t++;
+                    while (t < end && *t != qc) t += *t == '\\' ? 2 : 1;
+                    t++;
+                } else if (isalpha((unsigned char)*t) || *t == '_') {
                     const char *b = t;
-                    while (t < p + len && (isalnum((unsigned char)*t) || *t == '_')) t++;
+                    while (t < end && (isalnum((unsigned char)*t) || *t == '_')) t++;
                     char id[128];
                     size_t il = (size_t)(t - b) < sizeof id - 1 ? (size_t)(t - b) : sizeof id - 1;
                     memcpy(id, b, il);
                     id[il] = 0;
-                    for (int i = 0; C_BANNED[i].name && !rc; i++)
-                        if (strcmp(id, C_BANNED[i].name) == 0)
-                            rc = fail(why, cap, line, "forbidden identifier '%s' (%s)", id, C_BANNED[i].what);
-                    for (int i = 0; C_BANNED_PREFIX[i].name && !rc; i++)
-                        if (strncmp(id, C_BANNED_PREFIX[i].name, strlen(C_BANNED_PREFIX[i].name)) == 0)
-                            rc = fail(why, cap, line, "forbidden identifier '%s' (%s)", id, C_BANNED_PREFIX[i].what);
-                } else if (isdigit((unsigned char)*t)) {
-                    while (t < p + len && (isalnum((unsigned char)*t) || *t == '.')) t++;
+                    if (check_identifier(id, line, why, cap)) return HONE_EINVAL;
+                } else if (isdigit((unsigned char)*t) || (*t == '.' && isdigit((unsigned char)t[1]))) {
+                    /* a pp-number: 0x1p-3f, 1e+5 */
+                    while (t < end && (isalnum((unsigned char)*t) || *t == '.' || *t == '_' ||
+                                       ((*t == '+' || *t == '-') && strchr("eEpP", t[-1]))))
+                        t++;
                 } else {
                     t++;
                 }
             }
+            line++;
         }
-        line++;
-        p = eol ? eol + 1 : p + len;
+        p = eol ? eol + 1 : end;
     }
+    return 0;
+}
+
+int hone_scan_c_source(const char *src, const char *include_root, char *why, size_t cap)
+{
+    why[0] = 0;
+    char dir[] = "/tmp/hone-scan-XXXXXX", path[64], err_path[64], *pp = NULL;
+    char *s = strip(src);
+    if (!s) return hone_error_set(HONE_ENOMEM, "out of memory");
+    int rc = scan_directives(src, s, why, cap);
+    int have_dir = 0;
+    if (rc) goto done;
+    if (!mkdtemp(dir)) {
+        rc = hone_error_set(HONE_EIO, "mkdtemp: %s", strerror(errno));
+        goto done;
+    }
+    have_dir = 1;
+    snprintf(path, sizeof path, "%s/candidate.c", dir);
+    snprintf(err_path, sizeof err_path, "%s/cpp.err", dir);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(src, f) < 0) {
+        if (f) fclose(f);
+        rc = hone_error_set(HONE_EIO, "cannot write %s", path);
+        goto done;
+    }
+    if (fclose(f) != 0) {
+        rc = hone_error_set(HONE_EIO, "cannot write %s", path);
+        goto done;
+    }
+    if ((rc = preprocess(&pp, path, err_path, include_root, why, cap)) != 0) goto done;
+    rc = scan_tokens(pp, path, why, cap);
+done:
+    if (have_dir) {
+        unlink(path);
+        unlink(err_path);
+        rmdir(dir);
+    }
+    free(pp);
     free(s);
     return rc;
 }
 
-/* ---- ELF -------------------------------------------------------------------------------- */
-
-static const char *const SYM_OK[] = {
-    "expf", "exp", "exp2f", "exp2", "expm1f", "expm1", "logf", "log", "log2f", "log2", "log1pf",
-    "log1p", "sqrtf", "sqrt", "fmaf", "fma", "tanhf", "tanh", "powf", "pow", "sinf", "sin", "cosf",
-    "cos", "fabsf", "fabs", "floorf", "floor", "ceilf", "ceil", "roundf", "round", "rintf", "rint",
-    "nearbyintf", "nearbyint", "truncf", "trunc", "ldexpf", "ldexp", "frexpf", "frexp", "erff", "erf",
-    "fmaxf", "fmax", "fminf", "fmin", "memcpy", "memset", "memmove", "memcmp", "strlen",
-    "hone_dtype_block_size", "hone_dtype_type_size", "hone_dtype_supported", "hone_dtype_name",
-    "hone_f32_to_fp16", "__stack_chk_fail", NULL};
-static const char *const WEAK_OK[] = {"__gmon_start__", "_ITM_deregisterTMCloneTable",
-                                      "_ITM_registerTMCloneTable", "__cxa_finalize", NULL};
-
-static int in_list(const char *s, const char *const *l)
-{
-    for (int i = 0; l[i]; i++)
-        if (strcmp(s, l[i]) == 0) return 1;
-    return 0;
-}
+/* ---- ELF: the object verifier ---------------------------------------------------------- */
 
 int hone_scan_elf(const char *path, const char *symbol, char *why, size_t cap)
 {
     why[0] = 0;
-    char *raw = NULL;
-    size_t sz = 0;
-    if (hone_file_read(path, &raw, &sz) || sz == 0) {
-        free(raw);
-        snprintf(why, cap, "cannot read %s", path);
-        return HONE_EIO;
+    hone_verify_result v;
+    hone_verify_opts o = HONE_VERIFY_OPTS_INIT;
+    int rc = hone_verify_object(&v, path, symbol, &o);
+    if (rc) {
+        snprintf(why, cap, "cannot verify %s: %s", path, hone_error_last());
+        return rc;
     }
-    uint8_t *b = (uint8_t *)raw;
-    int rc = 0;
-    Elf64_Ehdr *eh = (Elf64_Ehdr *)b;
-#define INSIDE(off, len) ((uint64_t)(off) + (uint64_t)(len) <= (uint64_t)sz)
-    if ((size_t)sz < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
-        eh->e_ident[EI_CLASS] != ELFCLASS64 || !INSIDE(eh->e_shoff, (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr)) ||
-        eh->e_shstrndx >= eh->e_shnum) {
-        snprintf(why, cap, "not a 64-bit ELF shared object");
-        rc = HONE_EFORMAT;
-        goto done;
-    }
-    Elf64_Shdr *sh = (Elf64_Shdr *)(b + eh->e_shoff);
-    const char *shstr = (const char *)b + sh[eh->e_shstrndx].sh_offset;
-    int found = 0;
-    for (int pass = 0; pass < 2 && !rc; pass++) {
-        for (int i = 0; i < eh->e_shnum && !rc; i++) {
-            const char *name = shstr + sh[i].sh_name;
-            if (pass == 0) {
-                static const char *const loadtime[] = {".init", ".init_array", ".preinit_array",
-                                                       ".ctors", ".fini", ".fini_array", ".dtors", NULL};
-                if (in_list(name, loadtime) && sh[i].sh_size > 0) {
-                    snprintf(why, cap, "runs code at load time (section %s)", name);
-                    rc = HONE_EINVAL;
-                } else if ((sh[i].sh_flags & SHF_WRITE) && (sh[i].sh_flags & SHF_ALLOC) &&
-                           sh[i].sh_size > 0 &&
-                           !(strcmp(name, ".dynamic") == 0 || strcmp(name, ".got") == 0 ||
-                             strcmp(name, ".got.plt") == 0 || strcmp(name, ".data.rel.ro") == 0 ||
-                             strcmp(name, ".tm_clone_table") == 0)) {
-                    /* name the first symbol living there */
-                    const char *sym = NULL;
-                    for (int j = 0; j < eh->e_shnum && !sym; j++) {
-                        if (sh[j].sh_type != SHT_SYMTAB && sh[j].sh_type != SHT_DYNSYM) continue;
-                        if (!INSIDE(sh[j].sh_offset, sh[j].sh_size) || sh[j].sh_link >= eh->e_shnum) continue;
-                        Elf64_Sym *st = (Elf64_Sym *)(b + sh[j].sh_offset);
-                        const char *str = (const char *)b + sh[sh[j].sh_link].sh_offset;
-                        for (size_t k = 0; k < sh[j].sh_size / sizeof *st; k++)
-                            if (st[k].st_shndx == i && ELF64_ST_TYPE(st[k].st_info) == STT_OBJECT) {
-                                sym = str + st[k].st_name;
-                                break;
-                            }
-                    }
-                    snprintf(why, cap, "mutable global%s%s%s in %s (%llu bytes): candidates keep no state",
-                             sym ? " '" : "", sym ? sym : "", sym ? "'" : "", name,
-                             (unsigned long long)sh[i].sh_size);
-                    rc = HONE_EINVAL;
-                }
-            } else if (sh[i].sh_type == SHT_DYNSYM) {
-                if (!INSIDE(sh[i].sh_offset, sh[i].sh_size) || sh[i].sh_link >= eh->e_shnum) continue;
-                Elf64_Sym *st = (Elf64_Sym *)(b + sh[i].sh_offset);
-                const char *str = (const char *)b + sh[sh[i].sh_link].sh_offset;
-                for (size_t k = 1; k < sh[i].sh_size / sizeof *st && !rc; k++) {
-                    const char *n = str + st[k].st_name;
-                    if (!*n) continue;
-                    if (st[k].st_shndx == SHN_UNDEF) {
-                        int weak = ELF64_ST_BIND(st[k].st_info) == STB_WEAK;
-                        if (!in_list(n, SYM_OK) && !(weak && in_list(n, WEAK_OK))) {
-                            snprintf(why, cap, "calls '%s', which is not on the allowed list", n);
-                            rc = HONE_EINVAL;
-                        }
-                    } else if (strcmp(n, symbol) == 0 && ELF64_ST_TYPE(st[k].st_info) == STT_FUNC) {
-                        found = 1;
-                    }
-                }
-            }
-        }
-    }
-    if (!rc && !found) {
-        snprintf(why, cap, "does not define the slot function %s", symbol);
-        rc = HONE_EINVAL;
-    }
-#undef INSIDE
-done:
-    free(b);
-    return rc;
+    if (v.ok) return 0;
+    snprintf(why, cap, "%s", v.reason);
+    return strncmp(v.reason, "not a 64-bit ELF", 16) == 0 ? HONE_EFORMAT : HONE_EINVAL;
 }
 
 /* ---- CUDA ------------------------------------------------------------------------------- */

@@ -74,6 +74,26 @@ static const guard_test_expect RT[] = {
     {"share_violation.c", "swiglu", HONE_GUARD_SHARE, "share contract"},
     {"address_dependent.c", "rmsnorm", HONE_GUARD_NONDETERMINISTIC, "not bitwise identical"},
     {"compile_error.c", "swiglu", HONE_GUARD_COMPILE, "undefined_identifier"},
+    /* source tricks: the scan reads the preprocessed tokens */
+    {"paste_asm.c", "swiglu", HONE_GUARD_SCAN, "'__asm__' (inline assembly)"},
+    {"paste_rdtsc.c", "swiglu", HONE_GUARD_SCAN, "'__builtin_ia32_rdtsc' (clocks)"},
+    {"dunder_constructor.c", "swiglu", HONE_GUARD_SCAN, "'__constructor__' (load-time code)"},
+    {"trigraph_include.c", "swiglu", HONE_GUARD_SCAN, "trigraph"},
+    {"tls_counter.c", "swiglu", HONE_GUARD_SCAN, "'__thread' (threads)"},
+    /* object tricks: the object verifier (the ELF gate) */
+    {"ifunc_resolver.c", "swiglu", HONE_GUARD_ELF, "ifunc symbol 'hone_cpu_swiglu'"},
+    {"ifunc_local.c", "swiglu", HONE_GUARD_ELF, "ifunc symbol 'act'"},
+    {"init_array.c", "swiglu", HONE_GUARD_ELF, "runs code at load time (section .init_array"},
+    {"init_function.c", "swiglu", HONE_GUARD_ELF, "runs code at load time (DT_INIT)"},
+    {"counter_tm_clone_table.c", "swiglu", HONE_GUARD_ELF, "mutable global 'calls' in .tm_clone_table"},
+    {"counter_data_rel_ro.c", "swiglu", HONE_GUARD_ELF, "mutable global 'calls' in .data.rel.ro"},
+    {"counter_got.c", "swiglu", HONE_GUARD_ELF, "mutable global 'calls' in .got"},
+    {"big_table_64.c", "swiglu", HONE_GUARD_ELF, "above the cap of 16777216"},
+    {"big_table_12.c", "swiglu", HONE_GUARD_ELF, "section .rodata is 125829"},
+    {"code_in_rodata.c", "swiglu", HONE_GUARD_ELF, "outside executable code"},
+    {"code_in_text.c", "swiglu", HONE_GUARD_ELF, "data object 'code' placed in executable section .text"},
+    {"code_in_text_offset.c", "swiglu", HONE_GUARD_ELF, "data object 'code' placed in executable section .text"},
+    {"fnptr_call.c", "swiglu", HONE_GUARD_ELF, "indirect call at 0x"},
     {"slower.c", "swiglu", HONE_GUARD_SLOWER, "not faster"},
 };
 

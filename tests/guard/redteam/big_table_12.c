@@ -1,0 +1,10 @@
+/* Red team: a 12 MiB constant table (the object above the size cap: a section above 8 MiB in a file under 16 MiB).
+ * Expected: verifier (elf). */
+#include "kernels/cpu/common.h"
+static const float table[12 << 18] = {1.0f};
+void hone_cpu_swiglu(float *out, const float *gate, const float *up, int64_t n, int ith, int nth)
+{
+    int64_t i0, i1;
+    hone_cpu_share(n, ith, nth, &i0, &i1);
+    for (int64_t i = i0; i < i1; i++) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i] * table[i & (((12 << 18)) - 1)];
+}

@@ -1,0 +1,10 @@
+/* Red team: a function named _init, which the linker makes DT_INIT (run at load time).
+ * Expected: verifier (elf). */
+#include "kernels/cpu/common.h"
+void _init(void) {}
+void hone_cpu_swiglu(float *out, const float *gate, const float *up, int64_t n, int ith, int nth)
+{
+    int64_t i0, i1;
+    hone_cpu_share(n, ith, nth, &i0, &i1);
+    for (int64_t i = i0; i < i1; i++) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}

@@ -1,0 +1,11 @@
+/* Red team: under -std=c11 the trigraph below is #, so this is an #include a line scan that
+ * looks for # would not read.
+ * Expected: scan. */
+??=include <stdio.h>
+#include "kernels/cpu/common.h"
+void hone_cpu_swiglu(float *out, const float *gate, const float *up, int64_t n, int ith, int nth)
+{
+    int64_t i0, i1;
+    hone_cpu_share(n, ith, nth, &i0, &i1);
+    for (int64_t i = i0; i < i1; i++) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
