@@ -3,6 +3,7 @@
  * against the shipped baseline on random inputs of the model's shapes, install it in the slot
  * table, or refuse it with one log line and keep the baseline. */
 #include "kernel_loader.h"
+#include "verify.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -238,11 +239,18 @@ static int load_one(hone_kernel_loader *l, hone_slot_table *t, hone_slot_id id, 
         return rc;
     }
     hone_compile_cpu_result_clear(&cr);
+    /* the guard's object verifier, before anything of the object is mapped into this process */
+    hone_slots_cpu_symbol(id, sym, sizeof sym);
+    hone_verify_result vr;
+    if ((rc = hone_verify_object(&vr, so, sym, NULL)) != 0) return rc;
+    if (!vr.ok) {
+        snprintf(reason, sizeof reason, "the object verifier refused it: %s", vr.reason);
+        return refuse(l, id, path, reason, NULL, o);
+    }
     if (!(h = dlopen(so, RTLD_LOCAL | RTLD_NOW))) {
         snprintf(reason, sizeof reason, "cannot load %s: %s", so, dlerror());
         return refuse(l, id, path, reason, NULL, o);
     }
-    hone_slots_cpu_symbol(id, sym, sizeof sym);
     void *fn = dlsym(h, sym);
     if (!fn) {
         snprintf(reason, sizeof reason, "it does not define %s (the slot's function)", sym);

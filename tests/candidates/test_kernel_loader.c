@@ -559,7 +559,48 @@ static void test_evidence_object_hash(void)
     kdir_free(&k);
 }
 
-TEST_MAIN(TEST_CASE(test_installs_good_kernel), TEST_CASE(test_baseline_copy_is_not_compiled),
+/* The guard's object verifier runs before an approved object is mapped: a kernel whose machine
+ * code reads the time stamp counter, or holds a mutable counter, is refused and the baseline
+ * serves, though it compiles and would compute the right numbers. */
+static void test_verifier_refuses(void)
+{
+    kdir k = kdir_new();
+    write_file(k.cpu, "swiglu.c",
+               "#include \"kernels/cpu/common.h\"\n"
+               "void hone_cpu_swiglu(float *out, const float *g, const float *u, int64_t n, int ith, int nth)\n"
+               "{\n"
+               "    int64_t i0, i1;\n"
+               "    hone_cpu_share(n, ith, nth, &i0, &i1);\n"
+               "    unsigned long long t = __builtin_ia32_rdtsc();\n"
+               "    for (int64_t i = i0; i < i1; i++) out[i] = g[i] / (1.0f + expf(-g[i])) * u[i] + (float)(t & 0);\n"
+               "}\n");
+    write_file(k.cpu, "add.c",
+               "#include \"kernels/cpu/common.h\"\n"
+               "static long calls;\n"
+               "void hone_cpu_add(float *y, const float *a, const float *b, int64_t n, int ith, int nth)\n"
+               "{\n"
+               "    int64_t i0, i1;\n"
+               "    calls++;\n"
+               "    hone_cpu_share(n, ith, nth, &i0, &i1);\n"
+               "    for (int64_t i = i0; i < i1; i++) y[i] = a[i] + b[i] + (float)(calls & 0);\n"
+               "}\n");
+    hone_kernel_loader_opts o = opts_for(&k);
+    hone_slot_table t, base;
+    hone_slots_cpu_baseline(&t);
+    base = t;
+    hone_kernel_loader *l = NULL;
+    CHECK_EQ_INT(hone_kernel_loader_new(&l, &t, &o), 0);
+    CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_SWIGLU), HONE_KERNEL_REFUSED);
+    CHECK_STR_CONTAINS(hone_kernel_loader_detail(l, HONE_SLOT_SWIGLU), "the object verifier refused it");
+    CHECK_STR_CONTAINS(hone_kernel_loader_detail(l, HONE_SLOT_SWIGLU), "rdtsc");
+    CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_ADD), HONE_KERNEL_REFUSED);
+    CHECK_STR_CONTAINS(hone_kernel_loader_detail(l, HONE_SLOT_ADD), "mutable global");
+    CHECK(t.fn[HONE_SLOT_SWIGLU] == base.fn[HONE_SLOT_SWIGLU] && t.fn[HONE_SLOT_ADD] == base.fn[HONE_SLOT_ADD]);
+    hone_kernel_loader_free(l);
+    kdir_free(&k);
+}
+
+TEST_MAIN(TEST_CASE(test_verifier_refuses), TEST_CASE(test_installs_good_kernel), TEST_CASE(test_baseline_copy_is_not_compiled),
           TEST_CASE(test_refusals), TEST_CASE(test_compile_and_check_api), TEST_CASE(test_model_logits),
           TEST_CASE(test_cli_kernels_flag), TEST_CASE(test_every_baseline_copy_is_bitwise),
           TEST_CASE(test_evidence_object_hash))
