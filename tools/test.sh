@@ -20,5 +20,5 @@ if [ "${HONE_SKIP_SANITIZE:-0}" != 1 ]; then
   # candidate is not a fair race).
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
     ctest --test-dir build-asan --output-on-failure -j"$JOBS" \
-      -E '^py_|guard_test_guard|guard_test_isolation|agent_test_tune|server_test_tune_serve|profiler_test_profile'
+      -E '^py_|guard_test_guard|guard_test_isolation|agent_test_tune|agent_test_slot_registry|candidates_test_store|server_test_tune_serve|profiler_test_profile'
 fi
