@@ -3,10 +3,12 @@
  * survival of every crash, and the CLI's exit codes. Uses the tiny q4_1 model. */
 #include "harness.h"
 
+#include <fcntl.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "engine/file.h"
 #include "engine/slots.h"
 #include "guard/guard.h"
 #include "guard/oracle.h"
@@ -90,6 +92,10 @@ static const guard_test_expect RT[] = {
     {"counter_got.c", "swiglu", HONE_GUARD_ELF, "mutable global 'calls' in .got"},
     {"big_table_64.c", "swiglu", HONE_GUARD_COMPILE, "over the cap of 16777216"}, /* the compile path's cap */
     {"leaves_ftz.c", "swiglu", HONE_GUARD_ELF, "'vldmxcsr'"},
+    {"forge_verdict.c", "swiglu", HONE_GUARD_SCAN, "'write'"},
+    {"forge_verdict_fd.c", "swiglu", HONE_GUARD_SCAN, "'write'"},
+    {"shape_gamed_swiglu.c", "swiglu", HONE_GUARD_E2E_REGRESSION, "end to end"},
+    {"shape_gamed_rmsnorm.c", "rmsnorm", HONE_GUARD_E2E_REGRESSION, "end to end"},
     {"rounds_down.c", "add", HONE_GUARD_ELF, "(floating-point control)"},
     {"big_table_12.c", "swiglu", HONE_GUARD_ELF, "section .rodata is 125829"},
     {"code_in_rodata.c", "swiglu", HONE_GUARD_ELF, "outside executable code"},
@@ -230,6 +236,46 @@ static void test_cli(void)
     }
 }
 
+/* Forged verdicts: with the scans off, candidates that write "verdict: ACCEPTED" on fds 0-2 and
+ * on 3..63 run under strict seccomp (where write is allowed), but a worker has /dev/null on 0-2
+ * and nothing else open: the guard's report, on this process's stderr (here a file) and the
+ * file's own descriptor, holds the real verdict and no forged line. */
+static void test_forged_verdicts(void)
+{
+    setup();
+    char cap[300];
+    snprintf(cap, sizeof cap, "%s/stderr.txt", STATE);
+    fflush(stderr);
+    int saved = dup(2), fd = open(cap, O_CREAT | O_TRUNC | O_RDWR, 0600);
+    CHECK(saved >= 0 && fd >= 0);
+    dup2(fd, 2);
+    const char *files[] = {"forge_verdict.c", "forge_verdict_fd.c"};
+    hone_guard_result res[2];
+    for (int i = 0; i < 2; i++) {
+        char path[512];
+        snprintf(path, sizeof path, SRC "redteam/%s", files[i]);
+        hone_guard_opts o = guard_test_opts("cpu", "swiglu", path, STATE);
+        o.skip_scan = 1;
+        o.quiet = 0; /* the report goes to stderr, the captured file */
+        o.kernel_timeout_s = 3;
+        CHECK_EQ_INT(guard_test_run(&res[i], &o, stderr), 0);
+    }
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    char *text = NULL;
+    size_t len = 0;
+    CHECK_EQ_INT(hone_file_read(cap, &text, &len), 0);
+    close(fd);
+    for (int i = 0; i < 2; i++) {
+        fprintf(stderr, "  %-22s (no scan) -> %-16s %s\n", files[i], hone_guard_code_name(res[i].code), res[i].reason);
+        CHECK(!res[i].accepted && res[i].code == HONE_GUARD_PARITY);
+    }
+    CHECK_STR_CONTAINS(text, "verdict: REJECTED (parity)");
+    CHECK_MSG(text && !strstr(text, "FORGED-VERDICT"), "a forged line reached the guard's report");
+    free(text);
+}
+
 /* A legitimate reorder (four accumulators instead of the baseline's sixteen-lane chain): other
  * bits, within the a-priori bound, so the parity gates accept it as faithful. Its speed depends on
  * whether the timed shape streams from DRAM (1.0-1.1x here), so only parity is asserted. */
@@ -245,5 +291,5 @@ static void test_reorder_faithful(void)
     CHECK(!strcmp(res.tier, "faithful"));
 }
 
-TEST_MAIN(TEST_CASE(test_reorder_faithful), TEST_CASE(test_redteam), TEST_CASE(test_dynamic_without_scan), TEST_CASE(test_good),
+TEST_MAIN(TEST_CASE(test_forged_verdicts), TEST_CASE(test_reorder_faithful), TEST_CASE(test_redteam), TEST_CASE(test_dynamic_without_scan), TEST_CASE(test_good),
           TEST_CASE(test_parent_unaffected), TEST_CASE(test_cli))

@@ -1,0 +1,63 @@
+/* Red team: the vectorised rmsnorm (good/rmsnorm_vec.c) only on the shape the speed gate times
+ * (64 rows of 576), and each row 50 times over everywhere else, decode's single rows included.
+ * Expected: e2e-regression (the end-to-end gate). */
+#include <immintrin.h>
+
+#include "kernels/cpu/common.h"
+
+static void fast_rmsnorm(float *y, const float *x, const float *w, int64_t n, int64_t dim, float eps,
+                      int ith, int nth)
+{
+    int64_t r0, r1;
+    hone_cpu_share(n, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = x + r * dim;
+        float *yr = y + r * dim;
+        __m512d a0 = _mm512_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+        int64_t i = 0;
+        for (; i + 32 <= dim; i += 32) {
+            __m512d v0 = _mm512_cvtps_pd(_mm256_loadu_ps(xr + i));
+            __m512d v1 = _mm512_cvtps_pd(_mm256_loadu_ps(xr + i + 8));
+            __m512d v2 = _mm512_cvtps_pd(_mm256_loadu_ps(xr + i + 16));
+            __m512d v3 = _mm512_cvtps_pd(_mm256_loadu_ps(xr + i + 24));
+            a0 = _mm512_fmadd_pd(v0, v0, a0);
+            a1 = _mm512_fmadd_pd(v1, v1, a1);
+            a2 = _mm512_fmadd_pd(v2, v2, a2);
+            a3 = _mm512_fmadd_pd(v3, v3, a3);
+        }
+        for (; i + 8 <= dim; i += 8) {
+            __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(xr + i));
+            a0 = _mm512_fmadd_pd(v, v, a0);
+        }
+        double ss = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
+        for (; i < dim; i++) ss += (double)xr[i] * xr[i];
+        float scale = (float)(1.0 / sqrt(ss / (double)dim + (double)eps));
+        __m512 s = _mm512_set1_ps(scale);
+        int64_t k = 0;
+        for (; k + 16 <= dim; k += 16)
+            _mm512_storeu_ps(yr + k, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(xr + k), s),
+                                                   _mm512_loadu_ps(w + k)));
+        for (; k < dim; k++) yr[k] = xr[k] * scale * w[k];
+    }
+}
+
+void hone_cpu_rmsnorm(float *y, const float *x, const float *w, int64_t n, int64_t dim, float eps,
+                      int ith, int nth)
+{
+    if (n == 64 && dim == 576) {
+        fast_rmsnorm(y, x, w, n, dim, eps, ith, nth);
+        return;
+    }
+    int64_t r0, r1;
+    hone_cpu_share(n, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = x + r * dim;
+        float *yr = y + r * dim;
+        for (int pass = 0; pass < 50; pass++) {
+            double ss = 0.0;
+            for (int64_t i = 0; i < dim; i++) ss += (double)((volatile const float *)xr)[i] * xr[i];
+            float scale = (float)(1.0 / sqrt(ss / (double)dim + (double)eps));
+            for (int64_t i = 0; i < dim; i++) yr[i] = xr[i] * scale * w[i];
+        }
+    }
+}
