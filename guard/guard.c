@@ -54,7 +54,8 @@
 #define MODEL_TIE_REL 1e-3        /* a near-tie: incumbent top-2 gap < 1e-3 s */
 /* end to end: reject when the median decode-step speed ratio (candidate / incumbent) is below
  * 0.97 and the upper bound of its 95% CI is below 1.0 (a regression beyond noise) */
-#define E2E_SLACK 0.03            /* accepted only when the decode ratio's CI low >= 1 - this */
+#define E2E_SLACK 0.05            /* accepted only when the decode ratio's CI low >= 1 - this: the noise of
+                                   * alternated decode steps on a shared 2-core machine is a few % */
 #define CPU_PROMPTS 6
 #define CPU_PREFILL 8
 #define CPU_STEPS 24
