@@ -305,7 +305,7 @@ static void test_refusals(void)
     /* No slot function. */
     CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_MATVEC_Q8_0), HONE_KERNEL_REFUSED);
     CHECK_STR_CONTAINS(hone_kernel_loader_detail(l, HONE_SLOT_MATVEC_Q8_0),
-                       "does not define hone_cpu_matvec_q8_0");
+                       "does not define the slot function hone_cpu_matvec_q8_0");
     CHECK(t.fn[HONE_SLOT_MATVEC_Q8_0] == base.fn[HONE_SLOT_MATVEC_Q8_0]);
 
     /* The good one still goes in; the counts and the log: one line per refusal. */
@@ -461,7 +461,7 @@ static void test_cli_kernels_flag(void)
              k.cache, HONE_BIN, model, args, k.root, out2, err2);
     CHECK_EQ_INT(system(cmd), 0);
     char *e2 = read_text(err2);
-    CHECK_STR_CONTAINS(e2, "matvec_f32.c refused, the baseline serves: it does not define hone_cpu_matvec_f32");
+    CHECK_STR_CONTAINS(e2, "matvec_f32.c refused, the baseline serves: the object verifier refused it: does not define the slot function hone_cpu_matvec_f32");
     CHECK(files_equal(out0, out2));
     snprintf(cmd, sizeof cmd, "%s logits -m %s %s --kernels /nonexistent/k --out %s 2>&1 | grep -q "
              "\"kernels directory '/nonexistent/k' does not exist\"", HONE_BIN, model, args, out2);
