@@ -54,6 +54,7 @@ int hone_round_run(hone_round_result *out, const hone_round_opts *opts, const ho
     go.source_len = pr->source_len;
     go.state_dir = opts->state_dir;
     go.threshold = opts->threshold;
+    go.e2e_slack = opts->e2e_slack;
     go.origin_kind = pr->origin_kind;
     go.origin = pr->origin;
     go.quiet = 1;

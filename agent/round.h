@@ -18,6 +18,7 @@ typedef struct {
     const char *state_dir;    /* the candidate store; NULL: the store's default */
     const char *repo;         /* the review repository; NULL: the source tree's */
     double threshold;         /* the guard's speed gate */
+    double e2e_slack;         /* the guard's end-to-end slack (hone_guard_opts) */
     int commit;               /* 1: commit accepted candidates (when on_guarded agrees) */
     int history_cap;          /* rejections kept for the next prompts, <= HONE_ROUND_MAX_HISTORY */
 } hone_round_opts;

@@ -641,6 +641,7 @@ static void *tuner_main(void *arg)
     ro.state_dir = t->o.state_dir;
     ro.repo = t->o.repo;
     ro.threshold = t->o.threshold;
+    ro.e2e_slack = t->o.e2e_slack;
     ro.history_cap = 8;
     hone_round_hooks hooks = {.user = t, .on_proposed = on_proposed, .on_guarded = on_guarded};
     static hone_round_history hist; /* large; this thread only */

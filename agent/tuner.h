@@ -53,6 +53,7 @@ typedef struct {
     const char *repo;         /* review repository; NULL: the source tree's */
     const char *state_dir;    /* candidate store; NULL: the store's default */
     double threshold;         /* the guard's speed gate; default 1.05 */
+    double e2e_slack;         /* the guard's end-to-end slack; 0: its default (0.05) */
     const char *slot;         /* only this slot (when it is in the live profile); NULL: the ranking's */
 } hone_tuner_opts;
 

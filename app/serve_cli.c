@@ -28,7 +28,7 @@ static const char serve_usage[] =
     "                  [--no-prefix-cache] [--no-profile] [--device cpu|cuda|auto]\n"
     "                  [--tune [--llm URL|self|none] [--llm-model NAME] [--auto-apply]\n"
     "                   [--tune-budget N] [--tune-interval S] [--tune-watch S] [--tune-spot S]\n"
-    "                   [--tune-margin X] [--tune-slot SLOT] [--tune-repo DIR] [--tune-state-dir DIR]]\n"
+    "                   [--tune-margin X] [--tune-e2e-slack X] [--tune-slot SLOT] [--tune-repo DIR] [--tune-state-dir DIR]]\n"
     "  --tune: a low-priority thread (nice 19, SCHED_IDLE) tunes the hottest served slots and\n"
     "  commits accepted kernels for review; --auto-apply (staging only) also hot-swaps them\n"
     "  at a step boundary and rolls them back on a regression (agent/tuner.h).\n"
@@ -137,6 +137,7 @@ int hone_cli_serve(int argc, char **argv)
         else if (IS("--tune-watch")) to.watch_s = atof(val);
         else if (IS("--tune-spot")) to.spot_s = atof(val);
         else if (IS("--tune-margin")) to.margin = atof(val);
+        else if (IS("--tune-e2e-slack")) to.e2e_slack = atof(val);
         else { fprintf(stderr, "hone serve: unknown option: %s\n%s", a, serve_usage); return 2; }
 #undef IS
     }

@@ -54,7 +54,7 @@
 #define MODEL_TIE_REL 1e-3        /* a near-tie: incumbent top-2 gap < 1e-3 s */
 /* end to end: reject when the median decode-step speed ratio (candidate / incumbent) is below
  * 0.97 and the upper bound of its 95% CI is below 1.0 (a regression beyond noise) */
-#define E2E_SLACK 0.05            /* accepted only when the decode ratio's CI low >= 1 - this: the noise of
+#define E2E_SLACK_DEFAULT 0.05            /* accepted only when the decode ratio's CI low >= 1 - this: the noise of
                                    * alternated decode steps on a shared 2-core machine is a few % */
 #define CPU_PROMPTS 6
 #define CPU_PREFILL 8
@@ -1145,8 +1145,9 @@ static int model_gates(run_state *r, int do_e2e)
         goto done;
     }
     /* end to end: decode steps alternated between the tables, in rounds until the decode
-     * ratio's interval decides: accepted only when its low end clears 1 - E2E_SLACK */
+     * ratio's interval decides: accepted only when its low end clears 1 - the slack */
     {
+        const double e2e_slack = r->o->e2e_slack > 0 ? r->o->e2e_slack : E2E_SLACK_DEFAULT;
         int S2 = S < 16 ? 16 : S, n = 0, rounds = 0, decision = 0;
         double *tt = hone_worker_shared_new(sizeof(double) * 2 * (size_t)S2);
         int32_t *tk = malloc(sizeof(int32_t) * (size_t)(pre + S2));
@@ -1177,7 +1178,7 @@ static int model_gates(run_state *r, int do_e2e)
                 }
                 med = median(ratio, n);
                 bootstrap_ci(ratio, n, r->seed + 1, &lo, &hi);
-                decision = lo >= 1.0 - E2E_SLACK ? 1 : hi < 1.0 - E2E_SLACK ? -1 : 0;
+                decision = lo >= 1.0 - e2e_slack ? 1 : hi < 1.0 - e2e_slack ? -1 : 0;
             }
             if (ok) {
                 double ti = median(ti_all, n), tc = median(tc_all, n);
@@ -1185,21 +1186,21 @@ static int model_gates(run_state *r, int do_e2e)
                                 "decode: incumbent %.1f tok/s, candidate %.1f tok/s; median step ratio %.3f, 95%% CI "
                                 "[%.3f, %.3f] over %d alternated steps in %d rounds (rule: accepted when the CI's low "
                                 "end >= %.2f) (%.2f s)",
-                                1e9 / ti, 1e9 / tc, med, lo, hi, n, rounds, 1.0 - E2E_SLACK, mono_s() - t0);
+                                1e9 / ti, 1e9 / tc, med, lo, hi, n, rounds, 1.0 - e2e_slack, mono_s() - t0);
                 cJSON_AddNumberToObject(g, "incumbent_tok_s", 1e9 / ti);
                 cJSON_AddNumberToObject(g, "candidate_tok_s", 1e9 / tc);
                 cJSON_AddNumberToObject(g, "ratio_median", med);
                 cJSON_AddNumberToObject(g, "ci_low", lo);
                 cJSON_AddNumberToObject(g, "ci_high", hi);
                 cJSON_AddNumberToObject(g, "rounds", rounds);
-                cJSON_AddNumberToObject(g, "slack", E2E_SLACK);
+                cJSON_AddNumberToObject(g, "slack", e2e_slack);
                 if (decision < 0)
                     reject(r, HONE_GUARD_E2E_REGRESSION, "end to end: decode %.1f -> %.1f tok/s (ratio %.3f, CI %.3f-%.3f, "
-                           "below %.2f)", 1e9 / ti, 1e9 / tc, med, lo, hi, 1.0 - E2E_SLACK);
+                           "below %.2f)", 1e9 / ti, 1e9 / tc, med, lo, hi, 1.0 - e2e_slack);
                 else if (decision == 0)
                     reject(r, HONE_GUARD_INCONCLUSIVE, "inconclusive end to end: decode %.1f -> %.1f tok/s (ratio %.3f, CI "
                            "%.3f-%.3f after %d rounds) does not clear %.2f; run it again on a quieter machine",
-                           1e9 / ti, 1e9 / tc, med, lo, hi, rounds, 1.0 - E2E_SLACK);
+                           1e9 / ti, 1e9 / tc, med, lo, hi, rounds, 1.0 - e2e_slack);
             }
         }
         if (tt) hone_worker_shared_free(tt, sizeof(double) * 2 * (size_t)S2);

@@ -82,6 +82,8 @@ typedef struct {
     const char *state_dir;      /* NULL: the store's default */
     const char *evidence_path;  /* NULL: none written besides the store */
     double threshold;           /* median speedup needed; default 1.05 */
+    double e2e_slack;           /* end to end: accepted when the decode ratio's CI low >= 1 - this;
+                                 * <= 0: 0.05 */
     int64_t seed;               /* < 0: drawn with getrandom after freezing (testing only) */
     int skip_scan;              /* testing only: skip the source and ELF scans (to show the
                                  * dynamic gates catch what the scans would) */

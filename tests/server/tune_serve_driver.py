@@ -96,6 +96,9 @@ def main():
         port = int(fake.stdout.readline())
         common = ["--tune", "--auto-apply", "--tune-budget", "1", "--tune-interval", "1",
                   "--tune-watch", "3", "--tune-spot", "1", "--tune-margin", "1.0",
+                  # the guard judges while this test's own traffic runs on the same 2 cores: its
+                  # end-to-end interval is wide, and the loop, not the gate, is under test here
+                  "--tune-e2e-slack", "0.25",
                   "--tune-slot", "matvec_q8_0"]
 
         def test_accept_apply_keep(t):
