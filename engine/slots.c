@@ -195,7 +195,8 @@ static void derive_attention(const hone_slot_desc *d, hone_slot_shape *s)
 #define REF_HEAD_DIM 64
 #define REF_FFN 1536
 #define REF_CHUNK 64
-#define MAX_WEIGHT_BYTES ((int64_t)32 << 20) /* bigger model matrices are left to model parity */
+#define MAX_WEIGHT_BYTES ((int64_t)128 << 20) /* the LM head of a small model in f32 fits; bigger
+                                                 * matrices are left to model parity */
 
 typedef struct {
     const hone_slot_desc *d;
@@ -210,7 +211,8 @@ static int same_shape(const hone_slot_shape *a, const hone_slot_shape *b)
            a->flag == b->flag && a->dtype == b->dtype && a->edge == b->edge;
 }
 
-/* Appends a shape (dims in order, then derived ones) unless it repeats one. */
+/* Appends a shape (dims in order, then derived ones) unless it repeats one. f: NULL or
+ * HONE_SLOT_MAX_PARAMS params. */
 static void push(shape_list *l, const int64_t *dims, int nd, const float *f, int32_t flag,
                  int32_t dtype, int edge)
 {
@@ -251,7 +253,7 @@ static int shapes_rmsnorm(const hone_slot_desc *d, const hone_model *m, hone_slo
 {
     const hone_hparams *hp = hparams(m);
     int64_t mdim = hp ? hp->dim : REF_DIM;
-    float eps[1] = {hp ? hp->norm_eps : 1e-5f};
+    float eps[HONE_SLOT_MAX_PARAMS] = {hp ? hp->norm_eps : 1e-5f};
     shape_list l = {.d = d, .s = out, .cap = cap};
     PUSH(&l, eps, 0, -1, 0, 1, mdim);
     PUSH(&l, eps, 0, -1, 0, 5, mdim);
@@ -269,9 +271,10 @@ static int shapes_rope(const hone_slot_desc *d, const hone_model *m, hone_slot_s
     const hone_hparams *hp = hparams(m);
     int64_t h = hp ? hp->n_heads : REF_HEADS, kv = hp ? hp->n_kv_heads : REF_KV_HEADS;
     int64_t hd = hp ? hp->head_dim : REF_HEAD_DIM, nr = hp ? hp->n_rot : REF_HEAD_DIM;
-    float base[1] = {hp ? hp->rope_base : 100000.0f};
+    float base[HONE_SLOT_MAX_PARAMS] = {hp ? hp->rope_base : 100000.0f};
     int neox = hp ? hp->rope_neox : 0;
-    float b1[1] = {100000.0f}, b2[1] = {10000.0f}, b3[1] = {500000.0f};
+    float b1[HONE_SLOT_MAX_PARAMS] = {100000.0f}, b2[HONE_SLOT_MAX_PARAMS] = {10000.0f},
+          b3[HONE_SLOT_MAX_PARAMS] = {500000.0f};
     shape_list l = {.d = d, .s = out, .cap = cap};
     PUSH(&l, base, neox, -1, 0, 1, h, hd, nr);
     PUSH(&l, base, neox, -1, 0, 5, kv, hd, nr);
