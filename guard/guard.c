@@ -1148,7 +1148,7 @@ static int model_gates(run_state *r, int do_e2e)
      * ratio's interval decides: accepted only when its low end clears 1 - the slack */
     {
         const double e2e_slack = r->o->e2e_slack > 0 ? r->o->e2e_slack : E2E_SLACK_DEFAULT;
-        int S2 = S < 16 ? 16 : S, n = 0, rounds = 0, decision = 0;
+        int S2 = S < 64 ? 64 : S, n = 0, rounds = 0, decision = 0; /* steps per round */
         double *tt = hone_worker_shared_new(sizeof(double) * 2 * (size_t)S2);
         int32_t *tk = malloc(sizeof(int32_t) * (size_t)(pre + S2));
         float *lg = malloc(sizeof(float) * (size_t)V);
