@@ -362,7 +362,8 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
         llm = url;
     }
     rc = search ? hone_proposer_search_new(&prop)
-                : hone_proposer_llm_new(&prop, llm, o.llm_model, NULL, o.llm_timeout_ms);
+                : hone_proposer_llm_new(&prop, llm, self && !o.llm_model ? hone_model_name(m) : o.llm_model,
+                                        NULL, o.llm_timeout_ms); /* self: ask for the model it serves */
     if (rc) goto done;
     hone_round_opts ro = HONE_ROUND_OPTS_INIT;
     ro.model_path = o.model_path;

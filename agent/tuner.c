@@ -61,7 +61,7 @@ struct hone_tuner {
     hone_proposer_kind kind;
     const char *llm_url;
     hone_proposer prop;         /* tuning thread only */
-    char self_url[256], api_key[256];
+    char self_url[256], api_key[256], self_model[256];
     double t0;
     pthread_t thread;
     int started;
@@ -626,7 +626,8 @@ static void *tuner_main(void *arg)
     int rc = t->kind == HONE_PROPOSER_SEARCH
                  ? hone_proposer_search_new(&t->prop)
                  : hone_proposer_llm_new(&t->prop, t->kind == HONE_PROPOSER_SELF ? t->self_url : t->llm_url,
-                                         t->o.llm_model,
+                                         t->kind == HONE_PROPOSER_SELF && !t->o.llm_model && t->self_model[0]
+                                             ? t->self_model : t->o.llm_model,
                                          t->kind == HONE_PROPOSER_SELF && t->api_key[0] ? t->api_key : NULL,
                                          t->o.llm_timeout_ms);
     if (rc) {
@@ -741,6 +742,11 @@ int hone_tuner_new(hone_tuner **out, hone_scheduler *sched, hone_backend *be,
 fail:
     hone_tuner_free(t);
     return rc;
+}
+
+void hone_tuner_set_self_model(hone_tuner *t, const char *model_id)
+{
+    snprintf(t->self_model, sizeof t->self_model, "%s", model_id ? model_id : "");
 }
 
 int hone_tuner_start(hone_tuner *t, const char *self_url, const char *api_key)

@@ -41,7 +41,7 @@
 typedef struct {
     const char *model_path;   /* the served GGUF (the guard evaluates candidates on it) */
     const char *llm;          /* URL, "self" (this server), "none" (search); NULL: $HONE_LLM_URL or none */
-    const char *llm_model;    /* NULL: $HONE_LLM_MODEL */
+    const char *llm_model;    /* NULL: $HONE_LLM_MODEL; with "self": the model id this server serves */
     long llm_timeout_ms;      /* 0: 120 s */
     int auto_apply;           /* 1: hot-swap accepted kernels (staging only) and watch them */
     int budget;               /* candidates in all; default 6 */
@@ -70,6 +70,8 @@ int hone_tuner_new(hone_tuner **out, hone_scheduler *sched, hone_backend *be,
                    const hone_tuner_opts *opts);
 /* Starts the tuning thread. self_url ("http://127.0.0.1:PORT/v1") and api_key serve --llm self. */
 int hone_tuner_start(hone_tuner *t, const char *self_url, const char *api_key);
+/* The model id the server serves (what --llm self asks for); call before hone_tuner_start. */
+void hone_tuner_set_self_model(hone_tuner *t, const char *model_id);
 /* Asks the thread to stop (it finishes a guard run in progress) and joins it. Call after
  * hone_scheduler_shutdown (the hook must no longer run) and before freeing the scheduler; the
  * loaded kernels are unloaded here, so the engine must not run steps any more. Accepts NULL. */

@@ -220,6 +220,7 @@ int hone_cli_serve(int argc, char **argv)
     if (tuner) {
         char self_url[96];
         snprintf(self_url, sizeof self_url, "http://127.0.0.1:%d/v1", hone_server_port(srv));
+        hone_tuner_set_self_model(tuner, so.model_id); /* --llm self asks for what it serves */
         if (hone_tuner_start(tuner, self_url, so.api_key)) goto fail;
     }
     double kv_mib = (double)kv_blocks * (double)co.kv_block_size * (double)hp->n_layers *

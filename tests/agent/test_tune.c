@@ -170,6 +170,16 @@ static void test_search_none(void)
     CHECK_EQ_INT(run(cmd, &out), 1);
     CHECK_STR_CONTAINS(out, "no template for swiglu");
     free(out);
+    /* --llm self asks the engine's own server for the model it serves (it answered 404 "The
+     * model 'default' does not exist" before); the tiny model's 256-token context then refuses
+     * the request's 4096 max_tokens: a clear 400, counted as an LLM error */
+    snprintf(cmd, sizeof cmd, "%s tune -m %s --llm self --slot swiglu --budget 1 --no-commit "
+             "--state-dir %s/state", HONE_BIN, model, tmpdir);
+    CHECK_EQ_INT(run(cmd, &out), 0);
+    CHECK_STR_CONTAINS(out, "proposer: self (this model on loopback)");
+    CHECK(out && !strstr(out, "does not exist"));
+    CHECK_STR_CONTAINS(out, "HTTP 400: 'max_tokens' is 4096");
+    free(out);
 }
 
 static void cleanup(void)
