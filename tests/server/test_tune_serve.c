@@ -1,12 +1,13 @@
-/* `hone serve --tune --auto-apply` end to end: renders the correct, faster q8_0 matvec (the
- * search template with far prefetch, as an LLM would reply) for the scripted LLM endpoint, then
- * runs tests/server/tune_serve_driver.py (traffic, apply, keep, rollback; see there). */
+/* `hone serve --tune --auto-apply` end to end: wraps the correct, faster rmsnorm
+ * (tests/guard/good/rmsnorm_vec.c, exact tier, compute-bound: its 2.7x holds while the server's
+ * own decode streams the weights beside the guard) in an LLM-style reply for the scripted
+ * endpoint, then runs tests/server/tune_serve_driver.py (traffic, apply, keep, rollback). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "agent/search.h"
+#include "engine/file.h"
 #include "harness.h"
 
 static char tmpdir[] = "/tmp/hone-tune-serve-test-XXXXXX";
@@ -15,13 +16,12 @@ static void test_tune_serve(void)
 {
     char good[512], cmd[4096];
     snprintf(good, sizeof good, "%s/good.md", tmpdir);
-    hone_search_point p = {4, 8192, 4};
     char *src = NULL;
-    CHECK_EQ_INT(hone_search_render(HONE_SLOT_MATVEC_Q8_0, p, &src), 0);
+    CHECK_EQ_INT(hone_file_read(HONE_SOURCE_DIR "/tests/guard/good/rmsnorm_vec.c", &src, NULL), 0);
     FILE *f = fopen(good, "w");
     CHECK(f != NULL);
     if (!f) return;
-    fprintf(f, "This version keeps more rows in flight and prefetches further ahead.\n\n```c\n%s```\n", src);
+    fprintf(f, "This version sums the squares in four vector accumulators.\n\n```c\n%s```\n", src);
     fclose(f);
     free(src);
     snprintf(cmd, sizeof cmd, "HONE_BIN=%s HONE_TEST_DATA=%s HONE_SOURCE_DIR=%s python3 "

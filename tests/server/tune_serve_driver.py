@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Driver of tests/server/test_tune_serve.c (which renders the good kernel and runs this):
-`hone serve --tune --auto-apply` under steady greedy traffic on the tiny q8_0 model.
+`hone serve --tune --auto-apply` under steady greedy traffic on the SmolLM2.
  1. a plain server (no tuning) gives the expected outputs of the prompts;
  2. tuning with the scripted LLM (fake_llm.py replying with the good kernel): the candidate is
     accepted, committed to a temp repo (checked with git), applied and kept (/v1/hone/tuning,
@@ -20,8 +20,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import serverlib as sl  # noqa: E402
 from serverlib import Server  # noqa: E402
 
-# SmolLM2: its output projection (49152 x 576, q8_0) is where the scripted kernel is a real
-# end-to-end win; on a tiny model the decode step is too short for the guard's e2e gate to see one
+# SmolLM2: a real model's decode step, long enough for the guard's end-to-end gate and the
+# watcher's step-time comparison; the scripted kernel is an exact-tier rmsnorm
 MODEL = sl.smollm2_path()
 PROMPTS = ["Once upon a time", "The quick brown fox", "Hello there", "Numbers: 1, 2, 3,",
            "Dear diary,", "Roses are red,", "The answer is", "A B C D E"]
@@ -99,7 +99,7 @@ def main():
                   # the guard judges while this test's own traffic runs on the same 2 cores: its
                   # end-to-end interval is wide, and the loop, not the gate, is under test here
                   "--tune-e2e-slack", "0.25",
-                  "--tune-slot", "matvec_q8_0"]
+                  "--tune-slot", "rmsnorm"]
 
         def test_accept_apply_keep(t):
             repo = os.path.join(tmp, "repo1")
@@ -114,7 +114,7 @@ def main():
                         c.get("accepted") == 1 and c.get("committed") == 1, "accepted: %r" % j)
                 t.check(j.get("applied") == 1 and j.get("kept") == 1 and j.get("rolled_back") == 0,
                         "applied and kept: %r" % j)
-                t.check([x["slot"] for x in j.get("live", [])] == ["matvec_q8_0"], "live: %r" % j)
+                t.check([x["slot"] for x in j.get("live", [])] == ["rmsnorm"], "live: %r" % j)
                 kinds = [e["event"] for e in j.get("events", [])]
                 t.check(kinds == ["proposed", "accepted", "committed", "applied", "kept"],
                         "events: %r" % kinds)
@@ -124,10 +124,10 @@ def main():
                         "metrics show the loop")
                 branches = subprocess.run(["git", "-C", repo, "branch", "--list", "hone/*"],
                                           capture_output=True, text=True).stdout
-                t.check("hone/matvec_q8_0/cpu/" in branches, "review branch: %r" % branches)
+                t.check("hone/rmsnorm/cpu/" in branches, "review branch: %r" % branches)
                 body = subprocess.run(["git", "-C", repo, "log", "--all", "--format=%B"],
                                       capture_output=True, text=True).stdout
-                t.check("Hone-Slot: matvec_q8_0" in body and "Hone-Parity: exact" in body,
+                t.check("Hone-Slot: rmsnorm" in body and "Hone-Parity: exact" in body,
                         "commit trailers")
                 st, _, _ = s.request("GET", "/health")
                 t.check(st == 200, "still healthy")
@@ -137,8 +137,8 @@ def main():
             make_repo(repo)
             os.environ["HONE_TUNE_TEST_REGRESS"] = "1"
             try:
-                s = Server(MODEL, *common, "--llm", "none", "--tune-repo", repo,
-                           "--tune-state-dir", os.path.join(tmp, "state"))
+                s = Server(MODEL, *common, "--llm", "http://127.0.0.1:%d/v1" % port, "--llm-model",
+                           "scripted", "--tune-repo", repo, "--tune-state-dir", os.path.join(tmp, "state"))
             finally:
                 del os.environ["HONE_TUNE_TEST_REGRESS"]
             with s:
