@@ -236,21 +236,42 @@ int hone_cases_canaries_ok(const hone_case_set *s, const hone_case *c, char *wha
     return 1;
 }
 
+/* One buffer of a case's span: its readable pages [lo, hi) (a guard page follows hi), where its
+ * data ends (end <= hi: an output's tail canary lies between), and what it is. */
+typedef struct {
+    size_t lo, end, hi;
+    const char *arg;   /* an input's argument name; NULL for the outputs and the scratch */
+    int out;           /* the output's index; -1 for inputs and the scratch */
+} case_buffer;
+
+/* Buffer b of case c, in span order: the inputs in argument order, the outputs, the scratch.
+ * 0 past the last. */
+static int buffer_of(const hone_case *c, int b, case_buffer *o)
+{
+    for (int a = 0; a < c->d->n_args; a++)
+        if (hone_slots_arg_is_input(c->d->args[a].role) && b-- == 0) {
+            *o = (case_buffer){page_down(c->in_off[a]), c->in_off[a] + c->in_bytes[a],
+                               c->in_off[a] + c->in_bytes[a], c->d->args[a].name, -1};
+            return 1;
+        }
+    if (b < HONE_CASES_NOUT) {
+        size_t end = c->out_off[b] + (size_t)c->out_len * 4;
+        *o = (case_buffer){page_down(c->out_off[b] - HONE_CASES_CANARY), end, end + out_tail(b), NULL, b};
+        return 1;
+    }
+    if (b > HONE_CASES_NOUT) return 0;
+    size_t end = c->scratch_off + (size_t)c->scratch_len * 4;
+    *o = (case_buffer){page_down(c->scratch_off - HONE_CASES_CANARY), end, end, NULL, -1};
+    return 1;
+}
+
 int hone_cases_ranges(const hone_case *c, size_t *lo, size_t *hi, int cap)
 {
+    case_buffer cb;
     int n = 0;
-    for (int a = 0; a < c->d->n_args && n < cap; a++)
-        if (hone_slots_arg_is_input(c->d->args[a].role)) {
-            lo[n] = page_down(c->in_off[a]);
-            hi[n++] = c->in_off[a] + c->in_bytes[a];
-        }
-    for (int k = 0; k < HONE_CASES_NOUT && n < cap; k++) {
-        lo[n] = page_down(c->out_off[k] - HONE_CASES_CANARY);
-        hi[n++] = c->out_off[k] + (size_t)c->out_len * 4 + out_tail(k);
-    }
-    if (n < cap) {
-        lo[n] = page_down(c->scratch_off - HONE_CASES_CANARY);
-        hi[n++] = c->scratch_off + (size_t)c->scratch_len * 4;
+    for (; n < cap && buffer_of(c, n, &cb); n++) {
+        lo[n] = cb.lo;
+        hi[n] = cb.hi;
     }
     return n;
 }
@@ -262,31 +283,18 @@ int hone_cases_where(const hone_case_set *s, uintptr_t addr, char *buf, size_t c
     size_t a = addr - base;
     for (int i = 0; i < s->n; i++) {
         const hone_case *c = &s->c[i];
-        size_t lo[HONE_CASES_MAX_RANGES], hi[HONE_CASES_MAX_RANGES];
-        int n = hone_cases_ranges(c, lo, hi, HONE_CASES_MAX_RANGES);
-        for (int k = 0; k < n; k++) {
+        case_buffer cb;
+        for (int k = 0; buffer_of(c, k, &cb); k++) {
             char name[64];
-            int n_in = 0;
-            for (int g = 0; g < c->d->n_args; g++) n_in += hone_slots_arg_is_input(c->d->args[g].role);
-            if (k < n_in) {
-                int seen = 0;
-                for (int g = 0; g < c->d->n_args; g++)
-                    if (hone_slots_arg_is_input(c->d->args[g].role) && seen++ == k)
-                        snprintf(name, sizeof name, "input '%s'", c->d->args[g].name);
-            } else if (k < n_in + HONE_CASES_NOUT) {
-                snprintf(name, sizeof name, "output %d", k - n_in);
-            } else {
-                snprintf(name, sizeof name, "the scratch buffer");
-            }
-            size_t end = k < n_in ? hi[k] : k < n_in + HONE_CASES_NOUT
-                                                ? c->out_off[k - n_in] + (size_t)c->out_len * 4
-                                                : c->scratch_off + (size_t)c->scratch_len * 4;
-            if (a >= hi[k] && a < hi[k] + PAGE) { /* the guard page after the buffer */
-                snprintf(buf, cap, "%zu bytes past the end of %s (%s)", a - end, name, c->desc);
+            if (cb.arg) snprintf(name, sizeof name, "input '%s'", cb.arg);
+            else if (cb.out >= 0) snprintf(name, sizeof name, "output %d", cb.out);
+            else snprintf(name, sizeof name, "the scratch buffer");
+            if (a >= cb.hi && a < cb.hi + PAGE) { /* the guard page after the buffer */
+                snprintf(buf, cap, "%zu bytes past the end of %s (%s)", a - cb.end, name, c->desc);
                 return 1;
             }
-            if (a < lo[k] && a + PAGE >= lo[k]) {
-                snprintf(buf, cap, "%zu bytes before the page of %s (%s)", lo[k] - a, name, c->desc);
+            if (a < cb.lo && a + PAGE >= cb.lo) {
+                snprintf(buf, cap, "%zu bytes before the page of %s (%s)", cb.lo - a, name, c->desc);
                 return 1;
             }
         }
