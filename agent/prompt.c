@@ -63,8 +63,7 @@ char *hone_prompt_contract(int slot)
     fprintf(m, ": %s\n * Arguments:\n", d->math);
     for (int a = 0; a < d->n_args; a++) {
         const hone_slot_arg *g = &d->args[a];
-        int tensor = g->role != HONE_SLOT_ARG_DIM && g->role != HONE_SLOT_ARG_DTYPE &&
-                     g->role != HONE_SLOT_ARG_F32 && g->role != HONE_SLOT_ARG_I32;
+        int tensor = hone_slots_arg_is_tensor(g->role);
         if (tensor) dims_text(d, g->dims, sh, sizeof sh);
         else sh[0] = 0;
         fprintf(m, " *   %-12s %s%s%s\n", g->name, role_text(g->role), tensor ? " " : "", sh);

@@ -642,7 +642,7 @@ int64_t hone_slots_dims_prod(const int8_t *l, const hone_slot_shape *s)
     return p;
 }
 
-static int is_tensor(hone_slot_role r)
+int hone_slots_arg_is_tensor(hone_slot_role r)
 {
     return r != HONE_SLOT_ARG_DIM && r != HONE_SLOT_ARG_DTYPE && r != HONE_SLOT_ARG_F32 &&
            r != HONE_SLOT_ARG_I32;
@@ -650,7 +650,7 @@ static int is_tensor(hone_slot_role r)
 
 int64_t hone_slots_arg_elems(const hone_slot_desc *d, int a, const hone_slot_shape *s)
 {
-    return is_tensor(d->args[a].role) ? hone_slots_dims_prod(d->args[a].dims, s) : 1;
+    return hone_slots_arg_is_tensor(d->args[a].role) ? hone_slots_dims_prod(d->args[a].dims, s) : 1;
 }
 
 int hone_slots_arg_last_dim(const hone_slot_arg *g)
@@ -663,7 +663,7 @@ int hone_slots_arg_last_dim(const hone_slot_arg *g)
 int64_t hone_slots_arg_bytes(const hone_slot_desc *d, int a, const hone_slot_shape *s)
 {
     const hone_slot_arg *g = &d->args[a];
-    if (!is_tensor(g->role)) return 0;
+    if (!hone_slots_arg_is_tensor(g->role)) return 0;
     if (g->role == HONE_SLOT_ARG_WEIGHT) {
         int last = hone_slots_arg_last_dim(g);
         int64_t rows = 1;

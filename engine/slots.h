@@ -255,6 +255,8 @@ int hone_slots_matmul_id(int dtype);
 
 /* ---- shapes and calls ------------------------------------------------------------------ */
 
+/* 1 for the roles that pass a tensor (a pointer), 0 for the scalars (dim, dtype, params). */
+int hone_slots_arg_is_tensor(hone_slot_role r);
 /* Elements of argument a's tensor at shape s (product of its dims; 1 for scalars). */
 int64_t hone_slots_arg_elems(const hone_slot_desc *d, int a, const hone_slot_shape *s);
 /* Bytes of argument a's tensor (weights: dtype rows; index and blocks: 4 per element). */

@@ -93,10 +93,11 @@ uint64_t hone_cases_hash_inputs(const hone_case_set *s, const hone_case *c)
     return h;
 }
 
-double hone_cases_bytes(const hone_case *c)
+double hone_cases_cost(const hone_case *c, double *flops)
 {
-    double bytes = 0, flops = 0;
-    if (c->d->cost) c->d->cost(c->d, &c->shape, &bytes, &flops);
+    double bytes = 0, f = 0;
+    if (c->d->cost) c->d->cost(c->d, &c->shape, &bytes, &f);
+    if (flops) *flops = f;
     return bytes;
 }
 
@@ -120,8 +121,9 @@ int hone_cases_new(hone_case_set *out, int slot, const hone_model *m, uint64_t s
         cs[i].d = d;
         cs[i].shape = shapes[i];
         layout(&cs[i], &off);
-        if (!shapes[i].edge && hone_cases_bytes(&cs[i]) > best) {
-            best = hone_cases_bytes(&cs[i]);
+        double bytes = hone_cases_cost(&cs[i], NULL);
+        if (!shapes[i].edge && bytes > best) {
+            best = bytes;
             tbest = i;
         }
     }
@@ -436,15 +438,15 @@ void hone_cases_oracle(const hone_case *c, const uint8_t *base, double *ref)
     }
 }
 
-int hone_cases_bound(const hone_case *c, const uint8_t *base, double *bound)
+int hone_cases_bound(const hone_case *c, const uint8_t *base, const double *ref, double *bound)
 {
     const hone_slot_shape *s = &c->shape;
     const int64_t *D = s->d;
     hone_slot_value v[HONE_SLOT_MAX_ARGS];
     case_values(c, base, NULL, NULL, v);
     switch (c->d->kind) {
-    case HONE_SLOT_KIND_EMBED: hone_oracle_bound_embed(bound, v[1].cp, s->dtype, v[3].cp, D[0], D[1]); return 1;
-    case HONE_SLOT_KIND_RMSNORM: hone_oracle_bound_rmsnorm(bound, v[1].cp, v[2].cp, D[0], D[1], s->f[0]); return 1;
+    case HONE_SLOT_KIND_EMBED: hone_oracle_bound_embed(bound, ref, D[0] * D[1]); return 1;
+    case HONE_SLOT_KIND_RMSNORM: hone_oracle_bound_rmsnorm(bound, ref, D[0], D[1]); return 1;
     case HONE_SLOT_KIND_MATVEC: hone_oracle_bound_matmul(bound, s->dtype, v[1].cp, v[2].cp, 1, D[0], D[1]); return 1;
     case HONE_SLOT_KIND_MATMUL: hone_oracle_bound_matmul(bound, s->dtype, v[1].cp, v[2].cp, D[0], D[1], D[2]); return 1;
     case HONE_SLOT_KIND_ROPE:
@@ -455,8 +457,8 @@ int hone_cases_bound(const hone_case *c, const uint8_t *base, double *bound)
         hone_oracle_bound_attention(bound, v[1].cp, v[2].cp, v[3].cp, v[4].cp, D[0], D[1], D[3], D[4],
                                     D[5], D[6], s->f[0]);
         return 1;
-    case HONE_SLOT_KIND_SWIGLU: hone_oracle_bound_swiglu(bound, v[1].cp, v[2].cp, D[0]); return 1;
-    case HONE_SLOT_KIND_ADD: hone_oracle_bound_add(bound, v[1].cp, v[2].cp, D[0]); return 1;
+    case HONE_SLOT_KIND_SWIGLU: hone_oracle_bound_swiglu(bound, ref, D[0]); return 1;
+    case HONE_SLOT_KIND_ADD: hone_oracle_bound_add(bound, ref, D[0]); return 1;
     default: return 0;
     }
 }

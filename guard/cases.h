@@ -120,11 +120,13 @@ void hone_cases_cuda_args(hone_cases_cuda_launch *out, const hone_case *c, uint8
  * descriptor's own for a registered slot. */
 void hone_cases_oracle(const hone_case *c, const uint8_t *base, double *ref);
 
-/* The a-priori error bound of every output element of case c (guard/oracle.h): 1 when the
- * slot's kind has one (bound: out_len doubles), 0 for a registered slot without one. */
-int hone_cases_bound(const hone_case *c, const uint8_t *base, double *bound);
+/* The a-priori error bound of every output element of case c (guard/oracle.h), given its
+ * oracle ref (hone_cases_oracle): 1 when the slot's kind has one (bound: out_len doubles), 0 for
+ * a registered slot without one. */
+int hone_cases_bound(const hone_case *c, const uint8_t *base, const double *ref, double *bound);
 
-/* Bytes a call of case c must move at least (the descriptor's cost model). */
-double hone_cases_bytes(const hone_case *c);
+/* Bytes a call of case c must move at least, and (flops: NULL or) its flops: the descriptor's
+ * cost model. */
+double hone_cases_cost(const hone_case *c, double *flops);
 
 #endif

@@ -428,6 +428,13 @@ static void worker_failure(run_state *r, const char *gname, const hone_worker_re
 
 static int is_poison(float f) { return fbits(f) == HONE_CASES_POISON; }
 
+/* 1 when exactly one of a, b is NaN, or exactly one is Inf, or both are Inf of other signs (the
+ * rule of hone_oracle_compare's n_nonfinite_mismatch). */
+static int nonfinite_differs(float a, float b)
+{
+    return isnan(a) != isnan(b) || isinf(a) != isinf(b) || (isinf(a) && isinf(b) && signbit(a) != signbit(b));
+}
+
 /* Case i of set d (r->main: three runs and, on the CPU, the shares; r->fresh: one run).
  * pass 0: unwritten, non-finite and constant outputs (over every case first, so that the most
  * specific reason wins); pass 1: parity tier, determinism, shares. A failure is a rejection
@@ -465,12 +472,7 @@ static int judge_case(run_state *r, const case_data *d, int i, double *worst_can
         int64_t k0 = -1, bad = 0;
         const float *inc = d->inc[i];
         for (int64_t k = 0; k < n; k++) {
-            float rf = (float)ref[k];
-            int vs_ref = isnan(o0[k]) != isnan(rf) || isinf(o0[k]) != isinf(rf) ||
-                         (isinf(o0[k]) && isinf(rf) && signbit(o0[k]) != signbit(rf));
-            int vs_inc = isnan(o0[k]) != isnan(inc[k]) || isinf(o0[k]) != isinf(inc[k]) ||
-                         (isinf(o0[k]) && isinf(inc[k]) && signbit(o0[k]) != signbit(inc[k]));
-            if (vs_ref && vs_inc) {
+            if (nonfinite_differs(o0[k], (float)ref[k]) && nonfinite_differs(o0[k], inc[k])) {
                 bad++;
                 if (k0 < 0) k0 = k;
             }
@@ -718,7 +720,7 @@ static int speed_decide(double med, double lo, double hi, double threshold)
 /* The speedups of t: CPU-time ratios where measured, else wall-time ones; median and CI. */
 static void speedups(const run_state *r, const timings *t, double *med, double *lo, double *hi)
 {
-    static double ratio[MAX_REPS * SPEED_ROUNDS];
+    double ratio[MAX_REPS * SPEED_ROUNDS];
     for (int i = 0; i < t->n; i++)
         ratio[i] = t->have_cpu ? t->inc_cpu[i] / t->cand_cpu[i] : t->inc_ns[i] / t->cand_ns[i];
     *med = median(ratio, t->n);
@@ -818,8 +820,7 @@ static int judge_speed(run_state *r, const timings *t, double bw, double gflops,
     double inc_ns = median(t->have_cpu ? t->inc_cpu : t->inc_ns, n);
     double cand_ns = median(t->have_cpu ? t->cand_cpu : t->cand_ns, n);
     const hone_case *tc = hone_cases_timing(&r->main.cs);
-    double bytes = 0, flops = 0;
-    if (tc->d->cost) tc->d->cost(tc->d, &tc->shape, &bytes, &flops);
+    double flops, bytes = hone_cases_cost(tc, &flops);
     /* bytes / (GB/s) = ns; the probes are themselves noisy on a shared machine, so a candidate
      * is suspect only when it beats a roof at ROOFLINE_MARGIN x the measured peak */
     double bw_ns = bw > 0 ? bytes / (ROOFLINE_MARGIN * bw) : 0;
@@ -1237,21 +1238,19 @@ static int case_data_new(case_data *d, const run_state *r, uint64_t seed, void *
     d->inc_err = calloc((size_t)d->cs.n, sizeof *d->inc_err);
     d->bound = calloc((size_t)d->cs.n, sizeof *d->bound);
     if (!d->ref || !d->inc || !d->inc_err || !d->bound) return hone_error_set(HONE_ENOMEM, "out of memory");
-    for (int i = 0; i < d->cs.n && d->bound; i++) {
-        const hone_case *c = &d->cs.c[i];
-        if (!(d->bound[i] = malloc(sizeof(double) * (size_t)c->out_len))) return hone_error_set(HONE_ENOMEM, "out of memory");
-        if (!hone_cases_bound(c, d->cs.base, d->bound[i])) { /* the slot has none: all or nothing */
-            for (int k = 0; k <= i; k++) free(d->bound[k]);
-            free(d->bound);
-            d->bound = NULL;
-        }
-    }
     for (int i = 0; i < d->cs.n; i++) {
         const hone_case *c = &d->cs.c[i];
         d->ref[i] = malloc(sizeof(double) * (size_t)c->out_len);
         d->inc[i] = malloc(sizeof(float) * (size_t)c->out_len);
         if (!d->ref[i] || !d->inc[i]) return hone_error_set(HONE_ENOMEM, "out of memory");
         hone_cases_oracle(c, d->cs.base, d->ref[i]);
+        if (d->bound && !(d->bound[i] = malloc(sizeof(double) * (size_t)c->out_len)))
+            return hone_error_set(HONE_ENOMEM, "out of memory");
+        if (d->bound && !hone_cases_bound(c, d->cs.base, d->ref[i], d->bound[i])) {
+            for (int k = 0; k <= i; k++) free(d->bound[k]); /* the slot has none: all or nothing */
+            free(d->bound);
+            d->bound = NULL;
+        }
         if (!inc_fn) continue;
         float *scr = malloc(sizeof(float) * (size_t)(c->scratch_len + 1));
         if (!scr) return hone_error_set(HONE_ENOMEM, "out of memory");

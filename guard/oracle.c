@@ -217,22 +217,17 @@ double hone_oracle_gamma(int64_t k)
 
 static double floor_of(double b) { return b + (double)FLT_MIN; }
 
-void hone_oracle_bound_embed(double *b, const void *table, int32_t dtype, const int32_t *ids,
-                             int64_t n, int64_t dim)
+/* b[i] = rel |ref[i]|, floored */
+static void relative(double *b, const double *ref, int64_t n, double rel)
 {
-    hone_oracle_embed(b, table, dtype, ids, n, dim); /* one rounding at most (q4_1's q d + m) */
-    for (int64_t i = 0; i < n * dim; i++) b[i] = floor_of(U * fabs(b[i]));
+    for (int64_t i = 0; i < n; i++) b[i] = floor_of(rel * fabs(ref[i]));
 }
 
-/* y = x * (1 / sqrt(ss / dim + eps)) * w: the sum of squares (positive terms) within
- * gamma_dim relative, the mean, the eps, the sqrt (half: relative errors halve under a square
- * root), the reciprocal and two products: 1 + 1 + 1 + 1 + 2 more roundings. */
-void hone_oracle_bound_rmsnorm(double *b, const float *x, const float *w, int64_t n, int64_t dim,
-                               float eps)
+void hone_oracle_bound_embed(double *b, const double *ref, int64_t n) { relative(b, ref, n, U); }
+
+void hone_oracle_bound_rmsnorm(double *b, const double *ref, int64_t n, int64_t dim)
 {
-    hone_oracle_rmsnorm(b, x, w, n, dim, eps);
-    double rel = hone_oracle_gamma(dim) / 2 + 6 * U;
-    for (int64_t i = 0; i < n * dim; i++) b[i] = floor_of(rel * fabs(b[i]));
+    relative(b, ref, n * dim, hone_oracle_gamma(dim) / 2 + 6 * U);
 }
 
 void hone_oracle_bound_matmul(double *b, int32_t dtype, const void *W, const float *X, int64_t n,
@@ -316,18 +311,12 @@ void hone_oracle_bound_attention(double *b, const float *q, const float *k_cache
 
 /* g / (1 + e) * up with e = exp(-g) within EXP_ULPS: d silu / silu = -e / (1 + e) de / e, at
  * most the relative error of e; then the sum, the quotient and the product. */
-void hone_oracle_bound_swiglu(double *b, const float *gate, const float *up, int64_t n)
+void hone_oracle_bound_swiglu(double *b, const double *ref, int64_t n)
 {
-    hone_oracle_swiglu(b, gate, up, n);
-    double rel = HONE_ORACLE_EXP_ULPS * U + hone_oracle_gamma(3);
-    for (int64_t i = 0; i < n; i++) b[i] = floor_of(rel * fabs(b[i]));
+    relative(b, ref, n, HONE_ORACLE_EXP_ULPS * U + hone_oracle_gamma(3));
 }
 
-void hone_oracle_bound_add(double *b, const float *a, const float *c, int64_t n)
-{
-    hone_oracle_add(b, a, c, n);
-    for (int64_t i = 0; i < n; i++) b[i] = floor_of(U * fabs(b[i]));
-}
+void hone_oracle_bound_add(double *b, const double *ref, int64_t n) { relative(b, ref, n, U); }
 
 /* ---- error metrics ---------------------------------------------------------------------- */
 

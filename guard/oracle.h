@@ -91,10 +91,12 @@ void hone_oracle_add(double *y, const float *a, const float *b, int64_t n);
 #define HONE_ORACLE_EXP_ULPS 8.0
 
 double hone_oracle_gamma(int64_t k);
-void hone_oracle_bound_embed(double *b, const void *table, int32_t dtype, const int32_t *ids,
-                             int64_t n, int64_t dim);
-void hone_oracle_bound_rmsnorm(double *b, const float *x, const float *w, int64_t n, int64_t dim,
-                               float eps);
+/* The bounds relative to the result itself take the oracle's result ref (n elements; rmsnorm
+ * n rows of dim): embed one rounding (q4_1's q d + m), rmsnorm gamma_dim / 2 + 6 u (the sum of
+ * squares, the mean, eps, the square root, the reciprocal and two products), swiglu EXP_ULPS u +
+ * gamma_3, add one rounding. */
+void hone_oracle_bound_embed(double *b, const double *ref, int64_t n);
+void hone_oracle_bound_rmsnorm(double *b, const double *ref, int64_t n, int64_t dim);
 /* matvec (n = 1) and matmul: gamma_{cols+1} * sum_c |W[r][c]| |X[t][c]| (the +1: q4_1's one
  * rounding of q * d + m). */
 void hone_oracle_bound_matmul(double *b, int32_t dtype, const void *W, const float *X, int64_t n,
@@ -110,8 +112,8 @@ void hone_oracle_bound_attention(double *b, const float *q, const float *k_cache
                                  const float *v_cache, const int32_t *block_table, int64_t n,
                                  int64_t pos0, int64_t block_size, int64_t n_heads,
                                  int64_t n_kv_heads, int64_t head_dim, float scale);
-void hone_oracle_bound_swiglu(double *b, const float *gate, const float *up, int64_t n);
-void hone_oracle_bound_add(double *b, const float *a, const float *c, int64_t n);
+void hone_oracle_bound_swiglu(double *b, const double *ref, int64_t n);
+void hone_oracle_bound_add(double *b, const double *ref, int64_t n);
 
 /* ---- error metrics ---------------------------------------------------------------------- */
 

@@ -106,6 +106,9 @@ static void shape_key(int slot, const hone_slot_shape *s, int64_t *key)
         key[i] = s && d && i < d->n_dims && (d->key_dims >> i & 1u) ? s->d[i] : 0;
 }
 
+/* The key of a row with no shape (GPU rows, the fold of absurdly many shapes). */
+static const int64_t zero_key[HONE_SLOT_MAX_DIMS];
+
 static entry *find(hone_profile *p, int slot, int dtype, const int64_t *key, const char *name)
 {
     uint64_t h = (uint64_t)(slot + 3) * 0x9E3779B97F4A7C15ull + (uint64_t)(dtype + 1);
@@ -121,8 +124,7 @@ static entry *find(hone_profile *p, int slot, int dtype, const int64_t *key, con
         if (!e->used) {
             if (p->n_entries >= TABLE_FULL) {
                 /* absurdly many shapes: fold the rest into the slot's zero shape */
-                static const int64_t zero[HONE_SLOT_MAX_DIMS];
-                if (any || name) return find(p, slot, dtype, zero, NULL);
+                if (any || name) return find(p, slot, dtype, zero_key, NULL);
             }
             e->used = 1;
             e->slot = slot; e->dtype = dtype;
@@ -292,9 +294,8 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             continue;
         const kernel_record *k = (const kernel_record *)rec;
         int slot = kernel_slot(k->name);
-        static const int64_t zero[HONE_SLOT_MAX_DIMS];
-        entry *e = slot >= 0 ? find(p, slot, hone_slots_desc(slot)->dtype, zero, NULL)
-                             : find(p, HONE_PROFILE_OTHER_KERNEL, -1, zero,
+        entry *e = slot >= 0 ? find(p, slot, hone_slots_desc(slot)->dtype, zero_key, NULL)
+                             : find(p, HONE_PROFILE_OTHER_KERNEL, -1, zero_key,
                                     k->name ? k->name : "(unnamed kernel)");
         e->calls++;
         e->graph_calls += k->graphId != 0;

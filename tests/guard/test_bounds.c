@@ -18,7 +18,7 @@ static double worst_ratio(const hone_case *c, const hone_case_set *s, void *fn)
     hone_cases_call(fn, c, s->base, o, hone_cases_scratch(s, c), 0, 1);
     double *ref = malloc(sizeof(double) * (size_t)c->out_len), *b = malloc(sizeof(double) * (size_t)c->out_len);
     hone_cases_oracle(c, s->base, ref);
-    CHECK(hone_cases_bound(c, s->base, b) == 1);
+    CHECK(hone_cases_bound(c, s->base, ref, b) == 1);
     double worst = 0;
     for (int64_t i = 0; i < c->out_len; i++) {
         if (!isfinite(o[i]) || !isfinite((float)ref[i])) continue;
