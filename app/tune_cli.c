@@ -11,7 +11,10 @@
 static const char tune_usage[] =
     "usage: hone tune -m MODEL [--llm URL|self|none] [--llm-model NAME] [--budget N] [--slot SLOT]\n"
     "                 [--state-dir DIR] [--repo DIR] [--no-commit] [--threshold X] [-t THREADS]\n"
-    "                 [--device cpu]\n";
+    "                 [--kernels DIR] [--device cpu]\n"
+    "  --kernels DIR: start from an approved kernels tree (DIR/cpu/<slot>.c, as serve --kernels):\n"
+    "                 it serves while profiling and measuring, and each candidate must beat the\n"
+    "                 kernel it serves\n";
 
 int hone_cli_tune(int argc, char **argv)
 {
@@ -29,6 +32,7 @@ int hone_cli_tune(int argc, char **argv)
         else if (!strcmp(a, "--slot")) o.slot = v;
         else if (!strcmp(a, "--state-dir")) o.state_dir = v;
         else if (!strcmp(a, "--repo")) o.repo = v;
+        else if (!strcmp(a, "--kernels")) o.kernels_dir = v;
         else if (!strcmp(a, "--threshold")) o.threshold = atof(v);
         else if (!strcmp(a, "-t")) o.n_threads = atoi(v);
         else if (!strcmp(a, "--device")) o.backend = v;

@@ -172,15 +172,22 @@ static void test_search_none(void)
     CHECK_EQ_INT(run(cmd, &out), 1);
     CHECK_STR_CONTAINS(out, "no template for swiglu");
     free(out);
-    /* --llm self asks the engine's own server for the model it serves (it answered 404 "The
-     * model 'default' does not exist" before); the tiny model's 256-token context then refuses
-     * the request's 4096 max_tokens: a clear 400, counted as an LLM error */
+    /* --llm self: the engine serves its own model to the tuner on loopback (the model it serves,
+     * its whole trained context, no max_tokens: it answers to the end of its context) and a
+     * round runs through it: the tiny random model's reply holds no code, a verdict of the round */
+    snprintf(model, sizeof model, "%s/tiny-llama-long-f32.gguf", HONE_TEST_DATA_DIR);
     snprintf(cmd, sizeof cmd, "%s tune -m %s --llm self --slot swiglu --budget 1 --no-commit "
              "--state-dir %s/state", HONE_BIN, model, tmpdir);
     CHECK_EQ_INT(run(cmd, &out), 0);
     CHECK_STR_CONTAINS(out, "proposer: self (this model on loopback)");
-    CHECK(out && !strstr(out, "does not exist"));
-    CHECK_STR_CONTAINS(out, "HTTP 400: 'max_tokens' is 4096");
+    CHECK(out && !strstr(out, "does not exist") && !strstr(out, "LLM call failed"));
+    CHECK_STR_CONTAINS(out, "[1/1] swiglu           rejected: no code");
+    CHECK_STR_CONTAINS(out, "from llm tiny-llama-long-f32 via http://127.0.0.1:");
+    const char *via = out ? strstr(out, "/v1/chat/completions, ") : NULL;
+    long long pt = 0, ct = -1;
+    CHECK(via && sscanf(via, "/v1/chat/completions, %lld prompt + %lld completion tokens", &pt, &ct) == 2);
+    CHECK_MSG(pt > 1000 && ct >= 0, "prompt %lld, completion %lld tokens", pt, ct); /* the whole prompt went */
+    CHECK_STR_CONTAINS(out, "1 without usable code, 0 LLM errors");
     free(out);
 }
 
