@@ -102,6 +102,45 @@ static void shape_table(FILE *f, const cJSON *rows)
     }
 }
 
+/* The text of path in tree (malloc'd, NUL-terminated); 1 when absent. */
+static int blob_text(char **out, git_repository *repo, git_tree *tree, const char *path)
+{
+    git_tree_entry *e = NULL;
+    git_blob *blob = NULL;
+    int rc = 0;
+    *out = NULL;
+    int grc = git_tree_entry_bypath(&e, tree, path);
+    if (grc == GIT_ENOTFOUND) return 1;
+    HONE_GIT_TRY_AS(grc, "git_tree_entry_bypath(&e, tree, path)", "review pr: cannot look up %s", path);
+    HONE_GIT_TRY(git_blob_lookup(&blob, repo, git_tree_entry_id(e)), "review pr: cannot read %s", path);
+    size_t n = (size_t)git_blob_rawsize(blob);
+    if (!(*out = malloc(n + 1))) { rc = hone_error_set(HONE_ENOMEM, "out of memory"); goto done; }
+    memcpy(*out, git_blob_rawcontent(blob), n);
+    (*out)[n] = 0;
+done:
+    git_blob_free(blob);
+    git_tree_entry_free(e);
+    return rc;
+}
+
+/* The guard's input seed, every digit: the JSON holds it as a double (exact below 2^53 only), the
+ * Markdown table beside it (| input seed | N |) as an integer. "" when neither has it. */
+static void seed_text(char *buf, size_t cap, const cJSON *ev, const char *md)
+{
+    const char *row = md ? strstr(md, "| input seed | ") : NULL;
+    double v = num(ev, "seed");
+    buf[0] = 0;
+    if (row) {
+        char *end;
+        long long s = strtoll(row + 15, &end, 10);
+        if (end != row + 15 && (!isfinite(v) || fabs((double)s - v) <= fabs(v) * 1e-15)) {
+            snprintf(buf, cap, "%lld", s);
+            return;
+        }
+    }
+    if (isfinite(v) && fabs(v) < 9007199254740992.0) snprintf(buf, cap, "%.0f", v);
+}
+
 /* ---- rendering ---------------------------------------------------------------------------------- */
 
 /* "| path | +added | -removed |" for every file the tip changes against its base. */
@@ -133,7 +172,7 @@ done:
     return rc;
 }
 
-static void render_body(FILE *f, const cJSON *ev, const char *name, const char *slot, const char *backend,
+static void render_body(FILE *f, const cJSON *ev, const char *seed, const char *name, const char *slot, const char *backend,
                         const char *tip, const char *base, const char *kpath, const char *epath,
                         const char *remote_url)
 {
@@ -160,7 +199,7 @@ static void render_body(FILE *f, const cJSON *ev, const char *name, const char *
     } else {
         /* one timing for all the shapes: the guard's speed gate */
         fputs("| shape | incumbent ns/call | candidate ns/call | speedup |\n|---|---|---|---|\n| ", f);
-        cell(f, str(kp, "shapes") ? str(kp, "shapes") : "the guard's timing shape");
+        cell(f, "the guard's timing case");
         const char *fmts[3] = {" | %.1f", " | %.1f", " | %.3fx"};
         double vals[3] = {num(sp, "incumbent_ns"), num(sp, "candidate_ns"), num(sp, "speedup_median")};
         for (int i = 0; i < 3; i++) {
@@ -200,8 +239,7 @@ static void render_body(FILE *f, const cJSON *ev, const char *name, const char *
     cell(f, device);
     fputs("\n- model: ", f);
     cell(f, model);
-    fputs("\n- input seed: ", f);
-    fnum(f, "%.0f", num(ev, "seed"));
+    fprintf(f, "\n- input seed: %s", *seed ? seed : "n/a");
     fputs("\n- guard time: ", f);
     fnum(f, "%.1f s", num(ev, "guard_seconds"));
     fputs("\n", f);
@@ -209,7 +247,7 @@ static void render_body(FILE *f, const cJSON *ev, const char *name, const char *
     fputs("\n## How to reproduce\n\n```sh\n", f);
     if (remote_url) fprintf(f, "git fetch %s %s:%s\n", remote_url, name, name);
     fprintf(f, "hone review verify %s -m MODEL.gguf", name);
-    if (isfinite(num(ev, "seed"))) fprintf(f, " -- --seed %.0f", num(ev, "seed"));
+    if (*seed) fprintf(f, " -- --seed %s", seed);
     fprintf(f, "\n```\n\n`verify` re-runs the guard on this machine on the branch's `%s` (slot `%s`, "
                "backend `%s`), with the model the parity was measured on (`%s`); it exits 0 when the "
                "candidate passes.\n", kpath, slot, backend, model ? model : "unknown");
@@ -229,10 +267,8 @@ int hone_review_pr_render(hone_review_pr *out, const hone_review_opts *opts, con
     git_reference *ref = NULL;
     git_commit *tip = NULL, *parent = NULL;
     git_tree *tree = NULL;
-    git_tree_entry *entry = NULL;
-    git_blob *blob = NULL;
     cJSON *ev = NULL;
-    char *body = NULL, *evtext = NULL;
+    char *body = NULL, *evtext = NULL, *evmd = NULL;
     size_t body_len = 0;
     FILE *f = NULL;
     char name[256], slot[64], backend[16], hash[80], refname[300], kpath[128], epath[128];
@@ -251,12 +287,14 @@ int hone_review_pr_render(hone_review_pr *out, const hone_review_opts *opts, con
     if (git_commit_parentcount(tip) > 0)
         HONE_GIT_TRY(git_commit_parent(&parent, tip, 0), "review pr: cannot read the base of %s", name);
     HONE_GIT_TRY(git_commit_tree(&tree, tip), "review pr: cannot read the tree of %s", name);
-    HONE_GIT_TRY(git_tree_entry_bypath(&entry, tree, epath), "review pr: %s has no evidence file %s", name, epath);
-    HONE_GIT_TRY(git_blob_lookup(&blob, repo, git_tree_entry_id(entry)), "review pr: cannot read %s", epath);
-    size_t n = (size_t)git_blob_rawsize(blob);
-    if (!(evtext = malloc(n + 1))) { rc = hone_error_set(HONE_ENOMEM, "out of memory"); goto done; }
-    memcpy(evtext, git_blob_rawcontent(blob), n);
-    evtext[n] = 0;
+    if ((rc = blob_text(&evtext, repo, tree, epath)) != 0) {
+        if (rc == 1) rc = hone_error_set(HONE_EINVAL, "review pr: %s has no evidence file %s", name, epath);
+        goto done;
+    }
+    char mpath[140], seed[32];
+    snprintf(mpath, sizeof mpath, "%.*s.md", (int)(strlen(epath) - 5), epath); /* .json -> .md */
+    if ((rc = blob_text(&evmd, repo, tree, mpath)) < 0) goto done;
+    rc = 0;
     if (!(ev = cJSON_Parse(evtext)) || !cJSON_IsObject(ev)) {
         rc = hone_error_set(HONE_EINVAL, "review pr: %s on %s is not a JSON object", epath, name);
         goto done;
@@ -282,7 +320,8 @@ int hone_review_pr_render(hone_review_pr *out, const hone_review_opts *opts, con
     fputs("\n\n", f);
     TRY(changed_files(f, repo, tip, parent, name));
     fputc('\n', f);
-    render_body(f, ev, name, slot, backend, tip_s, base_s, kpath, epath, remote_url);
+    seed_text(seed, sizeof seed, ev, evmd);
+    render_body(f, ev, seed, name, slot, backend, tip_s, base_s, kpath, epath, remote_url);
     if (fclose(f) != 0) { f = NULL; rc = hone_error_set(HONE_ENOMEM, "review pr: out of memory"); goto done; }
     f = NULL;
     out->title = strdup(git_commit_summary(tip));
@@ -293,9 +332,8 @@ done:
     if (f) fclose(f);
     free(body);
     free(evtext);
+    free(evmd);
     cJSON_Delete(ev);
-    git_blob_free(blob);
-    git_tree_entry_free(entry);
     git_tree_free(tree);
     git_commit_free(parent);
     git_commit_free(tip);

@@ -336,9 +336,7 @@ static void check_numbers(const char *body, const char *evjson, const char *bran
     snprintf(want, sizeof want, "of %.0f repetitions each; the gate asks for %.3fx", jnum(ev, "speed", "reps"),
              jnum(ev, "speed", "threshold"));
     CHECK_STR_CONTAINS(body, want);
-    snprintf(want, sizeof want, "| %s | %.1f | %.1f | %.3fx |",
-             cJSON_GetObjectItem(cJSON_GetObjectItem(ev, "kernel_parity"), "shapes")->valuestring,
-             jnum(ev, "speed", "incumbent_ns"), jnum(ev, "speed", "candidate_ns"), jnum(ev, "speed", "speedup_median"));
+    snprintf(want, sizeof want, "| the guard's timing case | %.1f | %.1f | %.3fx |", jnum(ev, "speed", "incumbent_ns"), jnum(ev, "speed", "candidate_ns"), jnum(ev, "speed", "speedup_median"));
     CHECK_STR_CONTAINS(body, want);
     snprintf(want, sizeof want, "| max abs error vs f64 oracle, candidate | %.3e |",
              jnum(ev, "kernel_parity", "candidate_max_abs_err"));
@@ -400,7 +398,7 @@ static void test_pr(void)
     check_numbers(pr.body, evjson, a.branch);
     CHECK_STR_CONTAINS(pr.body, "| `kernels/cpu/" SLOT ".c` | 1 |");
     CHECK_STR_CONTAINS(pr.body, "| `kernels/cpu/" SLOT ".evidence.json` |");
-    char want[4400];
+    char want[9000];
     snprintf(want, sizeof want, "git fetch %s %s:%s", url, a.branch, a.branch);
     CHECK_STR_CONTAINS(pr.body, want);
     CHECK_STR_CONTAINS(pr.body, "- origin: search (unroll=4 \\| test)");
