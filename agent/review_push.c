@@ -26,6 +26,14 @@ static int looks_like_url(const char *s)
     return strstr(s, "://") || s[0] == '/' || (strchr(s, '@') && strchr(s, ':'));
 }
 
+/* ssh://..., ssh+git://, git+ssh://, or scp-like [user@]host:path (a ':' before any '/'). */
+static int is_ssh_url(const char *u)
+{
+    if (strstr(u, "://")) return !strncmp(u, "ssh://", 6) || !strncmp(u, "ssh+git://", 10) || !strncmp(u, "git+ssh://", 10);
+    const char *colon = strchr(u, ':'), *slash = strchr(u, '/');
+    return colon && (!slash || colon < slash);
+}
+
 /* url without the password of any "user:password@" (the user stays). */
 static void strip_password(char *buf, size_t cap, const char *url)
 {
@@ -324,8 +332,7 @@ int hone_review_push(hone_review_push_result *out, const hone_review_opts *opts,
     git_oid_tostr(out->commit, sizeof out->commit, git_commit_id(tip));
     TRY(open_remote(&remote, &named, repo, rname, opts));
     strip_password(out->url, sizeof out->url, git_remote_url(remote));
-    if (!strncmp(git_remote_url(remote), "ssh://", 6) || (!strstr(git_remote_url(remote), "://") &&
-                                                          git_remote_url(remote)[0] != '/')) {
+    if (is_ssh_url(git_remote_url(remote))) {
         if (!(git_libgit2_features() & GIT_FEATURE_SSH)) {
             rc = hone_error_set(HONE_EINVAL, "review push: %s is an SSH remote and this libgit2 was built "
                                 "without SSH (GIT_FEATURE_SSH); push over HTTPS or file:// instead", out->url);
