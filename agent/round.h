@@ -1,8 +1,9 @@
 /* One tuning round, the one loop body `hone tune` and `hone serve --tune` share: ask a proposer
  * (agent/proposer.h) for a candidate, run its source through the guard (in memory: no candidate
  * files), commit an accepted one for review (agent/review.h), and keep the rejections as the
- * history the next prompt learns from; with push_remote, push the branch as soon as it is committed. Installing accepted kernels (the kernel loader) is the
- * caller's: hone_round_kernel_write lays one out for it. */
+ * history the next prompt learns from; with push_remote, push the branch as soon as it is
+ * committed. Installing accepted kernels (the kernel loader) is the caller's:
+ * hone_round_kernel_write lays one out for it. */
 #ifndef HONE_ROUND_H
 #define HONE_ROUND_H
 
