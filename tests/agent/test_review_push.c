@@ -104,6 +104,21 @@ static void test_refuses_other_branches(void)
     hone_review_result a = propose_in(repo, SLOT, HASH_A, "/* a */\n", 1.25, DEVICE, NULL);
     CHECK(hone_review_push(&r, &o, &po, a.branch) != 0);
     CHECK_STR_CONTAINS(hone_error_last(), "has no remote 'upstream'");
+    /* no origin: whether a branch is pushed is unknown, not "no" */
+    hone_review_status_opts so = HONE_REVIEW_STATUS_OPTS_INIT;
+    hone_review_status *v = NULL;
+    size_t n = 0;
+    CHECK_MSG(hone_review_status_list(&v, &n, &o, &so) == 0, "%s", hone_error_last());
+    CHECK_EQ_INT((int)n, 1);
+    if (n) CHECK_EQ_INT(v[0].pushed, -1);
+    free(v);
+    so.remote = "upstream";
+    CHECK(hone_review_status_list(&v, &n, &o, &so) != 0);
+    /* serve pushes only what its tuner commits */
+    out = run(&st, "%s serve -m /nonexistent.gguf --push 2>&1", HONE_BIN);
+    CHECK_EQ_INT(st, 2);
+    CHECK_STR_CONTAINS(out, "--push and --push-to push what --tune commits");
+    free(out);
     free(refs);
     sh("rm -rf %s %s", repo, bare);
     free(repo);
