@@ -468,14 +468,7 @@ int hone_review_propose(hone_review_result *out, const hone_review_opts *opts, c
     /* The only ref written: a new branch (force = 0: never moves an existing one). */
     char log[200];
     snprintf(log, sizeof log, "hone: propose %s (%s)", slot, backend);
-    /* Another process writing a ref of this repository may hold a lock it needs (the ref's own
-     * lock file, or packed-refs while it is being rewritten): wait and try again. */
-    int grc = git_reference_create(&ref, repo, refname, &commit_oid, 0, log);
-    for (int attempt = 1; grc == GIT_ELOCKED && attempt < 50; attempt++) {
-        struct timespec pause = {0, 2000000L * attempt}; /* 2 ms, 4 ms, ... : ~2.5 s in all */
-        nanosleep(&pause, NULL);
-        grc = git_reference_create(&ref, repo, refname, &commit_oid, 0, log);
-    }
+    int grc = hone_review_ref_create(&ref, repo, refname, &commit_oid, 0, log);
     if (grc == GIT_EEXISTS) { /* a concurrent proposal of the same hash won the race */
         if ((rc = check_existing(out, repo, refname, hash, &blob_id, kpath)) == 1) rc = 0;
         else if (rc == 0) rc = hone_error_set(HONE_EINTERNAL, "review: %s vanished", refname + 11);
@@ -768,4 +761,16 @@ void hone_review_kernel_path(char *buf, size_t cap, const char *slot, const char
 void hone_review_evidence_path(char *buf, size_t cap, const char *slot, const char *backend)
 {
     snprintf(buf, cap, "kernels/%s/%s.evidence.json", backend, slot);
+}
+
+int hone_review_ref_create(git_reference **out, git_repository *repo, const char *name, const git_oid *id,
+                           int force, const char *log)
+{
+    int grc = git_reference_create(out, repo, name, id, force, log);
+    for (int attempt = 1; grc == GIT_ELOCKED && attempt < 50; attempt++) {
+        struct timespec pause = {0, 2000000L * attempt}; /* 2 ms, 4 ms, ... : ~2.5 s in all */
+        nanosleep(&pause, NULL);
+        grc = git_reference_create(out, repo, name, id, force, log);
+    }
+    return grc;
 }

@@ -49,6 +49,11 @@ int hone_review_resolve_base(git_commit **out, git_repository *repo, const hone_
 /* The value of trailer `key` in a commit message, copied into buf ("" if absent). */
 void hone_review_trailer(const char *message, const char *key, char *buf, size_t cap);
 
+/* git_reference_create, tried again while another process holds a lock it needs (the ref's own
+ * lock file, or packed-refs while it is rewritten): ~2.5 s of growing pauses; libgit2's code. */
+int hone_review_ref_create(git_reference **out, git_repository *repo, const char *name, const git_oid *id,
+                           int force, const char *log);
+
 /* "kernels/<backend>/<slot>.<c|cu>" and "kernels/<backend>/<slot>.evidence.json". */
 void hone_review_kernel_path(char *buf, size_t cap, const char *slot, const char *backend);
 void hone_review_evidence_path(char *buf, size_t cap, const char *slot, const char *backend);

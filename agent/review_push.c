@@ -47,22 +47,48 @@ static void strip_password(char *buf, size_t cap, const char *url)
     if (colon) memmove(colon, at, strlen(at) + 1);
 }
 
-/* The remote `name` of repo, else an anonymous one for a URL; *named says which. */
+/* The remote `name` of repo (its pushurl, else its url), else `name` itself as a URL; *named
+ * says which. Not git_remote_lookup: in libgit2 1.5 it leaks PCRE2 match data on every call
+ * (the config regex; fixed upstream by libgit2/libgit2#6382), and a tuner pushes for days. A
+ * named remote's tracking ref is then ours to move (push_named_tracking). */
 static int open_remote(git_remote **out, int *named, git_repository *repo, const char *name,
                        const hone_review_opts *opts)
 {
+    git_config *cfg = NULL;
+    git_buf url = {0};
     int rc = 0;
     *out = NULL;
     *named = 0;
-    int grc = git_remote_lookup(out, repo, name);
-    if (grc == 0) { *named = 1; return 0; }
-    if (grc != GIT_ENOTFOUND && grc != GIT_EINVALIDSPEC)
-        HONE_GIT_TRY_AS(grc, "git_remote_lookup(out, repo, name)", "review: cannot read remote '%s'", name);
-    if (!looks_like_url(name))
-        return hone_error_set(HONE_EINVAL, "review: '%s' has no remote '%s' (give a remote's name or a URL)",
-                              hone_review_repo_path(opts), name);
-    HONE_GIT_TRY(git_remote_create_anonymous(out, repo, name), "review: bad remote URL");
+    if (git_remote_name_is_valid(named, name) < 0) *named = 0;
+    if (*named) {
+        char key[600];
+        HONE_GIT_TRY(git_repository_config_snapshot(&cfg, repo), "review: cannot read the configuration of '%s'",
+                     hone_review_repo_path(opts));
+        snprintf(key, sizeof key, "remote.%s.pushurl", name);
+        int grc = git_config_get_string_buf(&url, cfg, key);
+        if (grc == GIT_ENOTFOUND) {
+            snprintf(key, sizeof key, "remote.%s.url", name);
+            grc = git_config_get_string_buf(&url, cfg, key);
+        }
+        if (grc == GIT_ENOTFOUND) *named = 0;
+        else HONE_GIT_TRY_AS(grc, "git_config_get_string_buf(&url, cfg, key)", "review: cannot read %s", key);
+    }
+    git_error_clear();
+    if (!*named && !looks_like_url(name)) {
+        rc = hone_error_set(HONE_EINVAL, "review: '%s' has no remote '%s' (give a remote's name or a URL)",
+                            hone_review_repo_path(opts), name);
+        goto done;
+    }
+    /* in memory, nothing read from the configuration (url.<base>.insteadOf is not applied: its
+     * regex lookup leaks the same way) */
+    git_remote_create_options co;
+    git_remote_create_options_init(&co, GIT_REMOTE_CREATE_OPTIONS_VERSION);
+    co.repository = repo;
+    co.flags = GIT_REMOTE_CREATE_SKIP_INSTEADOF | GIT_REMOTE_CREATE_SKIP_DEFAULT_FETCHSPEC;
+    HONE_GIT_TRY(git_remote_create_with_opts(out, *named ? url.ptr : name, &co), "review: bad remote URL");
 done:
+    git_buf_dispose(&url);
+    git_config_free(cfg);
     return rc;
 }
 
@@ -354,6 +380,15 @@ int hone_review_push(hone_review_push_result *out, const hone_review_opts *opts,
         int grc = git_remote_push(remote, &specs, &opt);
         if (grc == 0 && !c.rejected[0]) {
             git_oid_tostr(out->remote_commit, sizeof out->remote_commit, git_commit_id(tip));
+            if (named) { /* what `git push` leaves: refs/remotes/<name>/<branch> at the pushed tip */
+                char tracking[600];
+                git_reference *tr = NULL;
+                snprintf(tracking, sizeof tracking, "refs/remotes/%s/%s", rname, name);
+                int trc = hone_review_ref_create(&tr, repo, tracking, git_commit_id(tip), 1, "update by push");
+                git_reference_free(tr);
+                HONE_GIT_TRY_AS(trc, "hone_review_ref_create(&tr, repo, tracking, tip, 1, msg)",
+                                "review push: pushed, but cannot update %s", tracking);
+            }
             out->outcome = c.negotiated && git_oid_equal(&c.remote_before, git_commit_id(tip))
                                ? HONE_REVIEW_PUSH_UP_TO_DATE
                                : HONE_REVIEW_PUSH_PUSHED;
@@ -382,7 +417,6 @@ int hone_review_push(hone_review_push_result *out, const hone_review_opts *opts,
         struct timespec pause = {0, 50000000L * attempt}; /* 50 ms, 100 ms, ... */
         nanosleep(&pause, NULL);
     }
-    (void)named;
 done:
     git_commit_free(tip);
     git_reference_free(ref);
