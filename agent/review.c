@@ -17,19 +17,17 @@
 #include <unistd.h>
 
 #include "engine/error.h"
+#include "review_git.h"
 
 #ifndef HONE_SOURCE_DIR
 #define HONE_SOURCE_DIR "."
 #endif
 
-#define HONE_REVIEW_PREFIX "hone/"
 #define HONE_REVIEW_SHORT 12
 
-/* ---- the libgit2 error wrapper --------------------------------------------------------- */
+/* ---- the libgit2 error wrapper (macros in review_git.h) ---------------------------------- */
 
-/* Records "<what>: <libgit2's message> [libgit2 <expr> = <code> at file:line]" and returns the
- * hone code for it. */
-static int git_fail(int grc, const char *what, const char *expr, const char *file, int line)
+int hone_review_git_fail(int grc, const char *what, const char *expr, const char *file, int line)
 {
     const git_error *e = git_error_last();
     int code = (grc == GIT_ENOTFOUND || grc == GIT_EEXISTS || grc == GIT_EINVALIDSPEC) ? HONE_EINVAL
@@ -37,25 +35,6 @@ static int git_fail(int grc, const char *what, const char *expr, const char *fil
     return hone_error_set(code, "%s: %s [libgit2 %s = %d at %s:%d]", what,
                           e && e->message ? e->message : "(no message)", expr, grc, file, line);
 }
-
-/* Runs a libgit2 call in a function with `int rc` and a `done:` label; on failure records what
- * was being done (printf-style), the call, file, line and libgit2's message, and jumps to done.
- * HONE_GIT_TRY_AS checks a return code already in hand, naming the call that gave it. */
-#define HONE_GIT_TRY_AS(grc, call, ...)                                                  \
-    do {                                                                                 \
-        if ((grc) < 0) {                                                                 \
-            char what_[768];                                                             \
-            snprintf(what_, sizeof what_, __VA_ARGS__);                                  \
-            rc = git_fail((grc), what_, call, __FILE__, __LINE__);                       \
-            goto done;                                                                   \
-        }                                                                                \
-    } while (0)
-
-#define HONE_GIT_TRY(expr, ...)                                                          \
-    do {                                                                                 \
-        int grc_ = (expr);                                                               \
-        HONE_GIT_TRY_AS(grc_, #expr, __VA_ARGS__);                                       \
-    } while (0)
 
 #define TRY(expr)                                                                        \
     do {                                                                                 \
@@ -230,7 +209,7 @@ static int open_repo(git_repository **out, const hone_review_opts *o)
             snprintf(what, sizeof what, "'%s' is not a git repository (nor inside one)", path);
         else
             snprintf(what, sizeof what, "cannot open the kernels repository '%s'", path);
-        return git_fail(grc, what, "git_repository_open_ext(out, path, 0, NULL)", __FILE__, __LINE__);
+        return hone_review_git_fail(grc, what, "git_repository_open_ext(out, path, 0, NULL)", __FILE__, __LINE__);
     }
     return 0;
 }
@@ -489,7 +468,7 @@ int hone_review_propose(hone_review_result *out, const hone_review_opts *opts, c
     /* The only ref written: a new branch (force = 0: never moves an existing one). */
     char log[200];
     snprintf(log, sizeof log, "hone: propose %s (%s)", slot, backend);
-    int grc = git_reference_create(&ref, repo, refname, &commit_oid, 0, log);
+    int grc = hone_review_ref_create(&ref, repo, refname, &commit_oid, 0, log);
     if (grc == GIT_EEXISTS) { /* a concurrent proposal of the same hash won the race */
         if ((rc = check_existing(out, repo, refname, hash, &blob_id, kpath)) == 1) rc = 0;
         else if (rc == 0) rc = hone_error_set(HONE_EINTERNAL, "review: %s vanished", refname + 11);
@@ -750,4 +729,48 @@ done:
     git_repository_free(repo);
     git_libgit2_shutdown();
     return rc;
+}
+
+/* ---- shared with review_push.c and review_pr.c (review_git.h) -------------------------------- */
+
+int hone_review_open_repo(git_repository **out, const hone_review_opts *opts) { return open_repo(out, opts); }
+
+const char *hone_review_repo_path(const hone_review_opts *opts) { return repo_path(opts); }
+
+int hone_review_parse_branch(const char *branch, char *shortname, size_t cap, char slot[64],
+                             char backend[16], char hash[80])
+{
+    return parse_branch(branch, shortname, cap, slot, backend, hash);
+}
+
+int hone_review_resolve_base(git_commit **out, git_repository *repo, const hone_review_opts *opts)
+{
+    return resolve_base(out, repo, opts);
+}
+
+void hone_review_trailer(const char *message, const char *key, char *buf, size_t cap)
+{
+    trailer_get(message, key, buf, cap);
+}
+
+void hone_review_kernel_path(char *buf, size_t cap, const char *slot, const char *backend)
+{
+    snprintf(buf, cap, "kernels/%s/%s.%s", backend, slot, kernel_ext(backend));
+}
+
+void hone_review_evidence_path(char *buf, size_t cap, const char *slot, const char *backend)
+{
+    snprintf(buf, cap, "kernels/%s/%s.evidence.json", backend, slot);
+}
+
+int hone_review_ref_create(git_reference **out, git_repository *repo, const char *name, const git_oid *id,
+                           int force, const char *log)
+{
+    int grc = git_reference_create(out, repo, name, id, force, log);
+    for (int attempt = 1; grc == GIT_ELOCKED && attempt < 50; attempt++) {
+        struct timespec pause = {0, 2000000L * attempt}; /* 2 ms, 4 ms, ... : ~2.5 s in all */
+        nanosleep(&pause, NULL);
+        grc = git_reference_create(out, repo, name, id, force, log);
+    }
+    return grc;
 }

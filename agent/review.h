@@ -1,7 +1,8 @@
 /* Review through git: an accepted kernel becomes a libgit2 commit on its own branch
  * `hone/<slot>/<backend>/<short-hash>` of the kernels repository, with its evidence, for a person
  * to merge. Only objects and that one new ref are written: never the working tree, the index,
- * HEAD, the base branch or any uncommitted change; nothing is ever pushed.
+ * HEAD, the base branch or any uncommitted change. Pushing a branch to a remote, its pull-request
+ * text and the status of every branch are agent/review_push.h's and agent/review_pr.h's.
  * The evidence record (guard/evidence.h) is filled by the guard; this module commits it. */
 #ifndef HONE_REVIEW_H
 #define HONE_REVIEW_H

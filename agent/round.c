@@ -51,6 +51,7 @@ int hone_round_run(hone_round_result *out, const hone_round_opts *opts, const ho
     out->number = number;
     out->slot = hone_slots_name(req->slot);
     out->commit_rc = 1;
+    out->push_rc = 1;
     hone_proposer_request rq = *req;
     if (hist) {
         rq.history = hist->items;
@@ -102,6 +103,12 @@ int hone_round_run(hone_round_result *out, const hone_round_opts *opts, const ho
     out->commit_rc = hone_review_propose(&out->review, &ro, out->slot, go.backend, pr->source,
                                          pr->source_len, &gr->ev);
     if (out->commit_rc) snprintf(out->commit_error, sizeof out->commit_error, "%s", hone_error_last());
+    if (out->commit_rc == 0 && opts->push_remote) { /* an existing branch too: it may not be there yet */
+        hone_review_push_opts po = HONE_REVIEW_PUSH_OPTS_INIT;
+        po.remote = opts->push_remote;
+        out->push_rc = hone_review_push(&out->push, &ro, &po, out->review.branch);
+        if (out->push_rc) snprintf(out->push_error, sizeof out->push_error, "%s", hone_error_last());
+    }
     return 0;
 }
 

@@ -1,13 +1,15 @@
 /* One tuning round, the one loop body `hone tune` and `hone serve --tune` share: ask a proposer
  * (agent/proposer.h) for a candidate, run its source through the guard (in memory: no candidate
  * files), commit an accepted one for review (agent/review.h), and keep the rejections as the
- * history the next prompt learns from. Installing accepted kernels (the kernel loader) is the
- * caller's: hone_round_kernel_write lays one out for it. */
+ * history the next prompt learns from; with push_remote, push the branch as soon as it is
+ * committed. Installing accepted kernels (the kernel loader) is the caller's:
+ * hone_round_kernel_write lays one out for it. */
 #ifndef HONE_ROUND_H
 #define HONE_ROUND_H
 
 #include "agent/proposer.h"
 #include "agent/review.h"
+#include "agent/review_push.h"
 #include "guard/guard.h"
 
 #define HONE_ROUND_MAX_HISTORY 16
@@ -23,6 +25,8 @@ typedef struct {
     double threshold;         /* the guard's speed gate */
     double e2e_slack;         /* the guard's end-to-end slack (hone_guard_opts) */
     int commit;               /* 1: commit accepted candidates (when on_guarded agrees) */
+    const char *push_remote;  /* non-NULL: push each committed branch to this remote, a name or a
+                                 URL (agent/review_push.h); NULL: keep branches local */
     int history_cap;          /* rejections kept for the next prompts, <= HONE_ROUND_MAX_HISTORY */
 } hone_round_opts;
 
@@ -56,6 +60,9 @@ typedef struct {
     int commit_rc;            /* 1: not committed; 0: committed (review); < 0: failed (commit_error) */
     char commit_error[512];
     hone_review_result review;
+    int push_rc;              /* 1: not pushed; 0: pushed (push); < 0: failed (push_error) */
+    char push_error[512];
+    hone_review_push_result push;
 } hone_round_result;
 
 /* Where a round tells its caller how it goes (each may be NULL). */

@@ -256,6 +256,9 @@ static void report_round(tune_round *t, const hone_round_result *r)
         snprintf(t->sr->branch, sizeof t->sr->branch, "%s", r->review.branch);
         if (log) fprintf(log, "tune:        committed for review: %s%s\n", r->review.branch,
                          r->review.existed ? " (already there)" : "");
+        if (log && r->push_rc == 0) fprintf(log, "tune:        pushed to %s%s\n", r->push.url,
+                                            r->push.outcome == HONE_REVIEW_PUSH_PUSHED ? "" : " (already there)");
+        else if (log && r->push_rc < 0) fprintf(log, "tune:        push failed: %s\n", r->push_error);
     } else if (r->commit_rc < 0 && log) {
         fprintf(log, "tune:        review commit failed: %s\n", r->commit_error);
     }
@@ -415,6 +418,7 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
     ro.kernels_dir = o.kernels_dir;
     ro.threshold = o.threshold;
     ro.commit = o.commit;
+    ro.push_remote = o.push;
     static hone_round_history hist; /* large; one tuning run per process */
     memset(&hist, 0, sizeof hist);
     char kernels_dir[sizeof tmpdir + 16];

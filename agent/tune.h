@@ -21,6 +21,7 @@ typedef struct {
                                  * engine serves it while profiling and measuring, and the guard's
                                  * incumbent is the kernel it serves; NULL: the shipped baselines */
     int commit;                 /* 1: commit accepted candidates for review (default) */
+    const char *push;           /* non-NULL: push each committed branch to this remote (name or URL) */
     double threshold;           /* speed gate; default 1.05 */
     int n_threads;              /* 0: all CPUs */
     long llm_timeout_ms;        /* 0: 120 s */

@@ -619,6 +619,8 @@ static void after_round(hone_tuner *t, hone_slot_id slot, int rc, const hone_rou
         snprintf(t->slots[i].branch, sizeof t->slots[i].branch, "%s", r->review.branch);
         log_event(t, "committed", name, r->guard.hash, "%s%s", r->review.branch,
                   r->review.existed ? " (already there)" : "");
+        if (r->push_rc == 0) log_event(t, "pushed", name, r->guard.hash, "%s to %s", r->review.branch, r->push.url);
+        else if (r->push_rc < 0) log_event(t, "push_failed", name, r->guard.hash, "%s", r->push_error);
     } else {
         log_event(t, "commit_failed", name, r->guard.hash, "%s", r->commit_error);
     }
@@ -651,6 +653,7 @@ static void *tuner_main(void *arg)
     ro.state_dir = t->o.state_dir;
     ro.repo = t->o.repo;
     ro.kernels_dir = t->o.kernels_dir;
+    ro.push_remote = t->o.push;
     ro.threshold = t->o.threshold;
     ro.e2e_slack = t->o.e2e_slack;
     ro.history_cap = 8;

@@ -51,6 +51,7 @@ typedef struct {
     double margin;            /* decode step time regression margin; default 0.10 */
     int min_steps;            /* served steps profiled before the first pick; default 16 */
     const char *repo;         /* review repository; NULL: the source tree's */
+    const char *push;         /* non-NULL: push each committed branch to this remote (name or URL) */
     const char *state_dir;    /* candidate store; NULL: the store's default */
     const char *kernels_dir;  /* the tree the server serves (serve --kernels DIR): the guard's
                                * incumbents; NULL: the shipped baselines */

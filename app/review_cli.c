@@ -1,5 +1,6 @@
-/* `hone review list|show|verify|prune`: the review branches (agent/review.h) from the command
- * line; verify re-runs the guard here on a branch's source. */
+/* `hone review list|show|verify|prune|push|pr|status`: the review branches (agent/review.h) from
+ * the command line; verify re-runs the guard here on a branch's source; push, pr and status hand
+ * branches to a team's forge (agent/review_push.h, agent/review_pr.h). */
 #include "review_cli.h"
 
 #include <stdint.h>
@@ -9,6 +10,8 @@
 #include <time.h>
 
 #include "agent/review.h"
+#include "agent/review_pr.h"
+#include "agent/review_push.h"
 #include "app/guard_cli.h"
 #include "engine/error.h"
 
@@ -21,7 +24,15 @@ static const char review_usage[] =
     "       hone review show BRANCH [--repo DIR]\n"
     "       hone review verify BRANCH -m MODEL [--repo DIR] [-- GUARD-OPTIONS]\n"
     "       hone review prune [--merged | --all] [--repo DIR] [--base REF] [--dry-run]\n"
-    "DIR: the kernels repository (default: " HONE_SOURCE_DIR "); REF: the base (default: HEAD)\n";
+    "       hone review push [BRANCH... | --all] [--remote NAME|URL] [--ssh-key FILE] [--repo DIR]\n"
+    "       hone review pr BRANCH [--remote NAME|URL] [--out DIR] [--repo DIR]\n"
+    "       hone review status [--remote NAME|URL] [--online] [--repo DIR] [--base REF]\n"
+    "DIR: the kernels repository (default: " HONE_SOURCE_DIR "); REF: the base (default: HEAD)\n"
+    "push: only hone/... branches, never forced (--all: every unmerged one); remote default origin.\n"
+    "  SSH: --ssh-key or $HONE_SSH_KEY, else the agent; host key in ~/.ssh/known_hosts or\n"
+    "  $HONE_SSH_HOST_KEY=SHA256:...; HTTPS: $HONE_GIT_TOKEN (or $GITHUB_TOKEN, $GH_TOKEN)\n"
+    "pr: prints the title, a blank line and the Markdown body; writes them to\n"
+    "  <git dir>/hone/pr/<slot>.<backend>.<hash>.title and .md (or into --out DIR)\n";
 
 static void fmt_age(char *buf, size_t cap, int64_t secs)
 {
@@ -132,12 +143,102 @@ done:
     return rc;
 }
 
+/* Pushes each branch (or every unmerged one); exit 1 when any failed. */
+static int cli_push(const hone_review_opts *o, const hone_review_push_opts *po, int all, int n,
+                    const char **branches)
+{
+    hone_review_branch *v = NULL;
+    size_t nv = 0;
+    int failed = 0;
+    if (all) {
+        if (n) { fprintf(stderr, "hone review push: give branches or --all, not both\n"); return 2; }
+        if (hone_review_list(&v, &nv, o)) {
+            fprintf(stderr, "hone review push: %s\n", hone_error_last());
+            return 1;
+        }
+    } else if (!n) {
+        fprintf(stderr, "hone review push: BRANCH... or --all is required\n%s", review_usage);
+        return 2;
+    }
+    size_t total = all ? nv : (size_t)n;
+    for (size_t i = 0; i < total; i++) {
+        const char *b = all ? v[i].branch : branches[i];
+        if (all && v[i].merged) continue;
+        hone_review_push_result r;
+        if (hone_review_push(&r, o, po, b)) {
+            fprintf(stderr, "hone review push: %s\n", hone_error_last());
+            failed = 1;
+            continue;
+        }
+        if (r.outcome == HONE_REVIEW_PUSH_PROPOSED_THERE)
+            printf("%s: %s already has this candidate (%.12s, from another replica); nothing pushed\n", r.branch,
+                   r.url, r.remote_commit);
+        else
+            printf("%s: %s %s (%.12s)%s\n", r.branch, r.outcome == HONE_REVIEW_PUSH_UP_TO_DATE ? "up to date on" : "pushed to",
+                   r.url, r.commit, r.attempts > 1 ? " after retries" : "");
+    }
+    if (all && !total) printf("no hone/... branches\n");
+    free(v);
+    return failed;
+}
+
+/* Prints the pull request of branch and writes it beside the branch (or into dir). */
+static int cli_pr(const hone_review_opts *o, const char *branch, const char *remote, const char *dir)
+{
+    char url[512], path[4400];
+    int have_url = hone_review_push_url(url, sizeof url, o, remote) == 0;
+    if (!have_url && remote) {
+        fprintf(stderr, "hone review pr: %s\n", hone_error_last());
+        return 1;
+    }
+    hone_review_pr pr;
+    if (hone_review_pr_render(&pr, o, branch, have_url ? url : NULL) ||
+        hone_review_pr_write(path, sizeof path, o, branch, &pr, dir)) {
+        fprintf(stderr, "hone review pr: %s\n", hone_error_last());
+        hone_review_pr_clear(&pr);
+        return 1;
+    }
+    printf("%s\n\n%s", pr.title, pr.body);
+    fprintf(stderr, "hone review pr: wrote %s (and .title beside it)\n", path);
+    hone_review_pr_clear(&pr);
+    return 0;
+}
+
+static int cli_status(const hone_review_opts *o, const hone_review_status_opts *so)
+{
+    hone_review_status *v = NULL;
+    size_t n = 0;
+    if (hone_review_status_list(&v, &n, o, so)) {
+        fprintf(stderr, "hone review status: %s\n", hone_error_last());
+        return 1;
+    }
+    if (n) printf("%-44s %-8s %-7s %s\n", "BRANCH", "SPEEDUP", "PUSHED", "STATE");
+    for (size_t i = 0; i < n; i++) {
+        char sp[32], state[400];
+        if (isfinite(v[i].b.speedup)) snprintf(sp, sizeof sp, "%.2fx", v[i].b.speedup);
+        else snprintf(sp, sizeof sp, "?");
+        int k = snprintf(state, sizeof state, "%s", v[i].b.merged ? "merged" : "pending");
+        if (v[i].superseded_by[0])
+            k += snprintf(state + k, sizeof state - (size_t)k, ", superseded by %s", v[i].superseded_by);
+        if (v[i].stale) snprintf(state + k, sizeof state - (size_t)k, ", stale (base %zu commit%s ahead)", v[i].behind,
+                                 v[i].behind == 1 ? "" : "s");
+        printf("%-44s %-8s %-7s %s\n", v[i].b.branch, sp,
+               v[i].pushed < 0 ? "?" : v[i].pushed ? "yes" : "no", state);
+    }
+    if (!n) printf("no hone/... branches\n");
+    free(v);
+    return 0;
+}
+
 int hone_cli_review(int argc, char **argv)
 {
     hone_review_opts o = HONE_REVIEW_OPTS_INIT;
     const char *sub = argc > 1 ? argv[1] : NULL, *branch = NULL, *model = NULL;
-    int all = 0, merged = 0, dry_run = 0, nextra = 0;
+    int all = 0, merged = 0, dry_run = 0, nextra = 0, nbranches = 0;
     char **extra = NULL;
+    const char *branches[256], *outdir = NULL;
+    hone_review_push_opts po = HONE_REVIEW_PUSH_OPTS_INIT;
+    hone_review_status_opts so = HONE_REVIEW_STATUS_OPTS_INIT;
     if (!sub || !strcmp(sub, "help") || !strcmp(sub, "--help") || !strcmp(sub, "-h")) {
         fputs(review_usage, sub ? stdout : stderr);
         return sub ? 0 : 2;
@@ -148,16 +249,37 @@ int hone_cli_review(int argc, char **argv)
         else if (!strcmp(a, "--all")) all = 1;
         else if (!strcmp(a, "--merged")) merged = 1;
         else if (!strcmp(a, "--dry-run")) dry_run = 1;
+        else if (!strcmp(a, "--online")) so.online = 1;
+        else if (!strcmp(a, "--remote") || !strcmp(a, "--ssh-key") || !strcmp(a, "--out")) {
+            if (!v) { fprintf(stderr, "hone review %s: %s needs a value\n", sub, a); return 2; }
+            if (!strcmp(a, "--remote")) po.remote = so.remote = v;
+            else if (!strcmp(a, "--ssh-key")) po.ssh_key = v;
+            else outdir = v;
+            i++;
+        }
         else if ((!strcmp(a, "--repo") || !strcmp(a, "--base") || !strcmp(a, "-m") || !strcmp(a, "--model"))) {
             if (!v) { fprintf(stderr, "hone review %s: %s needs a value\n", sub, a); return 2; }
             if (!strcmp(a, "--repo")) o.repo = v;
             else if (!strcmp(a, "--base")) o.base_ref = v;
             else model = v;
             i++;
-        } else if (a[0] != '-' && !branch) branch = a;
+        } else if (a[0] != '-' && (!branch || !strcmp(sub, "push"))) {
+            if (!branch) branch = a;
+            if (nbranches == (int)(sizeof branches / sizeof *branches)) {
+                fprintf(stderr, "hone review %s: at most %d branches\n", sub, nbranches);
+                return 2;
+            }
+            branches[nbranches++] = a;
+        }
         else { fprintf(stderr, "hone review %s: unexpected argument '%s'\n%s", sub, a, review_usage); return 2; }
     }
     if (!strcmp(sub, "list")) return cli_list(&o, all);
+    if (!strcmp(sub, "push")) return cli_push(&o, &po, all, nbranches, branches);
+    if (!strcmp(sub, "status")) return cli_status(&o, &so);
+    if (!strcmp(sub, "pr")) {
+        if (!branch) { fprintf(stderr, "hone review pr: BRANCH is required\n%s", review_usage); return 2; }
+        return cli_pr(&o, branch, po.remote, outdir);
+    }
     if (!strcmp(sub, "prune")) {
         if (all && merged) { fprintf(stderr, "hone review prune: --all and --merged exclude each other\n"); return 2; }
         return cli_prune(&o, all, dry_run);

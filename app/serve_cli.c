@@ -29,10 +29,12 @@ static const char serve_usage[] =
     "                  [--no-prefix-cache] [--no-profile] [--device cpu|cuda|auto] [--kernels DIR]\n"
     "                  [--tune [--llm URL|self|none] [--llm-model NAME] [--auto-apply]\n"
     "                   [--tune-budget N] [--tune-interval S] [--tune-watch S] [--tune-spot S]\n"
-    "                   [--tune-margin X] [--tune-e2e-slack X] [--tune-slot SLOT] [--tune-repo DIR] [--tune-state-dir DIR]]\n"
+    "                   [--tune-margin X] [--tune-e2e-slack X] [--tune-slot SLOT] [--tune-repo DIR] [--tune-state-dir DIR]\n"
+    "                   [--push | --push-to REMOTE]]\n"
     "  --tune: a low-priority thread (nice 19, SCHED_IDLE) tunes the hottest served slots and\n"
     "  commits accepted kernels for review; --auto-apply (staging only) also hot-swaps them\n"
-    "  at a step boundary and rolls them back on a regression (agent/tuner.h).\n"
+    "  at a step boundary and rolls them back on a regression (agent/tuner.h); --push pushes each\n"
+    "  committed branch to origin (--push-to: a remote by name or URL) as `hone review push` does.\n"
     "  --kernels DIR: serve the approved CPU kernels DIR/cpu/<slot>.c (vetted by their evidence,\n"
     "  self-checked) instead of the baselines they differ from; --tune then improves on them.\n"
     "  --device: cpu (the default) or cuda (one sequence per step; fails without a usable GPU).\n"
@@ -112,6 +114,7 @@ int hone_cli_serve(int argc, char **argv)
         else if (IS("--no-profile")) { profile = 0; continue; }
         else if (IS("--tune")) { tune = 1; continue; }
         else if (IS("--auto-apply")) { to.auto_apply = 1; continue; }
+        else if (IS("--push")) { to.push = "origin"; continue; }
         if (!val) { fprintf(stderr, "hone serve: unknown option or missing value: %s\n%s", a, serve_usage); return 2; }
         i++;
         if (IS("-m") || IS("--model")) model_path = val;
@@ -135,6 +138,7 @@ int hone_cli_serve(int argc, char **argv)
         else if (IS("--llm-model")) to.llm_model = val;
         else if (IS("--kernels")) kernels_dir = val;
         else if (IS("--tune-repo")) to.repo = val;
+        else if (IS("--push-to")) to.push = val;
         else if (IS("--tune-slot")) to.slot = val;
         else if (IS("--tune-state-dir")) to.state_dir = val;
         else if (IS("--tune-budget")) { if (parse_int(a, val, 1, 10000, &v)) return 2; to.budget = (int)v; }
@@ -147,6 +151,7 @@ int hone_cli_serve(int argc, char **argv)
 #undef IS
     }
     if (!model_path) { fprintf(stderr, "hone serve: -m MODEL is required\n%s", serve_usage); return 2; }
+    if (to.push && !tune) { fprintf(stderr, "hone serve: --push and --push-to push what --tune commits: add --tune\n"); return 2; }
 
     hone_model *m = NULL;
     hone_tokenizer *tok = NULL;

@@ -11,10 +11,12 @@
 static const char tune_usage[] =
     "usage: hone tune -m MODEL [--llm URL|self|none] [--llm-model NAME] [--budget N] [--slot SLOT]\n"
     "                 [--state-dir DIR] [--repo DIR] [--no-commit] [--threshold X] [-t THREADS]\n"
-    "                 [--kernels DIR] [--device cpu]\n"
+    "                 [--kernels DIR] [--device cpu] [--push | --push-to REMOTE]\n"
     "  --kernels DIR: start from an approved kernels tree (DIR/cpu/<slot>.c, as serve --kernels):\n"
     "                 it serves while profiling and measuring, and each candidate must beat the\n"
-    "                 kernel it serves\n";
+    "                 kernel it serves\n"
+    "  --push: push each committed review branch to origin as it is committed (--push-to: a remote\n"
+    "  by name or URL; credentials as `hone review push`)\n";
 
 int hone_cli_tune(int argc, char **argv)
 {
@@ -23,6 +25,7 @@ int hone_cli_tune(int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--no-commit")) { o.commit = 0; continue; }
         if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
+        if (!strcmp(a, "--push")) { o.push = "origin"; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(tune_usage, stdout); return 0; }
         if (!v) { fprintf(stderr, "hone tune: %s needs a value\n%s", a, tune_usage); return 2; }
         if (!strcmp(a, "-m")) o.model_path = v;
@@ -33,6 +36,7 @@ int hone_cli_tune(int argc, char **argv)
         else if (!strcmp(a, "--state-dir")) o.state_dir = v;
         else if (!strcmp(a, "--repo")) o.repo = v;
         else if (!strcmp(a, "--kernels")) o.kernels_dir = v;
+        else if (!strcmp(a, "--push-to")) o.push = v;
         else if (!strcmp(a, "--threshold")) o.threshold = atof(v);
         else if (!strcmp(a, "-t")) o.n_threads = atoi(v);
         else if (!strcmp(a, "--device")) o.backend = v;

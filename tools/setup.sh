@@ -4,9 +4,11 @@
 # Idempotent: re-running it installs nothing that is already there.
 set -euo pipefail
 
+# openssh-server: the loopback sshd of tests/agent/test_review_ssh.c (on a systemd host the
+# package also enables its own ssh service; disable it if this machine should not accept SSH).
 need_apt=()
 for pkg in build-essential cmake pkg-config git python3 python3-pip libpcre2-dev libcjson-dev \
-           libgit2-dev libmicrohttpd-dev libcurl4-openssl-dev libcapstone-dev; do
+           libgit2-dev libmicrohttpd-dev libcurl4-openssl-dev libcapstone-dev openssh-server; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if ((${#need_apt[@]})); then
