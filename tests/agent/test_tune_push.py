@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Replicas, one kernels repository: two `hone tune --llm none --push` on SmolLM2 run at once
-against the same repository and its origin (the search proposer gives both the same first
-candidate, so when both accept it the duplicate must come out as one branch).
+"""Replicas, one kernels repository: two `hone tune --push` on SmolLM2 run at once against the
+same repository and its origin, both proposed the same candidate by a scripted endpoint
+(tests/agent/fake_llm.py replying with tests/guard/good/rmsnorm_vec.c, exact tier and
+compute-bound, so its acceptance does not hang on the machine's memory traffic): when both
+accept it, the duplicate must come out as one branch.
 Afterwards every branch either committed is there, locally and on origin at the same commit;
 each candidate is one branch (a candidate both accepted too); `git fsck` is clean on both; the
 work tree, index and HEAD are as they were. Then `hone review pr` for a real branch: its sections,
@@ -44,10 +46,10 @@ def check_pr(repo, branch):
         at = body.find("\n" + s + "\n") if not body.startswith(s) else 0
         assert at > last, f"section {s} missing or out of order"
         last = at
-    ev = json.loads(out(["git", "-C", repo, "show", f"{branch}:kernels/cpu/matvec_q4_1.evidence.json"]))
+    ev = json.loads(out(["git", "-C", repo, "show", f"{branch}:kernels/cpu/rmsnorm.evidence.json"]))
     sp, kp, mp = ev["speed"], ev["kernel_parity"], ev["model_parity"]
     # the seed with every digit (the JSON number is a double): the evidence table beside it
-    md = out(["git", "-C", repo, "show", f"{branch}:kernels/cpu/matvec_q4_1.evidence.md"])
+    md = out(["git", "-C", repo, "show", f"{branch}:kernels/cpu/rmsnorm.evidence.md"])
     seed = int(re.search(r"\| input seed \| (-?\d+) \|", md).group(1))
     assert abs(seed - ev["seed"]) <= abs(ev["seed"]) * 1e-15, (seed, ev["seed"])
     want = [
@@ -100,10 +102,20 @@ def main():
             out(["git"] + cmd)
         head = out(["git", "-C", repo, "rev-parse", "HEAD"])
 
+        # the scripted endpoint: the same kernel for both replicas
+        with open(os.path.join(SRC, "tests", "guard", "good", "rmsnorm_vec.c")) as f:
+            reply = "Four vector accumulators:\n\n```c\n" + f.read() + "```\n"
+        script = os.path.join(tmp, "script.json")
+        with open(script, "w") as f:
+            json.dump([{"reply": reply}, {"reply": reply}], f)
+        llm = subprocess.Popen([sys.executable, os.path.join(SRC, "tests", "agent", "fake_llm.py"), "--script", script,
+                                "--log", os.path.join(tmp, "requests.jsonl")], stdout=subprocess.PIPE, text=True)
+        port = int(llm.stdout.readline())
         # two replicas at once, each with its own candidate store, one repository and origin
-        procs = [subprocess.Popen([HONE, "tune", "-m", model, "--llm", "none", "--slot", "matvec_q4_1",
-                                   "--budget", "1", "--repo", repo, "--state-dir", os.path.join(tmp, f"state{i}"),
-                                   "-t", "1", "--push"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        procs = [subprocess.Popen([HONE, "tune", "-m", model, "--llm", f"http://127.0.0.1:{port}/v1", "--llm-model",
+                                   "scripted", "--slot", "rmsnorm", "--budget", "1", "--repo", repo, "--state-dir",
+                                   os.path.join(tmp, f"state{i}"), "-t", "1", "--push"],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for i in range(2)]
         logs = []
         for p in procs:
@@ -111,16 +123,18 @@ def main():
             print(e[-3000:], flush=True)
             assert p.returncode == 0, "tune failed"
             logs.append(e)
+        llm.kill()
+        llm.wait()
         committed = set()
         accepted = []
         for e in logs:
             committed |= set(re.findall(r"committed for review: (hone/\S+)", e))
-            accepted += re.findall(r"\] matvec_q4_1\s+([0-9a-f]{12}) .*ACCEPTED", e)
+            accepted += re.findall(r"\] rmsnorm\s+([0-9a-f]{12}) .*ACCEPTED", e)
             pushes = re.findall(r"pushed to (\S+)", e)
             fails = re.findall(r"push failed: (.*)", e)
             assert not fails, fails
             assert len(pushes) == len(re.findall(r"committed for review: ", e)), "a committed branch was not pushed"
-        assert accepted, "no search candidate was accepted by either replica"
+        assert accepted, "the scripted candidate was accepted by neither replica"
         assert committed, "no branch was committed"
 
         local = dict(ln.split() for ln in out(["git", "-C", repo, "for-each-ref", "--format=%(refname:short) %(objectname)",
