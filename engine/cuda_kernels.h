@@ -11,7 +11,9 @@
 #include "slots.h"
 
 /* Kernel ids: the slot ids, then the engine's kernels that are not slots. */
-enum { HONE_CUDA_KV_STORE = HONE_SLOT_COUNT, HONE_CUDA_KERNEL_COUNT };
+/* The fused slots (HONE_SLOT_FUSED_FIRST on) have no CUDA kernel: the backend runs their
+ * unfused sequence. */
+enum { HONE_CUDA_KV_STORE = HONE_SLOT_FUSED_FIRST, HONE_CUDA_KERNEL_COUNT };
 
 /* "matvec_f16", ..., "kv_store": the file kernels/cuda/<name>.cu and entry hone_cuda_<name>. */
 const char *hone_cuda_kernels_name(int k);
