@@ -10,9 +10,8 @@
 #include "cuda_nvrtc.h"
 #include "slots.h"
 
-/* Kernel ids: the slot ids, then the engine's kernels that are not slots. */
-/* The fused slots (HONE_SLOT_FUSED_FIRST on) have no CUDA kernel: the backend runs their
- * unfused sequence. */
+/* Kernel ids: the slot ids below HONE_SLOT_FUSED_FIRST (the fused slots have no CUDA kernel:
+ * the backend runs their unfused sequence), then the engine's kernels that are not slots. */
 enum { HONE_CUDA_KV_STORE = HONE_SLOT_FUSED_FIRST, HONE_CUDA_KERNEL_COUNT };
 
 /* "matvec_f16", ..., "kv_store": the file kernels/cuda/<name>.cu and entry hone_cuda_<name>. */
