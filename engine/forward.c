@@ -388,7 +388,8 @@ static int64_t cpu_gather(void *p, int64_t n)
 /* ---- the fused operations: only for a one-token piece, only where the slot table holds a
  * kernel for the fused slot (the baseline table holds none: engine/slots.h) ---- */
 
-/* The fused slot of kind for weight dtype dt when it is provided; -1 otherwise. */
+/* The fused slot of kind for weight dtype dt when it is provided and the piece (the head: its
+ * wanted rows) is one row; -1 otherwise. */
 static int fused_slot(const hone_ctx *c, hone_slot_kind kind, int dt, int64_t n)
 {
     int id = n == 1 ? hone_slots_fused_id(kind, dt) : -1;
