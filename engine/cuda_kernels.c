@@ -10,7 +10,7 @@
 
 const char *hone_cuda_kernels_name(int k)
 {
-    if (k >= 0 && k < HONE_SLOT_COUNT) return hone_slots_name((hone_slot_id)k);
+    if (k >= 0 && k < HONE_SLOT_FUSED_FIRST) return hone_slots_name((hone_slot_id)k);
     if (k == HONE_CUDA_KV_STORE) return "kv_store";
     return NULL;
 }

@@ -10,8 +10,9 @@
 #include "cuda_nvrtc.h"
 #include "slots.h"
 
-/* Kernel ids: the slot ids, then the engine's kernels that are not slots. */
-enum { HONE_CUDA_KV_STORE = HONE_SLOT_COUNT, HONE_CUDA_KERNEL_COUNT };
+/* Kernel ids: the slot ids below HONE_SLOT_FUSED_FIRST (the fused slots have no CUDA kernel:
+ * the backend runs their unfused sequence), then the engine's kernels that are not slots. */
+enum { HONE_CUDA_KV_STORE = HONE_SLOT_FUSED_FIRST, HONE_CUDA_KERNEL_COUNT };
 
 /* "matvec_f16", ..., "kv_store": the file kernels/cuda/<name>.cu and entry hone_cuda_<name>. */
 const char *hone_cuda_kernels_name(int k);

@@ -29,8 +29,11 @@ struct hone_ctx {
     /* activations for one chunk */
     float *x;       /* [chunk][dim] residual stream */
     float *h;       /* [chunk][dim] normalised */
-    float *q;       /* [chunk][n_heads * head_dim] */
-    float *k, *v;   /* [chunk][n_kv_heads * head_dim] */
+    float *q;       /* [chunk][n_heads * head_dim] (q0, or the decode row of qkv) */
+    float *k, *v;   /* [chunk][n_kv_heads * head_dim] (k0, v0, or in qkv) */
+    float *q0, *k0, *v0;  /* the buffers q, k and v point at unless a fused qkv ran */
+    float *qkv;     /* [n_heads * head_dim + 2 * n_kv_heads * head_dim]: a fused qkv's row */
+    float *nscratch;/* [n_threads][dim]: each share's norm of a fused rmsnorm_matvec */
     float *att;     /* [chunk][n_heads * head_dim] */
     float *proj;    /* [chunk][dim] output projections */
     float *gate;    /* [chunk][ffn] */
@@ -55,12 +58,22 @@ typedef struct {
     const hone_slot_desc *d;
     void *fn;
     const hone_slot_value *v;
+    int scratch_arg;        /* the SCRATCH argument (-1: none): share ith gets its own row */
+    float *scratch;         /* [nth][stride] */
+    int64_t stride;
 } slot_call;
 
 static void trampoline(void *arg, int ith, int nth)
 {
     const slot_call *c = arg;
-    c->d->invoke(c->fn, c->v, ith, nth);
+    if (c->scratch_arg < 0) {
+        c->d->invoke(c->fn, c->v, ith, nth);
+        return;
+    }
+    hone_slot_value v[HONE_SLOT_MAX_ARGS];
+    memcpy(v, c->v, sizeof v);
+    v[c->scratch_arg].p = c->scratch + ith * c->stride;
+    c->d->invoke(c->fn, v, ith, nth);
 }
 
 static uint64_t now_ns(void)
@@ -72,12 +85,15 @@ static uint64_t now_ns(void)
 
 /* Runs slot id at shape s on the pool: v holds its tensor arguments in signature order, the
  * scalars come from s. Small calls (below the descriptor's nth_max_dim elements of dim 0) run
- * on the calling thread alone. The hook, when set, gets the call's time and shape. */
+ * on the calling thread alone. A SCRATCH argument (rmsnorm_matvec's, at most dim floats) is
+ * each share's own row of c->nscratch. The hook, when set, gets the call's time and shape. */
 static void run(hone_ctx *c, int id, const hone_slot_shape *s, hone_slot_value *v)
 {
     const hone_slot_desc *d = hone_slots_desc(id);
     hone_slots_scalars(d, s, v);
-    slot_call call = {d, c->slots.fn[id], v};
+    slot_call call = {d, c->slots.fn[id], v, -1, c->nscratch, c->hp.dim};
+    for (int a = 0; a < d->n_args; a++)
+        if (d->args[a].role == HONE_SLOT_ARG_SCRATCH) call.scratch_arg = a;
     int nth = d->nth_max_dim && s->d[0] < d->nth_max_dim ? 1 : 0;
     if (!c->hook) {
         hone_pool_run(c->pool, trampoline, &call, nth);
@@ -272,8 +288,33 @@ static int cpu_rmsnorm(void *p, hone_act y, hone_act x, int64_t layer, hone_wsel
     return 0;
 }
 
-/* The logits rows: straight into the caller's rows when they are contiguous, otherwise
- * through c->logits and scattered. */
+/* Where the wanted rows' logits go: straight into the caller's rows when they are
+ * contiguous, otherwise c->logits, scattered afterwards by logits_scatter. */
+static float *logits_dst(hone_ctx *c)
+{
+    int64_t nv = c->hp.n_vocab, np = c->piece_n;
+    float *const *out_rows = c->piece_out;
+    float *first = NULL;
+    for (int64_t t = 0, r = 0; t < np; t++)
+        if (out_rows[t]) {
+            if (!first) first = out_rows[t];
+            else if (out_rows[t] != first + r * nv) return c->logits;
+            r++;
+        }
+    return first;
+}
+
+static void logits_scatter(hone_ctx *c, const float *dst)
+{
+    int64_t nv = c->hp.n_vocab;
+    if (dst != c->logits) return;
+    for (int64_t t = 0, r = 0; t < c->piece_n; t++)
+        if (c->piece_out[t]) {
+            memcpy(c->piece_out[t], c->logits + r * nv, (size_t)nv * sizeof(float));
+            r++;
+        }
+}
+
 static int cpu_matmul(void *p, hone_act y, int64_t layer, hone_wsel w, hone_act x, int64_t n)
 {
     hone_ctx *c = p;
@@ -282,23 +323,9 @@ static int cpu_matmul(void *p, hone_act y, int64_t layer, hone_wsel w, hone_act 
         op_matmul(c, act(c, y), W, act(c, x), n);
         return 0;
     }
-    int64_t nv = c->hp.n_vocab, np = c->piece_n;
-    float *const *out_rows = c->piece_out;
-    float *first = NULL;
-    int contiguous = 1;
-    for (int64_t t = 0, r = 0; t < np; t++)
-        if (out_rows[t]) {
-            if (!first) first = out_rows[t];
-            else if (out_rows[t] != first + r * nv) contiguous = 0;
-            r++;
-        }
-    op_matmul(c, contiguous ? first : c->logits, W, act(c, x), n);
-    if (contiguous) return 0;
-    for (int64_t t = 0, r = 0; t < np; t++)
-        if (out_rows[t]) {
-            memcpy(out_rows[t], c->logits + r * nv, (size_t)nv * sizeof(float));
-            r++;
-        }
+    float *dst = logits_dst(c);
+    op_matmul(c, dst, W, act(c, x), n);
+    logits_scatter(c, dst);
     return 0;
 }
 
@@ -358,10 +385,79 @@ static int64_t cpu_gather(void *p, int64_t n)
     return rows;
 }
 
+/* ---- the fused operations: only for a one-token piece, only where the slot table holds a
+ * kernel for the fused slot (the baseline table holds none: engine/slots.h) ---- */
+
+/* The fused slot of kind for weight dtype dt when it is provided and the piece (the head: its
+ * wanted rows) is one row; -1 otherwise. */
+static int fused_slot(const hone_ctx *c, hone_slot_kind kind, int dt, int64_t n)
+{
+    int id = n == 1 ? hone_slots_fused_id(kind, dt) : -1;
+    return id >= 0 && c->slots.fn[id] ? id : -1;
+}
+
+static int cpu_qkv(void *p, int64_t layer, hone_act x, int64_t n)
+{
+    hone_ctx *c = p;
+    const hone_weight *wq = hone_layers_weight(c->m, layer, HONE_W_Q);
+    const hone_weight *wk = hone_layers_weight(c->m, layer, HONE_W_K);
+    const hone_weight *wv = hone_layers_weight(c->m, layer, HONE_W_V);
+    int id = wk->dtype == wq->dtype && wv->dtype == wq->dtype ? fused_slot(c, HONE_SLOT_KIND_QKV, wq->dtype, n) : -1;
+    c->q = c->q0;
+    c->k = c->k0;
+    c->v = c->v0;
+    if (id < 0) return HONE_LAYERS_UNFUSED;
+    /* one row of q, k, v, concatenated: the rest of the step reads them where they lie */
+    c->q = c->qkv;
+    c->k = c->qkv + wq->rows;
+    c->v = c->k + wk->rows;
+    hone_slot_shape s = shape_of(wq->dtype);
+    s.d[0] = wq->rows; s.d[1] = wk->rows; s.d[2] = wv->rows; s.d[3] = wq->cols;
+    s.d[4] = wq->rows + wk->rows + wv->rows;
+    hone_slot_value v[HONE_SLOT_MAX_ARGS] = {{.p = c->qkv}, {.cp = wq->data}, {.cp = wk->data},
+                                             {.cp = wv->data}, {.cp = act(c, x)}};
+    run(c, id, &s, v);
+    return 0;
+}
+
+static int cpu_ffn(void *p, hone_act out, int64_t layer, hone_act x, int64_t n)
+{
+    hone_ctx *c = p;
+    const hone_weight *wg = hone_layers_weight(c->m, layer, HONE_W_GATE);
+    const hone_weight *wu = hone_layers_weight(c->m, layer, HONE_W_UP);
+    int id = wu->dtype == wg->dtype ? fused_slot(c, HONE_SLOT_KIND_FFN, wg->dtype, n) : -1;
+    if (id < 0) return HONE_LAYERS_UNFUSED;
+    hone_slot_shape s = shape_of(wg->dtype);
+    s.d[0] = wg->rows; s.d[1] = wg->cols;
+    hone_slot_value v[HONE_SLOT_MAX_ARGS] = {{.p = act(c, out)}, {.cp = wg->data}, {.cp = wu->data},
+                                             {.cp = act(c, x)}};
+    run(c, id, &s, v);
+    return 0;
+}
+
+static int cpu_norm_matmul(void *p, hone_act y, int64_t layer, hone_wsel norm, hone_wsel w,
+                           hone_act x, int64_t n)
+{
+    hone_ctx *c = p;
+    const hone_weight *W = hone_layers_weight(c->m, layer, w);
+    const hone_weight *g = hone_layers_weight(c->m, layer, norm);
+    int id = fused_slot(c, HONE_SLOT_KIND_RMSNORM_MATVEC, W->dtype, n);
+    if (id < 0) return HONE_LAYERS_UNFUSED;
+    float *dst = y == HONE_ACT_LOGITS ? logits_dst(c) : act(c, y);
+    hone_slot_shape s = shape_of(W->dtype);
+    s.d[0] = W->rows; s.d[1] = W->cols; s.f[0] = c->hp.norm_eps;
+    hone_slot_value v[HONE_SLOT_MAX_ARGS] = {{.p = dst}, {.cp = W->data}, {.cp = act(c, x)},
+                                             {.cp = g->data}};
+    run(c, id, &s, v);
+    if (y == HONE_ACT_LOGITS) logits_scatter(c, dst);
+    return 0;
+}
+
 static const hone_layer_ops cpu_ops = {
     .embed = cpu_embed, .rmsnorm = cpu_rmsnorm, .matmul = cpu_matmul, .bias = cpu_bias,
     .rope = cpu_rope, .store_kv = cpu_store_kv, .attention = cpu_attention, .add = cpu_add,
     .swiglu = cpu_swiglu, .gather = cpu_gather,
+    .qkv = cpu_qkv, .ffn = cpu_ffn, .norm_matmul = cpu_norm_matmul,
 };
 
 /* Runs n <= chunk batch rows through the model. out_rows[t] is where row t's logits go
@@ -495,10 +591,15 @@ int hone_ctx_new(hone_ctx **out, const hone_model *m, const hone_ctx_opts *opts)
     ALLOC(x, ch * hp->dim)
     ALLOC(h, ch * hp->dim)
     ALLOC(proj, ch * hp->dim)
-    ALLOC(q, ch * qd)
+    ALLOC(q0, ch * qd)
     ALLOC(att, ch * qd)
-    ALLOC(k, ch * kvd)
-    ALLOC(v, ch * kvd)
+    ALLOC(k0, ch * kvd)
+    ALLOC(v0, ch * kvd)
+    ALLOC(qkv, qd + 2 * kvd)
+    ALLOC(nscratch, (int64_t)c->o.n_threads * hp->dim)
+    c->q = c->q0;
+    c->k = c->k0;
+    c->v = c->v0;
     ALLOC(gate, ch * hp->ffn)
     ALLOC(up, ch * hp->ffn)
     ALLOC(scratch, (int64_t)c->o.n_threads * c->o.n_ctx)
@@ -521,7 +622,8 @@ void hone_ctx_free(hone_ctx *c)
     if (!c) return;
     hone_pool_free(c->pool);
     hone_kv_cache_free(c->kv);
-    free(c->x); free(c->h); free(c->proj); free(c->q); free(c->att); free(c->k); free(c->v);
+    free(c->x); free(c->h); free(c->proj); free(c->q0); free(c->att); free(c->k0); free(c->v0);
+    free(c->qkv); free(c->nscratch);
     free(c->gate); free(c->up); free(c->scratch); free(c->pos);
     free(c->runs); free(c->seq_rows); free(c->pos_rows); free(c->out_rows); free(c->logits);
     free(c);

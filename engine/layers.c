@@ -14,12 +14,17 @@ int hone_layers_run(const hone_model *m, const hone_layer_ops *o, void *c, int64
     const hone_hparams *hp = hone_model_hparams(m);
     int rc;
 #define TRY(call) if ((rc = (call))) return rc
+/* a fused operation where the executor provides one: 0 ran, HONE_LAYERS_UNFUSED did not */
+#define FUSED(op, ...) (rc = o->op ? o->op(c, __VA_ARGS__) : HONE_LAYERS_UNFUSED)
     TRY(o->embed(c, HONE_ACT_X, n));
     for (int64_t l = 0; l < hp->n_layers; l++) {
         TRY(o->rmsnorm(c, HONE_ACT_H, HONE_ACT_X, l, HONE_W_ATTN_NORM, n));
-        TRY(o->matmul(c, HONE_ACT_Q, l, HONE_W_Q, HONE_ACT_H, n));
-        TRY(o->matmul(c, HONE_ACT_K, l, HONE_W_K, HONE_ACT_H, n));
-        TRY(o->matmul(c, HONE_ACT_V, l, HONE_W_V, HONE_ACT_H, n));
+        if (FUSED(qkv, l, HONE_ACT_H, n) < 0) return rc;
+        if (rc == HONE_LAYERS_UNFUSED) {
+            TRY(o->matmul(c, HONE_ACT_Q, l, HONE_W_Q, HONE_ACT_H, n));
+            TRY(o->matmul(c, HONE_ACT_K, l, HONE_W_K, HONE_ACT_H, n));
+            TRY(o->matmul(c, HONE_ACT_V, l, HONE_W_V, HONE_ACT_H, n));
+        }
         if (hone_layers_weight(m, l, HONE_W_BQ)->data) TRY(o->bias(c, HONE_ACT_Q, l, HONE_W_BQ, n));
         if (hone_layers_weight(m, l, HONE_W_BK)->data) TRY(o->bias(c, HONE_ACT_K, l, HONE_W_BK, n));
         if (hone_layers_weight(m, l, HONE_W_BV)->data) TRY(o->bias(c, HONE_ACT_V, l, HONE_W_BV, n));
@@ -30,16 +35,24 @@ int hone_layers_run(const hone_model *m, const hone_layer_ops *o, void *c, int64
         TRY(o->matmul(c, HONE_ACT_PROJ, l, HONE_W_O, HONE_ACT_ATT, n));
         TRY(o->add(c, HONE_ACT_X, HONE_ACT_X, HONE_ACT_PROJ, n * hp->dim));
         TRY(o->rmsnorm(c, HONE_ACT_H, HONE_ACT_X, l, HONE_W_FFN_NORM, n));
-        TRY(o->matmul(c, HONE_ACT_GATE, l, HONE_W_GATE, HONE_ACT_H, n));
-        TRY(o->matmul(c, HONE_ACT_UP, l, HONE_W_UP, HONE_ACT_H, n));
-        TRY(o->swiglu(c, HONE_ACT_GATE, HONE_ACT_GATE, HONE_ACT_UP, n * hp->ffn));
+        if (FUSED(ffn, HONE_ACT_GATE, l, HONE_ACT_H, n) < 0) return rc;
+        if (rc == HONE_LAYERS_UNFUSED) {
+            TRY(o->matmul(c, HONE_ACT_GATE, l, HONE_W_GATE, HONE_ACT_H, n));
+            TRY(o->matmul(c, HONE_ACT_UP, l, HONE_W_UP, HONE_ACT_H, n));
+            TRY(o->swiglu(c, HONE_ACT_GATE, HONE_ACT_GATE, HONE_ACT_UP, n * hp->ffn));
+        }
         TRY(o->matmul(c, HONE_ACT_PROJ, l, HONE_W_DOWN, HONE_ACT_GATE, n));
         TRY(o->add(c, HONE_ACT_X, HONE_ACT_X, HONE_ACT_PROJ, n * hp->dim));
     }
     int64_t rows = o->gather(c, n);
     if (rows <= 0) return (int)rows;
-    TRY(o->rmsnorm(c, HONE_ACT_H, HONE_ACT_X, -1, HONE_W_OUTPUT_NORM, rows));
-    TRY(o->matmul(c, HONE_ACT_LOGITS, -1, HONE_W_OUTPUT, HONE_ACT_H, rows));
+    if (FUSED(norm_matmul, HONE_ACT_LOGITS, -1, HONE_W_OUTPUT_NORM, HONE_W_OUTPUT, HONE_ACT_X, rows) < 0)
+        return rc;
+    if (rc == HONE_LAYERS_UNFUSED) {
+        TRY(o->rmsnorm(c, HONE_ACT_H, HONE_ACT_X, -1, HONE_W_OUTPUT_NORM, rows));
+        TRY(o->matmul(c, HONE_ACT_LOGITS, -1, HONE_W_OUTPUT, HONE_ACT_H, rows));
+    }
+#undef FUSED
 #undef TRY
     return 0;
 }

@@ -5,7 +5,9 @@
  *   x = embed(tokens)
  *   per layer: h = rmsnorm(x); q,k,v = h Wq,Wk,Wv (+ biases); rope(q), rope(k); store k, v;
  *              att = attention(q); x += att Wo; h = rmsnorm(x); x += swiglu(h Wg, h Wu) Wd
- *   the rows whose logits are wanted: logits = rmsnorm(x) Wout */
+ *   the rows whose logits are wanted: logits = rmsnorm(x) Wout
+ * with three optional fused steps an executor may provide (q,k,v in one pass; gate, up and
+ * swiglu in one; the final norm into the head). */
 #ifndef HONE_LAYERS_H
 #define HONE_LAYERS_H
 
@@ -47,6 +49,11 @@ const hone_weight *hone_layers_weight(const hone_model *m, int64_t layer, hone_w
      : (w) == HONE_W_FFN_NORM ? &(L)->ffn_norm : (w) == HONE_W_GATE ? &(L)->w_gate               \
      : (w) == HONE_W_UP ? &(L)->w_up : &(L)->w_down)
 
+/* What a fused operation returns when it does not run (not provided for this piece: its
+ * kernel is not installed, the piece is not a single-token decode, the weights' dtypes differ):
+ * hone_layers_run then runs the unfused sequence in its place. */
+#define HONE_LAYERS_UNFUSED 1
+
 /* One executor: every operation returns 0 or a negative HONE_E* code, which stops the run.
  * n is the piece's token count; layer and w name a weight for hone_layers_weight. */
 typedef struct {
@@ -63,6 +70,17 @@ typedef struct {
     /* Makes the x rows whose logits are wanted the first rows the next rmsnorm reads; returns
      * their count (0: none, the run ends) or a negative HONE_E* code. */
     int64_t (*gather)(void *ctx, int64_t n);
+    /* Optional fused operations: NULL, or a return of HONE_LAYERS_UNFUSED, runs the unfused
+     * sequence instead (the CUDA backend and the profiler's cost model leave them NULL). Each
+     * must give bitwise what the sequence it replaces gives. */
+    /* q, k, v = x Wq, x Wk, x Wv (the biases follow, as after the three matmuls) */
+    int (*qkv)(void *ctx, int64_t layer, hone_act x, int64_t n);
+    /* out = swiglu(x Wg, x Wu) (replaces the gate and up matmuls and the swiglu into out) */
+    int (*ffn)(void *ctx, hone_act out, int64_t layer, hone_act x, int64_t n);
+    /* y = rmsnorm(x, weight norm) W (replaces the rmsnorm into HONE_ACT_H and the matmul of it
+     * where one norm feeds exactly one matmul: the output head) */
+    int (*norm_matmul)(void *ctx, hone_act y, int64_t layer, hone_wsel norm, hone_wsel w,
+                       hone_act x, int64_t n);
 } hone_layer_ops;
 
 /* Runs the sequence for a piece of n tokens. */

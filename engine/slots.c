@@ -21,6 +21,20 @@ DECL_MV(bf16)
 DECL_MV(q8_0)
 DECL_MV(q4_0)
 DECL_MV(q4_1)
+/* The fused slots' baselines (kernels/cpu/qkv_<dt>.c, ffn_<dt>.c, rmsnorm_matvec_<dt>.c). */
+#define DECL_FUSED(dt)                                                                            \
+    void hone_cpu_qkv_##dt(float *, const void *, const void *, const void *, const float *,     \
+                           int64_t, int64_t, int64_t, int64_t, int, int);                        \
+    void hone_cpu_ffn_##dt(float *, const void *, const void *, const float *, int64_t, int64_t,  \
+                           int, int);                                                            \
+    void hone_cpu_rmsnorm_matvec_##dt(float *, const void *, const float *, const float *,       \
+                                      int64_t, int64_t, float, float *, int, int);
+DECL_FUSED(f32)
+DECL_FUSED(f16)
+DECL_FUSED(bf16)
+DECL_FUSED(q8_0)
+DECL_FUSED(q4_0)
+DECL_FUSED(q4_1)
 void hone_cpu_rope(float *, const int32_t *, int64_t, int64_t, int64_t, int64_t, float, int32_t, int,
                    int);
 void hone_cpu_attention_decode(float *, const float *, const float *, const float *, const int32_t *,
@@ -89,6 +103,23 @@ static void invoke_binary(void *fn, const hone_slot_value *v, int ith, int nth)
     ((hone_slot_add_fn)fn)(v[0].p, v[1].cp, v[2].cp, v[3].i64, ith, nth);
 }
 
+static void invoke_qkv(void *fn, const hone_slot_value *v, int ith, int nth)
+{
+    ((hone_slot_qkv_fn)fn)(v[0].p, v[1].cp, v[2].cp, v[3].cp, v[4].cp, v[5].i64, v[6].i64, v[7].i64,
+                           v[8].i64, ith, nth);
+}
+
+static void invoke_ffn(void *fn, const hone_slot_value *v, int ith, int nth)
+{
+    ((hone_slot_ffn_fn)fn)(v[0].p, v[1].cp, v[2].cp, v[3].cp, v[4].i64, v[5].i64, ith, nth);
+}
+
+static void invoke_rmsnorm_matvec(void *fn, const hone_slot_value *v, int ith, int nth)
+{
+    ((hone_slot_rmsnorm_matvec_fn)fn)(v[0].p, v[1].cp, v[2].cp, v[3].cp, v[4].i64, v[5].i64,
+                                      v[6].f32, v[7].p, ith, nth);
+}
+
 /* ---- cost models: bytes moved at least, and flops ---------------------------------------- */
 
 static double row_bytes(int dt, int64_t cols)
@@ -105,6 +136,8 @@ enum { MM_N, MM_ROWS, MM_COLS };                 /* matmul */
 enum { P_N, P_HEADS, P_HEAD_DIM, P_ROT };        /* rope */
 enum { A_N, A_POS0, A_NKV, A_BS, A_HEADS, A_KVH, A_HD, A_NBLOCKS }; /* attention */
 enum { B_N };                                    /* swiglu, add */
+enum { QKV_RQ, QKV_RK, QKV_RV, QKV_COLS, QKV_ROWS }; /* qkv (QKV_ROWS = rq + rk + rv, derived) */
+enum { F_ROWS, F_COLS };                         /* ffn, rmsnorm_matvec */
 
 static void cost_embed(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes, double *flops)
 {
@@ -171,7 +204,36 @@ static void cost_add(const hone_slot_desc *d, const hone_slot_shape *s, double *
     *flops = (double)s->d[B_N];
 }
 
+/* The fused slots move what their components move less the intermediates they keep. */
+static void cost_qkv(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes, double *flops)
+{
+    double rows = (double)s->d[QKV_ROWS], cols = (double)s->d[QKV_COLS];
+    *bytes = rows * row_bytes(d->dtype, s->d[QKV_COLS]) + 4 * (rows + cols);
+    *flops = 2 * rows * cols;
+}
+
+static void cost_ffn(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes, double *flops)
+{
+    double rows = (double)s->d[F_ROWS], cols = (double)s->d[F_COLS];
+    *bytes = 2 * rows * row_bytes(d->dtype, s->d[F_COLS]) + 4 * (rows + cols);
+    *flops = 4 * rows * cols + 5 * rows;
+}
+
+static void cost_rmsnorm_matvec(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes,
+                                double *flops)
+{
+    double rows = (double)s->d[F_ROWS], cols = (double)s->d[F_COLS];
+    *bytes = rows * row_bytes(d->dtype, s->d[F_COLS]) + 4 * (rows + 2 * cols);
+    *flops = 2 * rows * cols + 4 * cols;
+}
+
 /* ---- derived dims -------------------------------------------------------------------------- */
+
+static void derive_qkv(const hone_slot_desc *d, hone_slot_shape *s)
+{
+    (void)d;
+    s->d[QKV_ROWS] = s->d[QKV_RQ] + s->d[QKV_RK] + s->d[QKV_RV];
+}
 
 /* The cache of a case holds its keys' blocks plus two more no key should be read from. */
 static void derive_attention(const hone_slot_desc *d, hone_slot_shape *s)
@@ -375,6 +437,52 @@ static int shapes_mat(const hone_slot_desc *d, const hone_model *m, hone_slot_sh
     return l.n;
 }
 
+/* A fused slot's shape of weight rows (qkv: rq, rk, rv; the others: rows) and cols, refused
+ * like push_mat's (blocks must divide cols; the weights together at most MAX_WEIGHT_BYTES). */
+static void push_fused(shape_list *l, float eps, int64_t rq, int64_t rk, int64_t rv, int64_t cols)
+{
+    int dt = l->d->dtype;
+    float f[HONE_SLOT_MAX_PARAMS] = {eps};
+    if (hone_dtype_block_size(dt) == HONE_QK && cols % HONE_QK) return;
+    int64_t rows = l->d->kind == HONE_SLOT_KIND_QKV ? rq + rk + rv
+                 : l->d->kind == HONE_SLOT_KIND_FFN ? 2 * rq : rq;
+    if (hone_dtype_row_bytes(dt, cols) * rows > MAX_WEIGHT_BYTES) return;
+    if (l->d->kind == HONE_SLOT_KIND_QKV) PUSH(l, NULL, 0, dt, l->edge, rq, rk, rv, cols);
+    else PUSH(l, l->d->kind == HONE_SLOT_KIND_RMSNORM_MATVEC ? f : NULL, 0, dt, l->edge, rq, cols);
+}
+
+/* The model's shapes where all the fused weights share the slot's dtype (qkv: layer 0's q, k,
+ * v; ffn: gate and up; rmsnorm_matvec: the output head, the one norm that feeds one matvec),
+ * the SmolLM2-135M reference shapes, then edge shapes (1, odd, non-power-of-two). */
+static int shapes_fused(const hone_slot_desc *d, const hone_model *m, hone_slot_shape *out, int cap)
+{
+    shape_list l = {.d = d, .s = out, .cap = cap};
+    int k = d->kind, dt = d->dtype;
+    float eps = m ? hone_model_hparams(m)->norm_eps : 1e-5f;
+    if (m) {
+        const hone_layer *L = hone_model_layer(m, 0);
+        const hone_weight *o = hone_model_output(m);
+        if (k == HONE_SLOT_KIND_QKV && L->wq.dtype == dt && L->wk.dtype == dt && L->wv.dtype == dt)
+            push_fused(&l, eps, L->wq.rows, L->wk.rows, L->wv.rows, L->wq.cols);
+        if (k == HONE_SLOT_KIND_FFN && L->w_gate.dtype == dt && L->w_up.dtype == dt)
+            push_fused(&l, eps, L->w_gate.rows, 0, 0, L->w_gate.cols);
+        if (k == HONE_SLOT_KIND_RMSNORM_MATVEC && o->dtype == dt) push_fused(&l, eps, o->rows, 0, 0, o->cols);
+    }
+    if (k == HONE_SLOT_KIND_QKV) push_fused(&l, eps, REF_DIM, 192, 192, REF_DIM);
+    else if (k == HONE_SLOT_KIND_FFN) push_fused(&l, eps, REF_FFN, 0, 0, REF_DIM);
+    else push_fused(&l, eps, 49152, 0, 0, REF_DIM);
+    push_fused(&l, eps, 1, 1, 1, 32);
+    push_fused(&l, eps, 7, 3, 5, 64);
+    push_fused(&l, eps, 33, 2, 1, 96);
+    push_fused(&l, eps, 5, 3, 3, 7);
+    push_fused(&l, eps, 3, 1, 2, 33);
+    push_fused(&l, eps, 1, 1, 1, 1);
+    l.edge = 1;
+    push_fused(&l, eps, 33, 5, 7, 96);
+    push_fused(&l, eps, 64, 16, 16, 256);
+    return l.n;
+}
+
 /* ---- the descriptors ---------------------------------------------------------------------- */
 
 #define L(...) {__VA_ARGS__, HONE_SLOT_END}
@@ -415,6 +523,60 @@ static int shapes_mat(const hone_slot_desc *d, const hone_model *m, hone_slot_sh
      .share_units = L(MM_ROWS), .share_len = NONE, .cmp_rows = L(MM_N), .cuda_x = L(MM_ROWS), .cuda_y = L(MM_N),                             \
      .cost = cost_matmul, .shapes = shapes_mat, .invoke = invoke_matmul,                            \
      .cpu_baseline = (void *)hone_cpu_matmul_##dt}
+
+#define T_W(nm, ...) {.name = nm, .ctype = "const void *", .role = HONE_SLOT_ARG_WEIGHT, .dims = L(__VA_ARGS__)}
+#define T_X(nm, d)                                                                                  \
+    {.name = nm, .ctype = "const float *", .role = HONE_SLOT_ARG_IN, .dims = L(d), .lo = -1, .hi = 1, \
+     .edge = 1e4, .flags = HONE_SLOT_ARG_ZERO_BLOCKS}
+
+#define QKV_DESC(dt, DT)                                                                            \
+    {.name = "qkv_" #dt, .kind = HONE_SLOT_KIND_QKV, .dtype = DT,                                   \
+     .math = "y[rq + rk + rv] = concat(Wq x, Wk x, Wv x) (decode, one token): Wq[rq][cols], "       \
+             "Wk[rk][cols], Wv[rv][cols] of the weight dtype (GGUF rows, dequantised exactly), "    \
+             "x[cols], y f32; row r of y is bitwise the matvec row of Wq (r < rq), of Wk at r - rq, " \
+             "of Wv at r - rq - rk. Share: the concatenated rows of y.",                            \
+     .fn_type = "hone_slot_qkv_fn", .n_args = 9,                                                    \
+     .args = {T_OUT("y", QKV_ROWS), T_W("Wq", QKV_RQ, QKV_COLS), T_W("Wk", QKV_RK, QKV_COLS),       \
+              T_W("Wv", QKV_RV, QKV_COLS), T_X("x", QKV_COLS), T_DIM("rq", QKV_RQ),                 \
+              T_DIM("rk", QKV_RK), T_DIM("rv", QKV_RV), T_DIM("cols", QKV_COLS)},                   \
+     .n_dims = 5, .dims = {"rq", "rk", "rv", "cols", "rows"}, .key_dims = 15, .range_dim = -1,      \
+     .share_units = L(QKV_ROWS), .share_len = NONE, .cmp_rows = NONE, .cuda_x = NONE, .cuda_y = NONE, \
+     .cost = cost_qkv, .derive = derive_qkv, .shapes = shapes_fused, .invoke = invoke_qkv,          \
+     .cpu_baseline = (void *)hone_cpu_qkv_##dt}
+
+#define FFN_DESC(dt, DT)                                                                            \
+    {.name = "ffn_" #dt, .kind = HONE_SLOT_KIND_FFN, .dtype = DT,                                   \
+     .math = "out[r] = g / (1 + expf(-g)) * u with g = (Wg x)[r], u = (Wu x)[r], r < rows (gate "   \
+             "and up projections with swiglu, decode, one token): Wg, Wu [rows][cols] of the "      \
+             "weight dtype, x[cols], out[rows] f32; g and u bitwise the matvec rows, then the "     \
+             "swiglu slot's f32 formula.",                                                          \
+     .fn_type = "hone_slot_ffn_fn", .n_args = 6,                                                    \
+     .args = {T_OUT("out", F_ROWS), T_W("Wg", F_ROWS, F_COLS), T_W("Wu", F_ROWS, F_COLS),           \
+              T_X("x", F_COLS), T_DIM("rows", F_ROWS), T_DIM("cols", F_COLS)},                      \
+     .n_dims = 2, .dims = {"rows", "cols"}, .key_dims = 3, .range_dim = -1,                         \
+     .share_units = L(F_ROWS), .share_len = NONE, .cmp_rows = NONE, .cuda_x = NONE, .cuda_y = NONE, \
+     .cost = cost_ffn, .shapes = shapes_fused, .invoke = invoke_ffn,                                \
+     .cpu_baseline = (void *)hone_cpu_ffn_##dt}
+
+#define RMSNORM_MATVEC_DESC(dt, DT)                                                                 \
+    {.name = "rmsnorm_matvec_" #dt, .kind = HONE_SLOT_KIND_RMSNORM_MATVEC, .dtype = DT,             \
+     .math = "y[r] = sum_c W[r][c] * h[c], h[c] = x[c] / sqrt(mean_j(x[j]^2) + eps) * g[c] "        \
+             "(decode, one token; the final norm into the LM head): W[rows][cols] of the weight "   \
+             "dtype, x[cols], g[cols], y[rows] f32; h bitwise the rmsnorm slot's f32 row, y "       \
+             "bitwise the matvec of h; scratch: this share's own >= cols floats (each share may "   \
+             "recompute h there).",                                                                 \
+     .fn_type = "hone_slot_rmsnorm_matvec_fn", .n_args = 8,                                         \
+     .args = {T_OUT("y", F_ROWS), T_W("W", F_ROWS, F_COLS),                                         \
+              {.name = "x", .ctype = "const float *", .role = HONE_SLOT_ARG_IN, .dims = L(F_COLS),   \
+               .lo = -2, .hi = 2, .edge = 1e4, .flags = HONE_SLOT_ARG_ZERO_BLOCKS},                 \
+              {.name = "g", .ctype = "const float *", .role = HONE_SLOT_ARG_NORM, .dims = L(F_COLS), \
+               .lo = 0.5f, .hi = 1.5f},                                                             \
+              T_DIM("rows", F_ROWS), T_DIM("cols", F_COLS), T_F32("eps", 0),                        \
+              {.name = "scratch", .ctype = "float *", .role = HONE_SLOT_ARG_SCRATCH, .dims = L(F_COLS)}}, \
+     .n_dims = 2, .dims = {"rows", "cols"}, .key_dims = 3, .range_dim = -1, .params = {"eps"},      \
+     .share_units = L(F_ROWS), .share_len = NONE, .cmp_rows = NONE, .cuda_x = NONE, .cuda_y = NONE, \
+     .cost = cost_rmsnorm_matvec, .shapes = shapes_fused, .invoke = invoke_rmsnorm_matvec,          \
+     .cpu_baseline = (void *)hone_cpu_rmsnorm_matvec_##dt}
 
 #define ATTN_ARGS_HEAD                                                                              \
     T_OUT("out", A_N, A_HEADS, A_HD), T_IN("q", -1, 1, 12, A_N, A_HEADS, A_HD),                     \
@@ -542,6 +704,24 @@ static const hone_slot_desc builtin[HONE_SLOT_COUNT] = {
         .cuda_x = L(B_N), .cuda_y = NONE,
         .cost = cost_add, .shapes = shapes_elementwise, .invoke = invoke_binary,
         .cpu_baseline = (void *)hone_cpu_add},
+    [HONE_SLOT_QKV_F32] = QKV_DESC(f32, HONE_DTYPE_F32),
+    [HONE_SLOT_QKV_F16] = QKV_DESC(f16, HONE_DTYPE_F16),
+    [HONE_SLOT_QKV_BF16] = QKV_DESC(bf16, HONE_DTYPE_BF16),
+    [HONE_SLOT_QKV_Q8_0] = QKV_DESC(q8_0, HONE_DTYPE_Q8_0),
+    [HONE_SLOT_QKV_Q4_0] = QKV_DESC(q4_0, HONE_DTYPE_Q4_0),
+    [HONE_SLOT_QKV_Q4_1] = QKV_DESC(q4_1, HONE_DTYPE_Q4_1),
+    [HONE_SLOT_FFN_F32] = FFN_DESC(f32, HONE_DTYPE_F32),
+    [HONE_SLOT_FFN_F16] = FFN_DESC(f16, HONE_DTYPE_F16),
+    [HONE_SLOT_FFN_BF16] = FFN_DESC(bf16, HONE_DTYPE_BF16),
+    [HONE_SLOT_FFN_Q8_0] = FFN_DESC(q8_0, HONE_DTYPE_Q8_0),
+    [HONE_SLOT_FFN_Q4_0] = FFN_DESC(q4_0, HONE_DTYPE_Q4_0),
+    [HONE_SLOT_FFN_Q4_1] = FFN_DESC(q4_1, HONE_DTYPE_Q4_1),
+    [HONE_SLOT_RMSNORM_MATVEC_F32] = RMSNORM_MATVEC_DESC(f32, HONE_DTYPE_F32),
+    [HONE_SLOT_RMSNORM_MATVEC_F16] = RMSNORM_MATVEC_DESC(f16, HONE_DTYPE_F16),
+    [HONE_SLOT_RMSNORM_MATVEC_BF16] = RMSNORM_MATVEC_DESC(bf16, HONE_DTYPE_BF16),
+    [HONE_SLOT_RMSNORM_MATVEC_Q8_0] = RMSNORM_MATVEC_DESC(q8_0, HONE_DTYPE_Q8_0),
+    [HONE_SLOT_RMSNORM_MATVEC_Q4_0] = RMSNORM_MATVEC_DESC(q4_0, HONE_DTYPE_Q4_0),
+    [HONE_SLOT_RMSNORM_MATVEC_Q4_1] = RMSNORM_MATVEC_DESC(q4_1, HONE_DTYPE_Q4_1),
 };
 
 static hone_slot_desc registered[HONE_SLOT_MAX - HONE_SLOT_COUNT];
@@ -631,6 +811,35 @@ int hone_slots_matmul_id(int dtype)
     for (int i = 0; i < 6; i++)
         if (MAT_DTYPES[i] == dtype) return HONE_SLOT_MATMUL_F32 + i;
     return -1;
+}
+
+int hone_slots_fused_id(hone_slot_kind kind, int dtype)
+{
+    int mv = hone_slots_matvec_id(dtype);
+    if (mv < 0) return -1;
+    int i = mv - HONE_SLOT_MATVEC_F32;
+    switch (kind) {
+    case HONE_SLOT_KIND_QKV: return HONE_SLOT_QKV_F32 + i;
+    case HONE_SLOT_KIND_FFN: return HONE_SLOT_FFN_F32 + i;
+    case HONE_SLOT_KIND_RMSNORM_MATVEC: return HONE_SLOT_RMSNORM_MATVEC_F32 + i;
+    default: return -1;
+    }
+}
+
+int hone_slots_is_fused(int id) { return id >= HONE_SLOT_FUSED_FIRST && id < HONE_SLOT_COUNT; }
+
+int hone_slots_fused_components(int id, int *ids, int cap)
+{
+    if (!hone_slots_is_fused(id) || cap < 2) return 0;
+    const hone_slot_desc *d = hone_slots_desc(id);
+    int mv = hone_slots_matvec_id(d->dtype);
+    if (d->kind == HONE_SLOT_KIND_QKV) {
+        ids[0] = mv;
+        return 1;
+    }
+    ids[0] = d->kind == HONE_SLOT_KIND_FFN ? mv : HONE_SLOT_RMSNORM;
+    ids[1] = d->kind == HONE_SLOT_KIND_FFN ? HONE_SLOT_SWIGLU : mv;
+    return 2;
 }
 
 /* ---- shapes and calls ----------------------------------------------------------------------- */
@@ -900,7 +1109,8 @@ void hone_slots_values(const hone_slot_desc *d, const hone_slot_shape *s, const 
 void hone_slots_cpu_baseline(hone_slot_table *t)
 {
     memset(t, 0, sizeof *t);
-    for (int i = 0; i < hone_slots_count(); i++) t->fn[i] = hone_slots_desc(i)->cpu_baseline;
+    for (int i = 0; i < hone_slots_count(); i++)
+        if (!hone_slots_is_fused(i)) t->fn[i] = hone_slots_desc(i)->cpu_baseline;
 }
 
 void *hone_slots_get(const hone_slot_table *t, int id)

@@ -87,6 +87,29 @@ typedef void (*hone_slot_swiglu_fn)(float *out, const float *gate, const float *
 typedef void (*hone_slot_add_fn)(float *y, const float *a, const float *b, int64_t n, int ith,
                                  int nth);
 
+/* ---- fused slots (decode, one token): the unfused composition is their baseline, bitwise ---- */
+
+/* y[rq + rk + rv] = concat(Wq x, Wk x, Wv x): Wq[rq][cols], Wk[rk][cols], Wv[rv][cols] of one
+ * weight dtype, x[cols]; row r of y is bitwise the same dtype's matvec row (of Wq for r < rq,
+ * of Wk at r - rq, of Wv at r - rq - rk). Share: rows of y (the concatenated rows). */
+typedef void (*hone_slot_qkv_fn)(float *y, const void *Wq, const void *Wk, const void *Wv,
+                                 const float *x, int64_t rq, int64_t rk, int64_t rv, int64_t cols,
+                                 int ith, int nth);
+
+/* out[r] = swiglu(Wg x, Wu x)[r] = g / (1 + expf(-g)) * u with g = (Wg x)[r], u = (Wu x)[r]
+ * each bitwise the same dtype's matvec row, then the swiglu slot's f32 formula. Wg, Wu
+ * [rows][cols], x[cols], out[rows]. Share: rows. */
+typedef void (*hone_slot_ffn_fn)(float *out, const void *Wg, const void *Wu, const float *x,
+                                 int64_t rows, int64_t cols, int ith, int nth);
+
+/* y[r] = sum_c W[r][c] * h[c] with h = rmsnorm(x, g, eps) (the rmsnorm slot's f32 formula, one
+ * row): bitwise rmsnorm then the same dtype's matvec. W[rows][cols], x[cols], g[cols],
+ * y[rows]; scratch: this share's own workspace of >= cols floats (each share may recompute the
+ * norm there). Share: rows. */
+typedef void (*hone_slot_rmsnorm_matvec_fn)(float *y, const void *W, const float *x,
+                                            const float *g, int64_t rows, int64_t cols, float eps,
+                                            float *scratch, int ith, int nth);
+
 /* ---- slot identities ------------------------------------------------------------------- */
 
 /* The built-in slots; registered slots (hone_slots_register) take ids from HONE_SLOT_COUNT up. */
@@ -102,10 +125,21 @@ typedef enum {
     HONE_SLOT_ATTENTION_PREFILL,
     HONE_SLOT_SWIGLU,
     HONE_SLOT_ADD,
+    /* the fused slots, one per weight dtype in the matvec order (f32 .. q4_1); no CUDA kernel */
+    HONE_SLOT_QKV_F32, HONE_SLOT_QKV_F16, HONE_SLOT_QKV_BF16,
+    HONE_SLOT_QKV_Q8_0, HONE_SLOT_QKV_Q4_0, HONE_SLOT_QKV_Q4_1,
+    HONE_SLOT_FFN_F32, HONE_SLOT_FFN_F16, HONE_SLOT_FFN_BF16,
+    HONE_SLOT_FFN_Q8_0, HONE_SLOT_FFN_Q4_0, HONE_SLOT_FFN_Q4_1,
+    HONE_SLOT_RMSNORM_MATVEC_F32, HONE_SLOT_RMSNORM_MATVEC_F16, HONE_SLOT_RMSNORM_MATVEC_BF16,
+    HONE_SLOT_RMSNORM_MATVEC_Q8_0, HONE_SLOT_RMSNORM_MATVEC_Q4_0, HONE_SLOT_RMSNORM_MATVEC_Q4_1,
     HONE_SLOT_COUNT
 } hone_slot_id;
 
-#define HONE_SLOT_MAX 48       /* built-in + registered slots */
+/* The first fused slot: the slots below it are the ones every backend implements (the CUDA
+ * backend has a kernels/cuda/<slot>.cu for each). */
+#define HONE_SLOT_FUSED_FIRST HONE_SLOT_QKV_F32
+
+#define HONE_SLOT_MAX 64       /* built-in + registered slots */
 
 /* What a slot computes, for the consumers that treat families alike (the oracle, the search
  * proposer's templates). HONE_SLOT_KIND_OTHER: a registered slot, whose descriptor carries
@@ -120,6 +154,9 @@ typedef enum {
     HONE_SLOT_KIND_ATTENTION_PREFILL,
     HONE_SLOT_KIND_SWIGLU,
     HONE_SLOT_KIND_ADD,
+    HONE_SLOT_KIND_QKV,             /* fused: q, k, v projections in one pass */
+    HONE_SLOT_KIND_FFN,             /* fused: gate and up projections with swiglu */
+    HONE_SLOT_KIND_RMSNORM_MATVEC,  /* fused: rmsnorm into the one matvec it feeds */
     HONE_SLOT_KIND_OTHER
 } hone_slot_kind;
 
@@ -252,6 +289,15 @@ int hone_slots_param_types(int id, char *buf, int cap);
 /* The slot of the matvec / matmul for a weight dtype; -1 if the dtype is not served. */
 int hone_slots_matvec_id(int dtype);
 int hone_slots_matmul_id(int dtype);
+/* The fused slot of kind (HONE_SLOT_KIND_QKV, _FFN, _RMSNORM_MATVEC) for a weight dtype; -1 if
+ * there is none. */
+int hone_slots_fused_id(hone_slot_kind kind, int dtype);
+/* 1 for a fused slot (its baseline is the unfused composition; see the table below). */
+int hone_slots_is_fused(int id);
+/* The component slots a fused slot's work replaces in a decode step (qkv_q4_1: matvec_q4_1;
+ * ffn: matvec, swiglu; rmsnorm_matvec: rmsnorm, matvec) into ids (up to cap); returns the count
+ * (0 for a slot that is not fused). */
+int hone_slots_fused_components(int id, int *ids, int cap);
 
 /* ---- shapes and calls ------------------------------------------------------------------ */
 
@@ -296,11 +342,21 @@ void hone_slots_values(const hone_slot_desc *d, const hone_slot_shape *s, const 
 
 /* ---- the table the engine calls -------------------------------------------------------- */
 
+/* fn[id] is the function the engine calls for slot id. A fused slot is called only where its
+ * entry is set: "provided". The baseline table leaves every fused entry NULL, so the forward
+ * pass runs the unfused sequence exactly as without fused slots; an entry is set only by an
+ * approved kernel (the kernel loader installing kernels/cpu/<fused>.c, the guard or the tuner
+ * slotting a candidate in). The fused slot's own baseline, the unfused composition of the
+ * baseline kernels (bitwise), stays reachable through its descriptor (cpu_baseline): it is the
+ * guard's kernel-level incumbent and the loader's self-check reference, while the guard's
+ * model and end-to-end gates compare the forward without the fused slot (NULL, the real
+ * incumbent) against the forward with the candidate. */
 typedef struct {
     void *fn[HONE_SLOT_MAX];    /* indexed by slot id: a function of the slot's signature */
 } hone_slot_table;
 
-/* Fills t with the CPU baselines of kernels/cpu/ (registered slots: their cpu_baseline). */
+/* Fills t with the CPU baselines of kernels/cpu/ (registered slots: their cpu_baseline); the
+ * fused slots' entries are NULL (not provided: the engine runs the unfused sequence). */
 void hone_slots_cpu_baseline(hone_slot_table *t);
 /* Reads / replaces the function pointer of one slot in t (as void * for loaders). */
 void *hone_slots_get(const hone_slot_table *t, int id);

@@ -431,6 +431,13 @@ void hone_cases_oracle(const hone_case *c, const uint8_t *base, double *ref)
         break;
     case HONE_SLOT_KIND_SWIGLU: hone_oracle_swiglu(ref, v[1].cp, v[2].cp, D[0]); break;
     case HONE_SLOT_KIND_ADD: hone_oracle_add(ref, v[1].cp, v[2].cp, D[0]); break;
+    case HONE_SLOT_KIND_QKV:
+        hone_oracle_qkv(ref, s->dtype, v[1].cp, v[2].cp, v[3].cp, v[4].cp, D[0], D[1], D[2], D[3]);
+        break;
+    case HONE_SLOT_KIND_FFN: hone_oracle_ffn(ref, s->dtype, v[1].cp, v[2].cp, v[3].cp, D[0], D[1]); break;
+    case HONE_SLOT_KIND_RMSNORM_MATVEC:
+        hone_oracle_rmsnorm_matvec(ref, s->dtype, v[1].cp, v[2].cp, v[3].cp, D[0], D[1], s->f[0]);
+        break;
     default:
         if (c->d->oracle) c->d->oracle(c->d, s, v, ref);
         else for (int64_t i = 0; i < c->out_len; i++) ref[i] = NAN;
@@ -459,6 +466,13 @@ int hone_cases_bound(const hone_case *c, const uint8_t *base, const double *ref,
         return 1;
     case HONE_SLOT_KIND_SWIGLU: hone_oracle_bound_swiglu(bound, ref, D[0]); return 1;
     case HONE_SLOT_KIND_ADD: hone_oracle_bound_add(bound, ref, D[0]); return 1;
+    case HONE_SLOT_KIND_QKV:
+        hone_oracle_bound_qkv(bound, s->dtype, v[1].cp, v[2].cp, v[3].cp, v[4].cp, D[0], D[1], D[2], D[3]);
+        return 1;
+    case HONE_SLOT_KIND_FFN: hone_oracle_bound_ffn(bound, s->dtype, v[1].cp, v[2].cp, v[3].cp, D[0], D[1]); return 1;
+    case HONE_SLOT_KIND_RMSNORM_MATVEC:
+        hone_oracle_bound_rmsnorm_matvec(bound, s->dtype, v[1].cp, v[2].cp, v[3].cp, D[0], D[1], s->f[0]);
+        return 1;
     default: return 0;
     }
 }

@@ -1116,14 +1116,24 @@ static int model_gates(run_state *r, int do_e2e)
         reject(r, HONE_GUARD_INTERNAL, "out of memory for the model gate");
         goto done;
     }
-    /* does the model call this slot at all? */
-    int counts[HONE_SLOT_MAX] = {0};
+    /* does the model call this slot at all? A fused slot is not provided by the incumbent
+     * table (engine/slots.h): ask with its baseline composition slotted in, then run the
+     * incumbent (without it) for every prompt. */
+    int counts[HONE_SLOT_MAX] = {0}, p0 = 1;
+    hone_slot_table *bt = hone_backend_slots(bk);
+    if (!hone_slots_get(bt, r->slot)) {
+        hone_slots_set(bt, r->slot, r->inc_fn);
+        p0 = 0;
+    }
     hone_backend_set_slot_hook(bk, count_hook, counts);
-    if (teacher_forced(bk, tokens, pre, S, inc, V) != 0) {
+    rc = teacher_forced(bk, tokens, pre, S, inc, V);
+    hone_backend_set_slot_hook(bk, NULL, NULL);
+    if (!p0) hone_slots_set(bt, r->slot, NULL);
+    if (rc != 0) {
+        rc = 0;
         reject(r, HONE_GUARD_INTERNAL, "incumbent forward: %s", hone_error_last());
         goto done;
     }
-    hone_backend_set_slot_hook(bk, NULL, NULL);
     if (!counts[r->slot]) {
         gate(r, "model-parity", "pass", "not exercised: %s never calls %s (kernel gates only)",
              hone_model_name(r->model), hone_slots_name(r->slot));
@@ -1131,7 +1141,7 @@ static int model_gates(run_state *r, int do_e2e)
         goto done;
     }
     if (!do_e2e) {
-        if (teacher_forced_set(bk, tokens, 1, P, pre, S, inc, V) != 0) {
+        if (teacher_forced_set(bk, tokens, p0, P, pre, S, inc, V) != 0) {
             reject(r, HONE_GUARD_INTERNAL, "incumbent forward: %s", hone_error_last());
             goto done;
         }
@@ -1807,6 +1817,7 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
     if ((rc = hone_model_load(&r.model, opts->model_path)) != 0) goto done;
     if ((rc = served_table(&r)) != 0) goto done;
     r.inc_fn = hone_slots_get(&r.served, r.slot);
+    if (!r.inc_fn) r.inc_fn = hone_slots_desc(r.slot)->cpu_baseline; /* a fused slot the tree does not provide */
     if ((rc = case_sets_new(&r, r.inc_fn)) != 0) goto done;
     if ((rc = kernel_parity_gate(&r)) != 0) goto done;
     if (r.verdict_done) goto verdict;

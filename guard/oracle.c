@@ -205,6 +205,57 @@ void hone_oracle_add(double *y, const float *a, const float *b, int64_t n)
     for (int64_t i = 0; i < n; i++) y[i] = (double)a[i] + (double)b[i];
 }
 
+void hone_oracle_qkv(double *y, int32_t dtype, const void *Wq, const void *Wk, const void *Wv,
+                     const float *x, int64_t rq, int64_t rk, int64_t rv, int64_t cols)
+{
+    hone_oracle_matvec(y, dtype, Wq, x, rq, cols);
+    hone_oracle_matvec(y + rq, dtype, Wk, x, rk, cols);
+    hone_oracle_matvec(y + rq + rk, dtype, Wv, x, rv, cols);
+}
+
+static double silu(double g) { return g / (1.0 + exp(-g)); }
+
+/* A buffer the oracle cannot go without. */
+static double *oracle_alloc(int64_t n)
+{
+    double *p = malloc((size_t)(n > 0 ? n : 1) * sizeof(double));
+    if (!p) abort(); /* an oracle without memory has no answer to give */
+    return p;
+}
+
+void hone_oracle_ffn(double *out, int32_t dtype, const void *Wg, const void *Wu, const float *x,
+                     int64_t rows, int64_t cols)
+{
+    double *u = oracle_alloc(rows);
+    hone_oracle_matvec(out, dtype, Wg, x, rows, cols);
+    hone_oracle_matvec(u, dtype, Wu, x, rows, cols);
+    for (int64_t r = 0; r < rows; r++) out[r] = silu(out[r]) * u[r];
+    free(u);
+}
+
+/* y[rows] = sum_c f(W[r][c]) * f(h[c]) with h = rmsnorm(x, g, eps) in double (f = identity
+ * or |.|). */
+static void norm_matvec_any(double *y, int32_t dtype, const void *W, const float *x,
+                            const float *g, int64_t rows, int64_t cols, float eps, int absolute)
+{
+    double *w = oracle_alloc(cols), *h = oracle_alloc(cols);
+    hone_oracle_rmsnorm(h, x, g, 1, cols, eps);
+    for (int64_t r = 0; r < rows; r++) {
+        hone_oracle_dequant_row(w, dtype, W, r, cols);
+        double s = 0.0;
+        for (int64_t c = 0; c < cols; c++) s += absolute ? fabs(w[c]) * fabs(h[c]) : w[c] * h[c];
+        y[r] = s;
+    }
+    free(h);
+    free(w);
+}
+
+void hone_oracle_rmsnorm_matvec(double *y, int32_t dtype, const void *W, const float *x,
+                                const float *g, int64_t rows, int64_t cols, float eps)
+{
+    norm_matvec_any(y, dtype, W, x, g, rows, cols, eps, 0);
+}
+
 /* ---- a-priori error bounds ---------------------------------------------------------------- */
 
 #define U HONE_ORACLE_U
@@ -317,6 +368,41 @@ void hone_oracle_bound_swiglu(double *b, const double *ref, int64_t n)
 }
 
 void hone_oracle_bound_add(double *b, const double *ref, int64_t n) { relative(b, ref, n, U); }
+
+void hone_oracle_bound_qkv(double *b, int32_t dtype, const void *Wq, const void *Wk,
+                           const void *Wv, const float *x, int64_t rq, int64_t rk, int64_t rv,
+                           int64_t cols)
+{
+    hone_oracle_bound_matmul(b, dtype, Wq, x, 1, rq, cols);
+    hone_oracle_bound_matmul(b + rq, dtype, Wk, x, 1, rk, cols);
+    hone_oracle_bound_matmul(b + rq + rk, dtype, Wv, x, 1, rv, cols);
+}
+
+void hone_oracle_bound_ffn(double *b, int32_t dtype, const void *Wg, const void *Wu,
+                           const float *x, int64_t rows, int64_t cols)
+{
+    double *g = oracle_alloc(rows), *u = oracle_alloc(rows), *eu = oracle_alloc(rows);
+    hone_oracle_matvec(g, dtype, Wg, x, rows, cols);
+    hone_oracle_matvec(u, dtype, Wu, x, rows, cols);
+    hone_oracle_bound_matmul(b, dtype, Wg, x, 1, rows, cols); /* e_g, then the result */
+    hone_oracle_bound_matmul(eu, dtype, Wu, x, 1, rows, cols);
+    double s = HONE_ORACLE_EXP_ULPS * U + hone_oracle_gamma(3);
+    for (int64_t r = 0; r < rows; r++) {
+        double eg = b[r], sg = fabs(silu(g[r])), ua = fabs(u[r]) + eu[r];
+        b[r] = floor_of(1.1 * eg * ua + sg * eu[r] + s * (sg + 1.1 * eg) * ua);
+    }
+    free(g);
+    free(u);
+    free(eu);
+}
+
+void hone_oracle_bound_rmsnorm_matvec(double *b, int32_t dtype, const void *W, const float *x,
+                                      const float *g, int64_t rows, int64_t cols, float eps)
+{
+    norm_matvec_any(b, dtype, W, x, g, rows, cols, eps, 1);
+    double r = hone_oracle_gamma(cols) / 2 + 6 * U, k = hone_oracle_gamma(cols + 1) * (1 + r) + r;
+    for (int64_t i = 0; i < rows; i++) b[i] = floor_of(k * b[i]);
+}
 
 /* ---- error metrics ---------------------------------------------------------------------- */
 

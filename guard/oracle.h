@@ -76,6 +76,16 @@ void hone_oracle_swiglu(double *out, const float *gate, const float *up, int64_t
 /* add: y[i] = a[i] + b[i] in double (exact for any two f32 whose exponents differ by < 29). */
 void hone_oracle_add(double *y, const float *a, const float *b, int64_t n);
 
+/* The fused slots, composed from the oracles above (the exact math, no f32 intermediate).
+ * qkv: y[rq + rk + rv] = concat(Wq x, Wk x, Wv x); ffn: out[rows] = swiglu(Wg x, Wu x);
+ * rmsnorm_matvec: y[rows] = W rmsnorm(x, g, eps) (x, g [cols]). */
+void hone_oracle_qkv(double *y, int32_t dtype, const void *Wq, const void *Wk, const void *Wv,
+                     const float *x, int64_t rq, int64_t rk, int64_t rv, int64_t cols);
+void hone_oracle_ffn(double *out, int32_t dtype, const void *Wg, const void *Wu, const float *x,
+                     int64_t rows, int64_t cols);
+void hone_oracle_rmsnorm_matvec(double *y, int32_t dtype, const void *W, const float *x,
+                                const float *g, int64_t rows, int64_t cols, float eps);
+
 /* ---- a-priori error bounds ----------------------------------------------------------------
  * For each output element, a bound on |f32 result - exact| that every evaluation of the slot's
  * math in f32 meets, whatever its order of operations (sums in any tree order, with or without
@@ -114,6 +124,19 @@ void hone_oracle_bound_attention(double *b, const float *q, const float *k_cache
                                  int64_t n_kv_heads, int64_t head_dim, float scale);
 void hone_oracle_bound_swiglu(double *b, const double *ref, int64_t n);
 void hone_oracle_bound_add(double *b, const double *ref, int64_t n);
+/* The fused slots, from their components' bounds: qkv is the three matvec bounds side by side.
+ * ffn: with g, u the exact projections and e_g, e_u their matvec bounds, |silu'| <= 1.1 and
+ * s = EXP_ULPS u + gamma_3 swiglu's own relative bound:
+ *   1.1 e_g (|u| + e_u) + |silu(g)| e_u + s (|silu(g)| + 1.1 e_g)(|u| + e_u).
+ * rmsnorm_matvec: h = rmsnorm(x) carries a relative error r = gamma_cols / 2 + 6 u (the rmsnorm
+ * bound) into the dot: (gamma_{cols+1} (1 + r) + r) sum_c |W[r][c]| |h_c|. */
+void hone_oracle_bound_qkv(double *b, int32_t dtype, const void *Wq, const void *Wk,
+                           const void *Wv, const float *x, int64_t rq, int64_t rk, int64_t rv,
+                           int64_t cols);
+void hone_oracle_bound_ffn(double *b, int32_t dtype, const void *Wg, const void *Wu,
+                           const float *x, int64_t rows, int64_t cols);
+void hone_oracle_bound_rmsnorm_matvec(double *b, int32_t dtype, const void *W, const float *x,
+                                      const float *g, int64_t rows, int64_t cols, float eps);
 
 /* ---- error metrics ---------------------------------------------------------------------- */
 

@@ -726,6 +726,120 @@ static int by_gain(const void *x, const void *y)
     return a->gain < b->gain ? 1 : a->gain > b->gain ? -1 : by_share(x, y);
 }
 
+/* ---- fused slots in the ranking --------------------------------------------------------
+ * A fused slot that did not run (the baseline table does not provide it) still ranks: its row
+ * is what its components spent in the profile on the work it would take over, so the tuner can
+ * pick it. Components: the decode matvec rows of its weights (the part of a (dtype, shape) row
+ * that those weights make, counted from layer 0's weights times the layers, and the head once
+ * a step: SmolLM2's Wq shares its shape with Wo, so half that row is q's), for ffn the decode
+ * swiglu row (n = ffn), for rmsnorm_matvec one in 2 * layers + 1 of the one-row rmsnorm calls
+ * (the final norm). The components' time includes their pool dispatches and barriers, which
+ * the fused call saves too: the row's headroom counts them. CPU profiles with a model only. */
+
+static const hone_wsel MAT_ROLES[] = {HONE_W_Q, HONE_W_K, HONE_W_V, HONE_W_O, HONE_W_GATE,
+                                      HONE_W_UP, HONE_W_DOWN, HONE_W_OUTPUT};
+
+static int fused_role(hone_slot_kind kind, hone_wsel w)
+{
+    if (kind == HONE_SLOT_KIND_QKV) return w == HONE_W_Q || w == HONE_W_K || w == HONE_W_V;
+    if (kind == HONE_SLOT_KIND_FFN) return w == HONE_W_GATE || w == HONE_W_UP;
+    return w == HONE_W_OUTPUT;
+}
+
+/* The part of matvec row r's calls that the fused kind's weights make; *roles |= the bit of
+ * each such weight (its index in MAT_ROLES). */
+static double matvec_part(const hone_model *m, const hone_profile_row *r, hone_slot_kind kind,
+                          unsigned *roles)
+{
+    double mine = 0, all = 0;
+    int64_t layers = hone_model_hparams(m)->n_layers;
+    for (size_t i = 0; i < sizeof MAT_ROLES / sizeof MAT_ROLES[0]; i++) {
+        const hone_weight *w = hone_layers_weight(m, 0, MAT_ROLES[i]);
+        if (w->dtype != r->dtype || w->rows != r->dims[0] || w->cols != r->dims[1]) continue;
+        double times = MAT_ROLES[i] == HONE_W_OUTPUT ? 1.0 : (double)layers;
+        all += times;
+        if (fused_role(kind, MAT_ROLES[i])) {
+            mine += times;
+            *roles |= 1u << i;
+        }
+    }
+    return all > 0 ? mine / all : 0;
+}
+
+/* The row of fused slot id from the profile's rows[n] (slot rows); 0 when its components did
+ * not all run or the slot ran itself. */
+static int fused_row(const hone_profile *p, int id, const hone_profile_row *rows, int n,
+                     double step_ns, hone_profile_row *out)
+{
+    const hone_slot_desc *d = hone_slots_desc(id);
+    const hone_model *m = p->model;
+    const hone_hparams *hp = hone_model_hparams(m);
+    unsigned need = 0, roles = 0;
+    for (size_t i = 0; i < sizeof MAT_ROLES / sizeof MAT_ROLES[0]; i++)
+        if (fused_role(d->kind, MAT_ROLES[i])) {
+            if (hone_layers_weight(m, 0, MAT_ROLES[i])->dtype != d->dtype) return 0;
+            need |= 1u << i;
+        }
+    int mv = hone_slots_matvec_id(d->dtype), other = d->kind == HONE_SLOT_KIND_QKV;
+    double ns = 0, calls = 0;
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < n; i++) {
+        const hone_profile_row *r = &rows[i];
+        double f = 0;
+        if (r->slot == id) return 0;
+        if (r->slot == mv) f = matvec_part(m, r, d->kind, &roles);
+        else if (d->kind == HONE_SLOT_KIND_FFN && r->slot == HONE_SLOT_SWIGLU && r->dims[0] == hp->ffn)
+            f = 1, other = 1;
+        else if (d->kind == HONE_SLOT_KIND_RMSNORM_MATVEC && r->slot == HONE_SLOT_RMSNORM &&
+                 r->dims[0] == 1 && r->dims[1] == hp->dim)
+            f = 1.0 / (double)(2 * hp->n_layers + 1), other = 1;
+        if (f <= 0) continue;
+        ns += f * r->total_ms * 1e6;
+        out->bytes += f * r->bytes;
+        out->flops += f * r->flops;
+        if (r->slot == mv) calls += f * (double)r->calls;
+    }
+    if (roles != need || !other) return 0;
+    const hone_layer *L = hone_model_layer(m, 0);
+    const hone_weight *W = d->kind == HONE_SLOT_KIND_FFN ? &L->w_gate : hone_model_output(m);
+    out->slot = id;
+    out->dtype = d->dtype;
+    if (d->kind == HONE_SLOT_KIND_QKV) {
+        int64_t k[4] = {L->wq.rows, L->wk.rows, L->wv.rows, L->wq.cols};
+        memcpy(out->dims, k, sizeof k);
+    } else {
+        out->dims[0] = W->rows;
+        out->dims[1] = W->cols;
+    }
+    int nw = __builtin_popcount(need);
+    out->calls = (int64_t)(calls / nw + 0.5);
+    snprintf(out->name, sizeof out->name, "%s", d->name);
+    if (d->kind == HONE_SLOT_KIND_QKV)
+        snprintf(out->shape, sizeof out->shape, "rq=%lld rk=%lld rv=%lld cols=%lld (unfused)",
+                 (long long)out->dims[0], (long long)out->dims[1], (long long)out->dims[2],
+                 (long long)out->dims[3]);
+    else
+        snprintf(out->shape, sizeof out->shape, "rows=%lld cols=%lld (unfused)",
+                 (long long)out->dims[0], (long long)out->dims[1]);
+    finish_row(p, out, ns, step_ns);
+    return 1;
+}
+
+/* Appends the fused slots' rows to rows[*n] (room for HONE_SLOT_COUNT - HONE_SLOT_FUSED_FIRST
+ * more). */
+static void add_fused_rows(const hone_profile *p, hone_profile_row *rows, int *n)
+{
+    if (p->o.source != HONE_PROFILE_CPU || !p->model) return;
+    double slot_ns = 0;
+    for (int i = 0; i < TABLE_SIZE; i++)
+        if (p->tab[i].used) slot_ns += (double)p->tab[i].ns;
+    double step_ns = total_step_ns(p, slot_ns);
+    int k = *n;
+    for (int id = HONE_SLOT_FUSED_FIRST; id < HONE_SLOT_COUNT; id++)
+        k += fused_row(p, id, rows, *n, step_ns, &rows[k]);
+    *n = k;
+}
+
 static int sorted(const hone_profile *p, hone_profile_row *out, int cap, int *n, int ranking)
 {
     hone_profile_row *rows;
@@ -736,6 +850,13 @@ static int sorted(const hone_profile *p, hone_profile_row *out, int cap, int *n,
         for (int i = 0; i < total; i++)
             if (rows[i].slot >= 0) rows[k++] = rows[i];
         total = k;
+        hone_profile_row *more = realloc(rows, sizeof *rows * (size_t)(total + HONE_SLOT_COUNT - HONE_SLOT_FUSED_FIRST + 1));
+        if (!more) {
+            free(rows);
+            return hone_error_set(HONE_ENOMEM, "out of memory");
+        }
+        rows = more;
+        add_fused_rows(p, rows, &total);
     }
     qsort(rows, (size_t)total, sizeof *rows, ranking ? by_gain : by_share);
     for (int i = 0; i < total && i < cap; i++) out[i] = rows[i];

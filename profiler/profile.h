@@ -103,7 +103,11 @@ int hone_profile_rows(const hone_profile *p, hone_profile_row *rows, int cap, in
 
 /* The hot-slot ranking the tuning agent asks for: slot rows only (no outside row, no
  * unattributed kernels), sorted by expected gain = share * (1 - fraction of roofline),
- * largest first. Writes min(cap, total) rows, *n = total.
+ * largest first. A CPU profile adds a row for each fused slot that did not run but whose
+ * components did (qkv_q4_1: the decode matvec_q4_1 calls of Wq, Wk, Wv; profile.c says how the
+ * parts are counted): its figures are those components' together, its shape ends in
+ * "(unfused)"; hone_profile_rows keeps only the measured rows. Writes min(cap, total) rows,
+ * *n = total.
  *   hone_profile_row top[8]; int n;
  *   hone_profile_ranking(p, top, 8, &n);  // top[0].name: the slot to rewrite first */
 int hone_profile_ranking(const hone_profile *p, hone_profile_row *rows, int cap, int *n);

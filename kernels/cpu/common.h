@@ -479,4 +479,123 @@ static inline void hone_cpu_attend_row(float *restrict out, const float *restric
                                 n_kv_heads, kvh, head_dim, scale, scores);
 }
 
+/* ---- the fused slots' baselines: the unfused composition, bitwise ------------------------
+ * kernels/cpu/qkv_<dt>.c, ffn_<dt>.c and rmsnorm_matvec_<dt>.c compute each output with the
+ * exact operations of their components' baselines: matvec rows as matvec_<dt> computes them
+ * (a row's value does not depend on the share that computes it), the rmsnorm slot's row and
+ * the swiglu slot's formula. */
+
+/* One row of the rmsnorm slot: y = x / sqrt(mean(x^2) + eps) * w, the sum of squares in
+ * double (sequential), one f32 scale. y may equal x. */
+static inline void hone_cpu_rmsnorm_row(float *y, const float *x, const float *restrict w,
+                                        int64_t dim, float eps)
+{
+    double ss = 0.0;
+    for (int64_t i = 0; i < dim; i++) ss += (double)x[i] * x[i];
+    float scale = (float)(1.0 / sqrt(ss / (double)dim + (double)eps));
+    for (int64_t i = 0; i < dim; i++) y[i] = x[i] * scale * w[i];
+}
+
+/* The swiglu slot's element: silu(g) * u = g / (1 + expf(-g)) * u in f32. */
+static inline float hone_cpu_silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
+/* y[0 .. r1 - r0) = rows r0 .. r1 - 1 of W[.][cols] against x, as matvec_<dt> computes them. */
+typedef void (*hone_cpu_rows_fn)(float *y, const void *W, const float *x, int64_t r0, int64_t r1,
+                                 int64_t cols);
+
+/* The dequantisation of each dtype with the hone_cpu_deq_fn signature (matvec_<dt>.c's deq),
+ * and its rows function. */
+static inline void hone_cpu_deqr_f32(const void *row, int64_t c0, int n, float *out)
+{
+    memcpy(out, (const float *)row + c0, (size_t)n * sizeof(float));
+}
+static inline void hone_cpu_deqr_f16(const void *row, int64_t c0, int n, float *out)
+{
+    hone_cpu_deq_f16((const uint16_t *)row + c0, out, n);
+}
+static inline void hone_cpu_deqr_bf16(const void *row, int64_t c0, int n, float *out)
+{
+    hone_cpu_deq_bf16((const uint16_t *)row + c0, out, n);
+}
+#define HONE_CPU_DEQR_BLOCK(dt)                                                                   \
+    static inline void hone_cpu_deqr_##dt(const void *row, int64_t c0, int n, float *out)         \
+    {                                                                                             \
+        (void)n;                                                                                  \
+        hone_cpu_deq_##dt((const hone_block_##dt *)row + c0 / 32, out);                           \
+    }
+HONE_CPU_DEQR_BLOCK(q8_0)
+HONE_CPU_DEQR_BLOCK(q4_0)
+HONE_CPU_DEQR_BLOCK(q4_1)
+#undef HONE_CPU_DEQR_BLOCK
+
+#ifdef HONE_CPU_SIMD
+#define HONE_CPU_ROWS_BODY(dt, rb)                                                                \
+    hone_cpu_matvec_simd(y, (const uint8_t *)W + r0 * rb, x, r1 - r0, cols, rb, hone_cpu_deqv_##dt, \
+                         hone_cpu_deqr_##dt, 0, 1)
+#else
+#define HONE_CPU_ROWS_BODY(dt, rb)                                                                \
+    hone_cpu_matvec_generic(y, (const uint8_t *)W + r0 * rb, x, r1 - r0, cols, rb, hone_cpu_deqr_##dt, 0, 1)
+#endif
+#define HONE_CPU_ROWS(dt, DT)                                                                     \
+    static inline void hone_cpu_matvec_rows_##dt(float *y, const void *W, const float *x,         \
+                                                 int64_t r0, int64_t r1, int64_t cols)            \
+    {                                                                                             \
+        int64_t rb = hone_dtype_row_bytes(DT, cols);                                              \
+        HONE_CPU_ROWS_BODY(dt, rb);                                                               \
+    }
+HONE_CPU_ROWS(f32, HONE_DTYPE_F32)
+HONE_CPU_ROWS(f16, HONE_DTYPE_F16)
+HONE_CPU_ROWS(bf16, HONE_DTYPE_BF16)
+HONE_CPU_ROWS(q8_0, HONE_DTYPE_Q8_0)
+HONE_CPU_ROWS(q4_0, HONE_DTYPE_Q4_0)
+HONE_CPU_ROWS(q4_1, HONE_DTYPE_Q4_1)
+#undef HONE_CPU_ROWS
+#undef HONE_CPU_ROWS_BODY
+
+/* qkv: this share's rows of y = concat(Wq x, Wk x, Wv x), each matrix's part by rows(). */
+static inline __attribute__((always_inline)) void
+hone_cpu_qkv_compose(float *y, const void *Wq, const void *Wk, const void *Wv, const float *x,
+                     int64_t rq, int64_t rk, int64_t rv, int64_t cols, hone_cpu_rows_fn rows,
+                     int ith, int nth)
+{
+    int64_t r0, r1, off = 0;
+    hone_cpu_share(rq + rk + rv, ith, nth, &r0, &r1);
+    const void *W[3] = {Wq, Wk, Wv};
+    int64_t n[3] = {rq, rk, rv};
+    for (int m = 0; m < 3; m++) {
+        int64_t a = r0 > off ? r0 - off : 0, b = r1 - off < n[m] ? r1 - off : n[m];
+        if (a < b) rows(y + off + a, W[m], x, a, b, cols);
+        off += n[m];
+    }
+}
+
+/* ffn: this share's rows of out = swiglu(Wg x, Wu x), 64 rows of g and u at a time. */
+static inline __attribute__((always_inline)) void
+hone_cpu_ffn_compose(float *out, const void *Wg, const void *Wu, const float *x, int64_t n,
+                     int64_t cols, hone_cpu_rows_fn rows, int ith, int nth)
+{
+    int64_t r0, r1;
+    hone_cpu_share(n, ith, nth, &r0, &r1);
+    float g[64], u[64];
+    for (int64_t r = r0; r < r1; r += 64) {
+        int64_t e = r1 - r < 64 ? r1 : r + 64;
+        rows(g, Wg, x, r, e, cols);
+        rows(u, Wu, x, r, e, cols);
+        for (int64_t i = 0; i < e - r; i++) out[r + i] = hone_cpu_silu_mul(g[i], u[i]);
+    }
+}
+
+/* rmsnorm_matvec: the norm of x into this share's scratch[cols], then its rows of W h. */
+static inline __attribute__((always_inline)) void
+hone_cpu_rmsnorm_matvec_compose(float *y, const void *W, const float *x, const float *g,
+                                int64_t n, int64_t cols, float eps, float *scratch,
+                                hone_cpu_rows_fn rows, int ith, int nth)
+{
+    int64_t r0, r1;
+    hone_cpu_share(n, ith, nth, &r0, &r1);
+    if (r0 == r1) return;
+    hone_cpu_rmsnorm_row(scratch, x, g, cols, eps);
+    rows(y + r0, W, scratch, r0, r1, cols);
+}
+
 #endif

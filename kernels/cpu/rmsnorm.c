@@ -1,5 +1,6 @@
 /* rmsnorm: y = x / sqrt(mean(x^2) + eps) * w per row. Contract: engine/slots.h.
- * Ideas: the sum of squares in double (sequential), one f32 scale per row. */
+ * Ideas: the sum of squares in double (sequential), one f32 scale per row
+ * (hone_cpu_rmsnorm_row, shared with the fused rmsnorm_matvec slots). */
 #include "kernels/cpu/common.h"
 
 void hone_cpu_rmsnorm(float *y, const float *x, const float *w, int64_t n, int64_t dim, float eps,
@@ -7,12 +8,5 @@ void hone_cpu_rmsnorm(float *y, const float *x, const float *w, int64_t n, int64
 {
     int64_t r0, r1;
     hone_cpu_share(n, ith, nth, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-        const float *xr = x + r * dim;
-        float *yr = y + r * dim;
-        double ss = 0.0;
-        for (int64_t i = 0; i < dim; i++) ss += (double)xr[i] * xr[i];
-        float scale = (float)(1.0 / sqrt(ss / (double)dim + (double)eps));
-        for (int64_t i = 0; i < dim; i++) yr[i] = xr[i] * scale * w[i];
-    }
+    for (int64_t r = r0; r < r1; r++) hone_cpu_rmsnorm_row(y + r * dim, x + r * dim, w, dim, eps);
 }

@@ -7,7 +7,9 @@
  *  - the AVX-512 matvec / matmul == the portable generic path of kernels/cpu/common.h (bitwise);
  *  - hygiene: inputs unchanged (hashed), each share alone writes only its own rows (outputs
  *    poisoned with a NaN sentinel), the KV cache is not read past n_kv (NaN there);
- *  - aliasing: rmsnorm and rope in place, swiglu / add with out == an input.
+ *  - aliasing: rmsnorm and rope in place, swiglu / add with out == an input;
+ *  - fused slots (qkv, ffn, rmsnorm_matvec): their baseline is bitwise the unfused composition
+ *    of the table's matvec, rmsnorm and swiglu, within guard/oracle.h's composed bounds.
  *
  * The error bounds (u = 2^-24, gamma_k = k u / (1 - k u), all rigorous for the baseline's
  * operation order, ignoring underflow, then multiplied by MARGIN):
@@ -925,14 +927,100 @@ static void test_swiglu_add(void)
         for (int i = 0; i < 6; i++) ew_case(is_add, ns[i]);
 }
 
+/* ---- fused slots ---------------------------------------------------------------------------- */
+
+typedef struct {
+    const hone_case_set *s;
+    const hone_case *c;
+    float *scratch;
+} fused_ctx;
+
+static void run_fused(const void *p, float *out, int ith, int nth)
+{
+    const fused_ctx *f = p;
+    hone_cases_call(f->c->d->cpu_baseline, f->c, f->s->base, out, f->scratch, ith, nth);
+}
+
+/* The unfused sequence the forward pass runs without the fused slot, from the table's own
+ * kernels: out[out_len]. */
+static void unfused(const hone_case_set *s, const hone_case *c, float *out)
+{
+    const hone_slot_desc *d = c->d;
+    const int64_t *D = c->shape.d;
+#define IN(a) ((const void *)(s->base + c->in_off[a]))
+    hone_slot_matvec_fn mv = hone_slots_matvec(&TAB, d->dtype);
+    if (d->kind == HONE_SLOT_KIND_QKV) {
+        mv(out, IN(1), IN(4), D[0], D[3], 0, 1);
+        mv(out + D[0], IN(2), IN(4), D[1], D[3], 0, 1);
+        mv(out + D[0] + D[1], IN(3), IN(4), D[2], D[3], 0, 1);
+    } else if (d->kind == HONE_SLOT_KIND_FFN) {
+        float *u = xmalloc((size_t)D[0] * sizeof(float));
+        mv(out, IN(1), IN(3), D[0], D[1], 0, 1);
+        mv(u, IN(2), IN(3), D[0], D[1], 0, 1);
+        HONE_SLOTS_FN(&TAB, HONE_SLOT_SWIGLU, hone_slot_swiglu_fn)(out, out, u, D[0], 0, 1);
+        free(u);
+    } else {
+        float *h = xmalloc((size_t)D[1] * sizeof(float));
+        HONE_SLOTS_FN(&TAB, HONE_SLOT_RMSNORM, hone_slot_rmsnorm_fn)(h, IN(2), IN(3), 1, D[1], c->shape.f[0], 0, 1);
+        mv(out, IN(1), h, D[0], D[1], 0, 1);
+        free(h);
+    }
+#undef IN
+}
+
+static void test_fused(void)
+{
+    setup();
+    for (int id = HONE_SLOT_FUSED_FIRST; id < HONE_SLOT_COUNT; id++) {
+        hone_case_set s;
+        CHECK_EQ_INT(hone_cases_new(&s, id, NULL, 77 + (uint64_t)id), 0);
+        for (int i = 0; i < s.n; i++) {
+            const hone_case *c = &s.c[i];
+            float *scratch = xmalloc((size_t)(c->scratch_len + 1) * sizeof(float));
+            fused_ctx f = {&s, c, scratch};
+            job j = {c->desc, run_fused, &f, c->out_len, 1, 0, NULL};
+            float *y = xmalloc((size_t)c->out_len * sizeof(float));
+            float *u = xmalloc((size_t)c->out_len * sizeof(float));
+            uint64_t h0 = hone_cases_hash_inputs(&s, c);
+            check_job(&j, y);
+            unfused(&s, c, u);
+            int64_t d = first_diff(y, u, c->out_len);
+            CHECK_MSG(d < 0, "%s: differs from the unfused sequence at [%lld]: %.9g vs %.9g", c->desc,
+                      (long long)d, d >= 0 ? (double)y[d] : 0.0, d >= 0 ? (double)u[d] : 0.0);
+            double *ref = xmalloc((size_t)c->out_len * sizeof(double));
+            double *bound = xmalloc((size_t)c->out_len * sizeof(double));
+            hone_cases_oracle(c, s.base, ref);
+            CHECK(hone_cases_bound(c, s.base, ref, bound) == 1);
+            /* edge cases: a NaN where the oracle has one (check_accuracy counts a mismatched
+             * pattern), whatever its sign bit */
+            for (int64_t k = 0; k < c->out_len; k++)
+                if (isnan(ref[k]) && isnan(y[k])) ref[k] = (double)y[k];
+            check_accuracy(id, c->desc, y, ref, bound, 1, c->out_len);
+            CHECK_MSG(hone_cases_hash_inputs(&s, c) == h0, "%s: inputs modified", c->desc);
+            free(bound);
+            free(ref);
+            free(u);
+            free(y);
+            free(scratch);
+        }
+        hone_cases_free(&s);
+    }
+}
+
 /* ---- the table is complete, and the report ------------------------------------------------ */
 
 static void test_table_complete(void)
 {
     setup();
-    for (int id = 0; id < HONE_SLOT_COUNT; id++)
-        CHECK_MSG(hone_slots_get(&TAB, (hone_slot_id)id) != NULL, "slot %s has no baseline",
-                  hone_slots_name((hone_slot_id)id));
+    for (int id = 0; id < HONE_SLOT_COUNT; id++) {
+        const hone_slot_desc *d = hone_slots_desc(id);
+        CHECK_MSG(d->cpu_baseline != NULL, "slot %s has no baseline", d->name);
+        /* a fused slot is not provided by the baseline table: the forward runs its sequence */
+        if (hone_slots_is_fused(id))
+            CHECK_MSG(hone_slots_get(&TAB, id) == NULL, "fused slot %s is in the baseline table", d->name);
+        else
+            CHECK_MSG(hone_slots_get(&TAB, id) == d->cpu_baseline, "slot %s: the table's is not its baseline", d->name);
+    }
 #ifdef HONE_CPU_SIMD
     fprintf(stderr, "(AVX-512 paths compiled in: SIMD == generic is a real check)\n");
 #else
@@ -947,7 +1035,7 @@ static void report(void)
             "max_ulp", "err/bound");
     for (int id = 0; id < HONE_SLOT_COUNT; id++) {
         const slot_stats *s = &STATS[id];
-        if (TESTS_RUN == 9) CHECK_MSG(s->cases > 0, "slot %s was not tested", hone_slots_name((hone_slot_id)id));
+        if (TESTS_RUN == 10) CHECK_MSG(s->cases > 0, "slot %s was not tested", hone_slots_name((hone_slot_id)id));
         fprintf(stderr, "%-18s %5d %10.3g %10.3g %8.2f %12.3g\n", hone_slots_name((hone_slot_id)id),
                 s->cases, s->max_abs, s->max_rel, s->max_ulp, s->max_ratio);
     }
@@ -962,4 +1050,5 @@ static void test_report(void)
 TEST_MAIN(TEST_CASE(test_table_complete), TEST_CASE(test_matvec),
           TEST_CASE(test_matmul), TEST_CASE(test_embed), TEST_CASE(test_rmsnorm),
           TEST_CASE(test_rope), TEST_CASE(test_attention_decode),
-          TEST_CASE(test_attention_prefill), TEST_CASE(test_swiglu_add), TEST_CASE(test_report))
+          TEST_CASE(test_attention_prefill), TEST_CASE(test_swiglu_add), TEST_CASE(test_fused),
+          TEST_CASE(test_report))
