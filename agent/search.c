@@ -14,7 +14,7 @@
 /* The families (agent/search_<kind>.c), first match wins: a slot may be handled by one only. */
 extern const hone_search_family hone_search_family_matvec, hone_search_family_matmul,
     hone_search_family_rmsnorm, hone_search_family_swiglu, hone_search_family_add,
-    hone_search_family_rope, hone_search_family_attention;
+    hone_search_family_rope, hone_search_family_attention, hone_search_family_embed;
 /* extern const hone_search_family hone_search_family_fused;   (agent/search_fused.c) */
 
 static const hone_search_family *const families[] = {
@@ -25,6 +25,7 @@ static const hone_search_family *const families[] = {
     &hone_search_family_add,
     &hone_search_family_rope,
     &hone_search_family_attention,
+    &hone_search_family_embed,
     /* &hone_search_family_fused, */
 };
 

@@ -86,7 +86,7 @@ static void test_linear_families(void)
 static void test_other_families(void)
 {
     static const hone_slot_id slots[] = {HONE_SLOT_RMSNORM, HONE_SLOT_SWIGLU, HONE_SLOT_ADD, HONE_SLOT_ROPE,
-                                         HONE_SLOT_ATTENTION_DECODE, HONE_SLOT_ATTENTION_PREFILL};
+                                         HONE_SLOT_ATTENTION_DECODE, HONE_SLOT_ATTENTION_PREFILL, HONE_SLOT_EMBED};
     int checked = 0;
     for (size_t si = 0; si < sizeof slots / sizeof slots[0]; si++) {
         hone_slot_id slot = slots[si];
@@ -117,9 +117,10 @@ static void test_other_families(void)
     hone_search_point bad = {{9, 9, 9, 9}};
     CHECK_EQ_INT(hone_search_render(HONE_SLOT_SWIGLU, bad, &src), HONE_EINVAL);
     CHECK(src == NULL);
-    CHECK_EQ_INT(hone_search_supports(HONE_SLOT_EMBED), 0);
-    CHECK_EQ_INT(hone_search_space(HONE_SLOT_EMBED, &bad, 1), 0);
-    CHECK_EQ_INT(hone_search_render(HONE_SLOT_EMBED, bad, &src), HONE_EUNSUPPORTED);
+    hone_slot_id none = (hone_slot_id)-1;
+    CHECK(hone_search_family_of(none) == NULL);
+    CHECK_EQ_INT(hone_search_space(none, &bad, 1), 0);
+    CHECK_EQ_INT(hone_search_render(none, bad, &src), HONE_EUNSUPPORTED);
     char desc[96];
     hone_search_point p = {{3, 4, 8, 1}};
     hone_search_describe(HONE_SLOT_ATTENTION_DECODE, p, desc, sizeof desc);
