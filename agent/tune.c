@@ -20,6 +20,7 @@
 #include "agent/round.h"
 #include "agent/search.h"
 #include "agent/search_memory.h"
+#include "candidates/sha256.h"
 #include "candidates/store.h"
 #include "guard/guard.h"
 #include "candidates/kernel_loader.h"
@@ -298,11 +299,19 @@ static int screen_one(const hone_tune_opts *o, const hone_proposer *prop, hone_s
                                   ok ? "screened" : hone_guard_code_name(gr.code), gr.tier);
 }
 
-/* The shape-set key of slot: its profiled call shapes and the model's name. */
+/* The shape-set key of slot: the model's name, its profiled call shapes, and the incumbent the
+ * estimates are relative to (the first 12 hex digits of its source's SHA-256, as the guard
+ * reads it). */
 static void shapes_key(const hone_profile_row *rows, int n_rows, hone_slot_id slot, const hone_model *m,
                        char *out, size_t cap)
 {
-    int o = snprintf(out, cap, "%s:", hone_model_name(m));
+    char path[4400], hash[65] = "none";
+    snprintf(path, sizeof path, "%s/kernels/cpu/%s.c", HONE_SOURCE_DIR, hone_slots_name(slot));
+    char *src = NULL;
+    size_t len = 0;
+    if (hone_file_read(path, &src, &len) == 0) hone_sha256_hex(src, len, hash);
+    free(src);
+    int o = snprintf(out, cap, "%s; incumbent %.12s:", hone_model_name(m), hash);
     for (int i = 0; i < n_rows && o < (int)cap - 1; i++)
         if (rows[i].slot == (int)slot) o += snprintf(out + o, cap - (size_t)o, " %s;", rows[i].shape);
 }

@@ -69,7 +69,7 @@ static void test_linear_families(void)
             hone_search_describe(slot, pts[pick[k]], desc, sizeof desc);
             snprintf(what, sizeof what, "%s %s", hone_slots_name(slot), desc);
             CHECK_MSG(fn != NULL, "%s does not compile", what);
-            if (fn) CHECK_MSG(check_against_baseline(slot, fn, 0, what), "%s differs from the baseline", what);
+            if (fn) CHECK_MSG(check_against_baseline(slot, fn, 0, what, NULL), "%s differs from the baseline", what);
             checked++;
         }
     }
@@ -107,7 +107,7 @@ static void test_other_families(void)
             if (!fn) continue;
             /* rmsnorm lanes > 1 reorders the sum of squares: faithful, not bitwise */
             double tol = slot == HONE_SLOT_RMSNORM && pts[k].v[2] > 1 ? 1e-6 : 0;
-            CHECK_MSG(check_against_baseline(slot, fn, tol, what), "%s differs from the baseline", what);
+            CHECK_MSG(check_against_baseline(slot, fn, tol, what, NULL), "%s differs from the baseline", what);
             checked++;
         }
     }

@@ -1,7 +1,8 @@
 /* The naive-incumbent suite (tests/agent/naive/cpu/<slot>.c, a kernels tree for `hone tune
  * --kernels`): deliberately slow kernels that are bitwise the shipped ones. Each passes the
  * guard's source scan, compiles through candidates/compile.h and equals the baseline bit for
- * bit on the guard's cases (reference and edge shapes, special values) for nth 1 and 3. Then,
+ * bit on the guard's cases (the tiny model's, reference and edge shapes, special values) for nth
+ * 1 and 3 (matvec_q4_1: but for the sign of NaNs on edge-value weights, see below). Then,
  * kernel level, the guard's screen (opts.screen) times the naive kernel and the search
  * family's leading point against the baseline: the point must rank above the naive swiglu
  * (vector expf against libm's per element: a wide, stable gap); the other slots' figures are
@@ -14,6 +15,7 @@
 #include "agent/kernel_check.h"
 #include "agent/search.h"
 #include "engine/file.h"
+#include "engine/model.h"
 #include "guard/guard.h"
 #include "guard/scan.h"
 #include "harness.h"
@@ -35,6 +37,8 @@ static char *naive_source(hone_slot_id slot)
 
 static void test_naive_bitwise(void)
 {
+    hone_model *m = NULL; /* its shapes join the cases */
+    CHECK_EQ_INT(hone_model_load(&m, HONE_TEST_DATA_DIR "/tiny-llama-q4_1.gguf"), 0);
     for (int i = 0; i < N_NAIVE; i++) {
         hone_slot_id slot = naive_slots[i];
         char *src = naive_source(slot);
@@ -45,8 +49,14 @@ static void test_naive_bitwise(void)
         void *fn = compile_point_in(tmpdir, slot, src, 0);
         free(src);
         CHECK_MSG(fn != NULL, "naive %s does not compile", hone_slots_name(slot));
-        if (fn) CHECK_MSG(check_against_baseline(slot, fn, 0, hone_slots_name(slot)), "naive %s differs", hone_slots_name(slot));
+        /* matvec_q4_1: where two NaN operands meet, which one propagates depends on the
+         * instruction form, so the shipped portable path (this one) and its AVX-512 path give
+         * NaNs of other signs on the edge-value weights; every other bit is the same */
+        double tol = slot == HONE_SLOT_MATVEC_Q4_1 ? -1 : 0;
+        if (fn)
+            CHECK_MSG(check_against_baseline(slot, fn, tol, hone_slots_name(slot), m), "naive %s differs", hone_slots_name(slot));
     }
+    hone_model_free(m);
 }
 
 /* The guard's screen of src for slot (speedup over the baseline), or 0 when it did not pass. */
