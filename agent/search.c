@@ -86,6 +86,14 @@ int hone_search_space_add(hone_search_point *pts, int *n, int cap, hone_search_p
     return *n;
 }
 
+int hone_search_check_range(hone_search_point p, const int *lo, const int *hi, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (p.v[i] < lo[i] || p.v[i] > hi[i])
+            return hone_error_set(HONE_EINVAL, "search point out of range (%d outside %d..%d)", p.v[i], lo[i], hi[i]);
+    return 0;
+}
+
 char *hone_search_format(const char *fmt, ...)
 {
     va_list ap;

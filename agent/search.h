@@ -47,6 +47,9 @@ int hone_search_space_add(hone_search_point *pts, int *n, int cap, hone_search_p
  * Returns a malloc'd string. */
 char *hone_search_expf_text(void);
 
+/* 0 when lo[i] <= p.v[i] <= hi[i] for i < n, else HONE_EINVAL ("search point out of range"). */
+int hone_search_check_range(hone_search_point p, const int *lo, const int *hi, int n);
+
 /* The malloc'd result of printf-formatting fmt (NULL on failure): the families' renderers. */
 char *hone_search_format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 

@@ -77,8 +77,9 @@ static int render(hone_slot_id slot, hone_search_point p, char **out_src)
 {
     (void)slot;
     *out_src = NULL;
-    if (p.v[0] < 0 || p.v[0] > 8 || p.v[1] < 0 || p.v[1] > 8192 || p.v[2] < 0 || p.v[2] > 64)
-        return hone_error_set(HONE_EINVAL, "search point out of range");
+    static const int lo[] = {0, 0, 0}, hi[] = {8, 8192, 64};
+    int rc = hone_search_check_range(p, lo, hi, 3);
+    if (rc) return rc;
     *out_src = hone_search_format(tmpl, p.v[0], p.v[1], p.v[2]);
     return *out_src ? 0 : HONE_ENOMEM;
 }

@@ -218,9 +218,9 @@ static const char prefill_entry[] =
 static int render(hone_slot_id slot, hone_search_point p, char **out_src)
 {
     *out_src = NULL;
-    if (p.v[0] < 1 || p.v[0] > 4 || p.v[1] < 1 || p.v[1] > 8 || p.v[2] < 0 || p.v[2] > 32 || p.v[3] < 0 ||
-        p.v[3] > 1)
-        return hone_error_set(HONE_EINVAL, "search point out of range");
+    static const int lo[] = {1, 1, 0, 0}, hi[] = {4, 8, 32, 1};
+    int rc = hone_search_check_range(p, lo, hi, 4);
+    if (rc) return rc;
     char *ex = hone_search_expf_text();
     if (!ex) return HONE_ENOMEM;
     int dec = slot == HONE_SLOT_ATTENTION_DECODE;

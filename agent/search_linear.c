@@ -33,8 +33,9 @@ static void upper(const char *s, char *out, size_t cap)
 int hone_search_linear_render(const char *tmpl, hone_slot_id slot, hone_search_point p, char **out_src)
 {
     *out_src = NULL;
-    if (p.v[0] < 1 || p.v[0] > 16 || p.v[1] < 0 || p.v[1] > 8192)
-        return hone_error_set(HONE_EINVAL, "search point out of range");
+    static const int lo[] = {1, 0}, hi[] = {16, 8192};
+    int rc = hone_search_check_range(p, lo, hi, 2);
+    if (rc) return rc;
     const char *dt = hone_search_linear_dtype(slot);
     char up[16];
     upper(dt, up, sizeof up);

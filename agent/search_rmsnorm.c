@@ -102,9 +102,10 @@ static int render(hone_slot_id slot, hone_search_point p, char **out_src)
 {
     (void)slot;
     *out_src = NULL;
-    int l = p.v[2];
-    if (p.v[0] < 1 || p.v[0] > 8 || p.v[1] < 0 || p.v[1] > 1 || !(l == 1 || l == 2 || l == 4 || l == 8))
-        return hone_error_set(HONE_EINVAL, "search point out of range");
+    static const int lo[] = {1, 0, 1}, hi[] = {8, 1, 8};
+    int rc = hone_search_check_range(p, lo, hi, 3);
+    if (rc) return rc;
+    if (p.v[2] & (p.v[2] - 1)) return hone_error_set(HONE_EINVAL, "search point out of range (lanes %d)", p.v[2]);
     *out_src = hone_search_format(tmpl, p.v[0], p.v[1], p.v[2]);
     return *out_src ? 0 : HONE_ENOMEM;
 }
