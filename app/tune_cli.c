@@ -11,16 +11,19 @@
 static const char tune_usage[] =
     "usage: hone tune -m MODEL [--llm URL|self|none] [--llm-model NAME] [--budget N] [--slot SLOT]\n"
     "                 [--state-dir DIR] [--repo DIR] [--no-commit] [--threshold X] [-t THREADS]\n"
-    "                 [--device cpu] [--screen N] [--screen-reps R]\n"
-    "  --budget N       full guard runs in all (default 6): parity, model parity, kernel speed, end\n"
-    "                   to end, 10-40 s each\n"
-    "  --screen N       search proposer (--llm none): cheap screens in all (default 24), each the\n"
-    "                   freeze, scan, compile and kernel-parity gates plus a short kernel A/B timing,\n"
-    "                   never an acceptance; the better half of a slot's points is screened again\n"
-    "                   with twice the reps until two are left, and those go to the full guard.\n"
-    "                   Results are remembered per (slot, shapes, machine) in the state dir's\n"
-    "                   search-memory.json, so a second run skips the points screened before\n"
-    "  --screen-reps R  timed pairs of a first screen (default 5)\n";
+    "                 [--kernels DIR] [--device cpu] [--screen N] [--screen-reps R]\n"
+    "  --kernels DIR: start from an approved kernels tree (DIR/cpu/<slot>.c, as serve --kernels):\n"
+    "                 it serves while profiling and measuring, and each candidate must beat the\n"
+    "                 kernel it serves\n"
+    "  --budget N:    full guard runs in all (default 6): parity, model parity, kernel speed, end\n"
+    "                 to end, 10-40 s each\n"
+    "  --screen N:    search proposer (--llm none): cheap screens in all (default 24), each the\n"
+    "                 freeze, scan, compile and kernel-parity gates plus a short kernel A/B timing,\n"
+    "                 never an acceptance; the better half of a slot's points is screened again\n"
+    "                 with twice the reps until two are left, and those go to the full guard.\n"
+    "                 Results are remembered per (slot, shapes, machine) in the state dir's\n"
+    "                 search-memory.json, so a second run skips the points screened before\n"
+    "  --screen-reps R: timed pairs of a first screen (default 5)\n";
 
 int hone_cli_tune(int argc, char **argv)
 {
@@ -38,6 +41,7 @@ int hone_cli_tune(int argc, char **argv)
         else if (!strcmp(a, "--slot")) o.slot = v;
         else if (!strcmp(a, "--state-dir")) o.state_dir = v;
         else if (!strcmp(a, "--repo")) o.repo = v;
+        else if (!strcmp(a, "--kernels")) o.kernels_dir = v;
         else if (!strcmp(a, "--threshold")) o.threshold = atof(v);
         else if (!strcmp(a, "--screen")) o.screen_budget = atoi(v);
         else if (!strcmp(a, "--screen-reps")) o.screen_reps = atoi(v);
