@@ -346,7 +346,7 @@ static void shapes_key(const hone_profile_row *rows, int n_rows, hone_slot_id sl
 }
 
 /* A slot through the search path: points the memory holds keep their estimate; the others
- * (most promising first, up to two thirds of screen_cap) are screened with reps pairs; the better half is
+ * (most promising first, up to two thirds of a screen_cap over 4) are screened with reps pairs; the better half is
  * screened again with twice the reps until two are left or the cap is spent; then up to
  * SEARCH_FINALISTS of them whose estimate clears 1.0 go to the full guard (hone_round_run,
  * counted against the budget), and the verdicts join the memory. */
@@ -388,7 +388,8 @@ static int search_slot(tune_round *tr, const hone_round_opts *ro, const hone_pro
         np++;
     }
     int reps = o->screen_reps > 0 ? o->screen_reps : SCREEN_REPS_DEFAULT;
-    int first_cap = screen_cap - screen_cap / 3; /* a third is kept for the halving rounds */
+    /* a third is kept for the halving rounds, unless the cap is too small to halve anything */
+    int first_cap = screen_cap <= 4 ? screen_cap : screen_cap - screen_cap / 3;
     for (int i = 0; i < np && screens < first_cap && !rc; i++)
         if (!pts[i].reps) {
             rc = screen_one(o, prop, slot, &pts[i], reps, mem, log);
