@@ -19,6 +19,10 @@
 #include "agent/proposer.h"
 #include "agent/round.h"
 #include "agent/search.h"
+#include "agent/search_memory.h"
+#include "candidates/sha256.h"
+#include "candidates/store.h"
+#include "guard/guard.h"
 #include "candidates/kernel_loader.h"
 #include "engine/error.h"
 #include "engine/file.h"
@@ -264,6 +268,179 @@ static void report_round(tune_round *t, const hone_round_result *r)
     }
 }
 
+/* ---- the search proposer's path: screen a slot's space, halve, guard the best ---- */
+
+#define SCREEN_BUDGET_DEFAULT 24
+#define SCREEN_REPS_DEFAULT 5
+#define SEARCH_FINALISTS 2      /* full guard runs a slot gets at most */
+#define SEARCH_MAX_POINTS 64
+
+typedef struct {
+    int index;                  /* in the slot's space */
+    char desc[96];              /* the point, as the memory keys it */
+    double speedup;             /* latest estimate; 0: failed a cheap gate */
+    int reps;
+    int alive;
+} search_pt;
+
+static int cmp_pt(const void *a, const void *b)
+{
+    const search_pt *x = a, *y = b;
+    if (x->alive != y->alive) return y->alive - x->alive;
+    return (x->speedup < y->speedup) - (x->speedup > y->speedup);
+}
+
+/* One screen of point p (guard opts.screen): its estimate, or 0 with the reason logged. */
+static int screen_one(const hone_tune_opts *o, const hone_proposer *prop, hone_slot_id slot, search_pt *p,
+                      int reps, hone_search_memory *mem, FILE *log)
+{
+    hone_proposal pr;
+    hone_proposer_request rq = {.slot = slot, .index = p->index, .kernels_dir = o->kernels_dir};
+    int rc = hone_proposer_propose(prop, &pr, &rq);
+    if (rc) return rc;
+    hone_guard_opts go = HONE_GUARD_OPTS_INIT;
+    go.model_path = o->model_path;
+    go.slot = hone_slots_name(slot);
+    go.source = pr.source;
+    go.source_len = pr.source_len;
+    go.state_dir = o->state_dir;
+    go.kernels_dir = o->kernels_dir; /* the incumbent: what the served tree serves */
+    go.threshold = o->threshold;
+    go.origin_kind = "search";
+    go.origin = pr.origin;
+    go.quiet = 1;
+    go.screen = 1;
+    go.reps = reps;
+    static hone_guard_result gr; /* large; one tuning run per process */
+    rc = hone_guard_run(&gr, &go, NULL);
+    hone_proposal_clear(&pr);
+    if (rc) return rc;
+    int ok = gr.code == HONE_GUARD_SCREENED;
+    p->speedup = ok ? gr.speedup : 0;
+    p->reps = reps;
+    p->alive = ok;
+    if (log)
+        fprintf(log, "tune: screen %-16s %-34s %s %.3fx (%d reps, %s, %.1f s)\n", hone_slots_name(slot), p->desc,
+                ok ? "estimated" : "failed:", ok ? gr.speedup : 0.0, reps,
+                ok ? gr.tier : hone_guard_code_name(gr.code), gr.seconds);
+    return hone_search_memory_put(mem, p->desc, ok ? gr.speedup : NAN, reps,
+                                  ok ? "screened" : hone_guard_code_name(gr.code), gr.tier);
+}
+
+/* The shape-set key of slot: the model's name, its profiled call shapes, and the incumbent the
+ * estimates are relative to (the first 12 hex digits of its source's SHA-256: the served tree's
+ * kernel, else the shipped baseline). */
+static void shapes_key(const hone_profile_row *rows, int n_rows, hone_slot_id slot, const hone_model *m,
+                       const char *kernels_dir, char *out, size_t cap)
+{
+    char path[4400], hash[65] = "none";
+    char *src = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/cpu/%s.c", kernels_dir ? kernels_dir : "", hone_slots_name(slot));
+    if (!kernels_dir || hone_file_read(path, &src, &len) != 0) { /* the tree serves the baseline */
+        snprintf(path, sizeof path, "%s/kernels/cpu/%s.c", HONE_SOURCE_DIR, hone_slots_name(slot));
+        if (hone_file_read(path, &src, &len) != 0) src = NULL;
+    }
+    if (src) hone_sha256_hex(src, len, hash);
+    free(src);
+    int o = snprintf(out, cap, "%s; incumbent %.12s:", hone_model_name(m), hash);
+    for (int i = 0; i < n_rows && o < (int)cap - 1; i++)
+        if (rows[i].slot == (int)slot) o += snprintf(out + o, cap - (size_t)o, " %s;", rows[i].shape);
+}
+
+/* A slot through the search path: points the memory holds keep their estimate; the others
+ * (most promising first, up to two thirds of a screen_cap over 4) are screened with reps pairs; the better half is
+ * screened again with twice the reps until two are left or the cap is spent; then up to
+ * SEARCH_FINALISTS of them whose estimate clears 1.0 go to the full guard (hone_round_run,
+ * counted against the budget), and the verdicts join the memory. */
+static int search_slot(tune_round *tr, const hone_round_opts *ro, const hone_proposer *prop, hone_slot_id slot,
+                       const hone_profile_row *rows, int n_rows, const hone_model *m, int screen_cap,
+                       hone_round_history *hist)
+{
+    const hone_tune_opts *o = tr->o;
+    hone_tune_result *out = tr->out;
+    FILE *log = tr->log;
+    hone_store *st = NULL;
+    hone_search_memory *mem = NULL;
+    char shapes[512], machine[512];
+    int rc = hone_store_open(&st, o->state_dir);
+    if (rc) return rc;
+    shapes_key(rows, n_rows, slot, m, o->kernels_dir, shapes, sizeof shapes);
+    hone_search_memory_machine(machine, sizeof machine);
+    rc = hone_search_memory_open(&mem, hone_store_dir(st), hone_slots_name(slot), shapes, machine);
+    hone_store_free(st);
+    if (rc) return rc;
+
+    hone_search_point sp[SEARCH_MAX_POINTS];
+    int n_sp = hone_search_space(slot, sp, SEARCH_MAX_POINTS);
+    static search_pt pts[SEARCH_MAX_POINTS];
+    int np = 0, screens = 0;
+    for (int i = 0; i < n_sp - 1; i++) { /* the incumbent's own point (last) is what it is */
+        search_pt *p = &pts[np];
+        memset(p, 0, sizeof *p);
+        p->index = i;
+        hone_search_describe(slot, sp[i], p->desc, sizeof p->desc);
+        const hone_search_memory_entry *e = hone_search_memory_find(mem, p->desc);
+        if (e && strcmp(e->verdict, "screened")) continue; /* guarded before, or failed a gate */
+        if (e) {
+            p->speedup = e->speedup;
+            p->reps = e->reps;
+            p->alive = 1;
+            out->remembered++;
+        }
+        np++;
+    }
+    int reps = o->screen_reps > 0 ? o->screen_reps : SCREEN_REPS_DEFAULT;
+    /* a third is kept for the halving rounds, unless the cap is too small to halve anything */
+    int first_cap = screen_cap <= 4 ? screen_cap : screen_cap - screen_cap / 3;
+    for (int i = 0; i < np && screens < first_cap && !rc; i++)
+        if (!pts[i].reps) {
+            rc = screen_one(o, prop, slot, &pts[i], reps, mem, log);
+            screens++;
+        }
+    int alive = 0;
+    for (int i = 0; i < np; i++) alive += pts[i].alive;
+    /* successive halving: the better half again with twice the reps */
+    while (!rc && alive > SEARCH_FINALISTS && screens < screen_cap) {
+        qsort(pts, (size_t)np, sizeof pts[0], cmp_pt);
+        int keep = (alive + 1) / 2;
+        for (int i = keep; i < np; i++) pts[i].alive = 0;
+        reps *= 2;
+        for (int i = 0; i < keep && screens < screen_cap && !rc; i++)
+            if (pts[i].reps < reps) {
+                rc = screen_one(o, prop, slot, &pts[i], reps, mem, log);
+                screens++;
+            }
+        alive = 0;
+        for (int i = 0; i < np; i++) alive += pts[i].alive;
+    }
+    out->screened += screens;
+    qsort(pts, (size_t)np, sizeof pts[0], cmp_pt);
+    for (int i = 0; !rc && i < np && i < SEARCH_FINALISTS && out->candidates < o->budget; i++) {
+        if (!pts[i].alive || pts[i].speedup < 1.0) {
+            if (log && i == 0)
+                fprintf(log, "tune: %s: no screened point is faster than the incumbent; no full guard run\n",
+                        hone_slots_name(slot));
+            break;
+        }
+        out->candidates++;
+        tr->sr->tried++;
+        hone_proposer_request rq = {.slot = slot, .index = pts[i].index, .kernels_dir = o->kernels_dir};
+        hone_round_hooks hooks = {.user = tr, .on_guarded = on_guarded};
+        static hone_round_result rr; /* large; one tuning run per process */
+        if ((rc = hone_round_run(&rr, ro, prop, &rq, out->candidates, hist, &hooks))) break;
+        report_round(tr, &rr);
+        if (!rr.guard_rc)
+            hone_search_memory_put(mem, pts[i].desc, NAN, 0,
+                                   rr.guard.accepted ? "accepted" : hone_guard_code_name(rr.guard.code), rr.guard.tier);
+        hone_round_result_clear(&rr);
+    }
+    int src = hone_search_memory_save(mem);
+    if (!rc && src && log) fprintf(log, "tune: search memory: %s\n", hone_error_last());
+    hone_search_memory_free(mem);
+    return rc;
+}
+
 /* The prompt's lines for slot: its profiled call shapes and its share of the step. */
 static void prompt_lines(const hone_profile_row *rows, int n_rows, hone_slot_id slot,
                          const hone_profile_row *info, char *shapes, size_t shapes_cap, char *profile,
@@ -342,6 +519,9 @@ static void report_table(const hone_tune_result *out, FILE *log)
             out->tok_s_before, out->tok_s_after, 100.0 * (out->tok_s_after / out->tok_s_before - 1.0),
             out->measure_runs, 100.0 * out->tok_s_before_spread, 100.0 * out->tok_s_after_spread,
             out->candidates, out->no_code, out->llm_errors);
+    if (out->screened || out->remembered)
+        fprintf(log, "tune: search: %d points screened, %d estimates from the search memory\n", out->screened,
+                out->remembered);
 }
 
 int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
@@ -391,8 +571,9 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
         rc = hone_error_set(HONE_EUNSUPPORTED, "no profiled slot can be tuned with this proposer");
         goto done;
     }
-    if (log) fprintf(log, "tune: proposer: %s; budget %d candidates%s%s\n",
+    if (log) fprintf(log, "tune: proposer: %s; budget %d candidates%s%s%s\n",
                      search ? "search" : self ? "self (this model on loopback)" : llm, o.budget,
+                     search ? " (full guard runs) after cheap screens" : "",
                      o.kernels_dir ? "; incumbents: the kernels " : "", o.kernels_dir ? o.kernels_dir : "");
 
     char url[128];
@@ -424,9 +605,27 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
     char kernels_dir[sizeof tmpdir + 16];
     snprintf(kernels_dir, sizeof kernels_dir, "%s/kernels", tmpdir);
 
-    /* search: the first points of each slot's space; an LLM: the budget shared by up to three
-     * slots, each kept while its rounds learn from the last (an acceptance included) */
-    int per_slot_cap = search ? 3 : (o.budget / (n_plan < 3 ? n_plan : 3) > 0 ? o.budget / (n_plan < 3 ? n_plan : 3) : 1);
+    if (search) { /* screen each slot's space, then the best points through the full guard */
+        int screen_left = o.screen_budget > 0 ? o.screen_budget : SCREEN_BUDGET_DEFAULT;
+        for (int i = 0; i < n_plan && out->candidates < o.budget; i++) {
+            hone_tune_slot_result *sr = hone_round_tally_of(out->slots, &out->n_slots, HONE_TUNE_MAX_SLOTS,
+                                                            hone_slots_name(plan[i]));
+            char *best = NULL; /* the slot's best accepted source (on_guarded keeps it) */
+            tune_round tr = {&o, out, sr, kernels_dir, log, &best};
+            int cap = screen_left / (n_plan - i);
+            if (cap < 4 && screen_left >= 4) cap = 4;
+            int before = out->screened;
+            hist.n = 0;
+            rc = search_slot(&tr, &ro, &prop, plan[i], rows, n_rows, m, cap, &hist);
+            free(best);
+            if (rc) goto done;
+            screen_left -= out->screened - before;
+        }
+        goto measured;
+    }
+    /* an LLM: the budget shared by up to three slots, each kept while its rounds learn from the
+     * last (an acceptance included) */
+    int per_slot_cap = o.budget / (n_plan < 3 ? n_plan : 3) > 0 ? o.budget / (n_plan < 3 ? n_plan : 3) : 1;
     int slot_i = 0, tried_here = 0, next_point = 0;
     int n_space = hone_proposer_space(&prop, plan[0]);
     while (out->candidates < o.budget && slot_i < n_plan) {
@@ -464,6 +663,7 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
         hone_round_result_clear(&rr);
     }
 
+measured:; /* the search path joins here */
     int any = 0;
     for (int i = 0; i < out->n_slots; i++) any |= out->slots[i].accepted > 0;
     if (any) rc = measure_after(out, be, m, kernels_dir, &kl);

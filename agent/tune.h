@@ -14,7 +14,11 @@ typedef struct {
     const char *llm;            /* endpoint URL, "self", or "none" (search); NULL: $HONE_LLM_URL or none */
     const char *llm_model;      /* NULL: $HONE_LLM_MODEL */
     const char *slot;           /* NULL: the profile's choice */
-    int budget;                 /* candidates in all; default 6 */
+    int budget;                 /* full guard runs in all; default 6 */
+    int screen_budget;          /* search proposer: cheap screens (guard opts.screen) in all;
+                                 * 0: 24; they rank points before the full guard runs */
+    int screen_reps;            /* search: timed pairs of a first screen (doubled each round of
+                                 * halving); 0: 5 */
     const char *state_dir;      /* NULL: the store's default */
     const char *repo;           /* kernels repository for review branches; NULL: the source tree's */
     const char *kernels_dir;    /* the approved kernels tree to start from (--kernels DIR): the
@@ -37,7 +41,9 @@ typedef hone_round_tally hone_tune_slot_result; /* tried, accepted, best speedup
 typedef struct {
     hone_tune_slot_result slots[HONE_TUNE_MAX_SLOTS];
     int n_slots;
-    int candidates;             /* proposals made (<= budget) */
+    int candidates;             /* proposals sent to the full guard (<= budget) */
+    int screened;               /* search: screens run (<= screen_budget) */
+    int remembered;             /* search: points whose screen came from the search memory */
     int no_code;                /* LLM replies without usable code */
     int llm_errors;             /* failed LLM calls (HTTP errors, timeouts) */
     double tok_s_before, tok_s_after; /* decode tokens/s, medians of alternated runs (one protocol) */

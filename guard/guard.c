@@ -47,6 +47,7 @@
 #define PREEMPTED_RATIO 1.2      /* a rep whose wall time exceeds its CPU time by this was preempted */
 #define ROOFLINE_MARGIN 1.5      /* suspect: faster than bytes / (1.5 x measured peak read bandwidth) */
 #define MAX_REPS 201
+#define SCREEN_REPS_DEFAULT 9      /* opts.screen: timed pairs of its one timing worker */
 #define BOOTSTRAP 2000
 /* model parity (faithful): relative to the incumbent's logit scale s = max |logit| */
 #define MODEL_MAX_DLOGIT_REL 1e-3 /* max |Δlogit| <= 1e-3 s */
@@ -67,7 +68,8 @@ const char *hone_guard_code_name(hone_guard_code c)
                                     "canary", "input-mutated", "wrote-nothing", "nonfinite",
                                     "constant", "parity", "nondeterministic", "share", "recheck",
                                     "model-parity", "slower", "suspect", "e2e-regression",
-                                    "not-evaluated", "internal", "fp-state", "inconclusive"};
+                                    "not-evaluated", "internal", "fp-state", "inconclusive",
+                                    "screened"};
     return (unsigned)c < sizeof n / sizeof n[0] ? n[c] : "unknown";
 }
 
@@ -257,7 +259,7 @@ static int fp_changed(volatile struct speed_shm *sp, uint32_t m0, uint16_t c0, i
 /* Timed A/B pairs: --reps, default 41, at most MAX_REPS. */
 static int speed_reps(const run_state *r)
 {
-    int reps = r->o->reps > 0 ? r->o->reps : 41;
+    int reps = r->o->reps > 0 ? r->o->reps : r->o->screen ? SCREEN_REPS_DEFAULT : 41;
     return reps > MAX_REPS ? MAX_REPS : reps;
 }
 
@@ -730,6 +732,56 @@ static void speedups(const run_state *r, const timings *t, double *med, double *
     bootstrap_ci(ratio, t->n, r->seed, lo, hi);
 }
 
+/* One timing worker (kworker phase 1) of gate gname: its pairs appended to t; 0 when it failed
+ * (then rejected with the reason), 1 when t holds them. */
+static int timing_worker(run_state *r, struct speed_shm *sp, timings *t, const char *gname, double timeout_s)
+{
+    memset(sp, 0, sizeof *sp);
+    kworker_arg a = {r, 1, sp};
+    hone_worker_opts wo = HONE_WORKER_OPTS_INIT;
+    wo.timeout_s = timeout_s;
+    wo.cpu_s = (int)timeout_s;
+    hone_worker_result w;
+    if (hone_worker_run(&w, &wo, kworker, &a) != 0) {
+        reject(r, HONE_GUARD_INTERNAL, "cannot start a worker: %s", hone_error_last());
+        return 0;
+    }
+    if (w.exit_status == 9 && sp->fp_bad) {
+        fp_state_failure(r, gname, sp);
+        return 0;
+    }
+    if (!w.ok || !sp->done || sp->reps <= 0 || sp->reps > MAX_REPS) {
+        worker_failure(r, gname, &w);
+        return 0;
+    }
+    for (int i = 0; i < sp->reps && t->n < MAX_REPS * SPEED_ROUNDS; i++, t->n++) {
+        t->inc_ns[t->n] = sp->inc_ns[i];
+        t->cand_ns[t->n] = sp->cand_ns[i];
+        t->inc_cpu[t->n] = sp->inc_cpu[i] > 0 ? sp->inc_cpu[i] : sp->inc_ns[i];
+        t->cand_cpu[t->n] = sp->cand_cpu[i] > 0 ? sp->cand_cpu[i] : sp->cand_ns[i];
+    }
+    t->inner = sp->inner;
+    return 1;
+}
+
+/* After the timing loop: hygiene of the main cases, and output 7 (computed after it) bitwise
+ * output 0; 0 when that failed (rejected), else 1. */
+static int recheck_after_timing(run_state *r, const char *gname)
+{
+    check_hygiene(r, &r->main, gname);
+    if (r->verdict_done) return 0;
+    for (int i = 0; i < r->main.cs.n; i++) {
+        const hone_case_set *cs = &r->main.cs;
+        const hone_case *c = &cs->c[i];
+        if (memcmp(hone_cases_out(cs, c, 7), hone_cases_out(cs, c, 0), (size_t)c->out_len * 4) != 0) {
+            gate(r, gname, "fail", "results after the timing loop differ from before (%s)", c->desc);
+            reject(r, HONE_GUARD_RECHECK, "correctness re-check after the timing loop failed: other bits than before (%s)", c->desc);
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int judge_speed(run_state *r, const timings *t, double bw, double gflops, const char *bw_what,
                        const char *how, double t0);
 
@@ -748,32 +800,7 @@ static int speed_gate(run_state *r)
     }
     t->have_cpu = 1;
     for (int round = 0; round < SPEED_ROUNDS; round++) {
-        memset(sp, 0, sizeof *sp);
-        kworker_arg a = {r, 1, sp};
-        hone_worker_opts wo = HONE_WORKER_OPTS_INIT;
-        wo.timeout_s = 120;
-        wo.cpu_s = 120;
-        hone_worker_result w;
-        if (hone_worker_run(&w, &wo, kworker, &a) != 0) {
-            reject(r, HONE_GUARD_INTERNAL, "cannot start a worker: %s", hone_error_last());
-            goto done;
-        }
-        if (w.exit_status == 9 && sp->fp_bad) {
-            fp_state_failure(r, "speed", sp);
-            goto done;
-        }
-        if (!w.ok || !sp->done || sp->reps <= 0 || sp->reps > MAX_REPS) {
-            worker_failure(r, "speed", &w);
-            goto done;
-        }
-        for (int i = 0; i < sp->reps; i++) {
-            t->inc_ns[t->n] = sp->inc_ns[i];
-            t->cand_ns[t->n] = sp->cand_ns[i];
-            t->inc_cpu[t->n] = sp->inc_cpu[i] > 0 ? sp->inc_cpu[i] : sp->inc_ns[i];
-            t->cand_cpu[t->n] = sp->cand_cpu[i] > 0 ? sp->cand_cpu[i] : sp->cand_ns[i];
-            t->n++;
-        }
-        t->inner = sp->inner;
+        if (!timing_worker(r, sp, t, "speed", 120)) goto done;
         t->rounds = round + 1;
         double med, lo, hi;
         speedups(r, t, &med, &lo, &hi);
@@ -797,17 +824,7 @@ done:
 static int judge_speed(run_state *r, const timings *t, double bw, double gflops, const char *bw_what,
                        const char *how, double t0)
 {
-    check_hygiene(r, &r->main, "speed");
-    if (r->verdict_done) return 0;
-    for (int i = 0; i < r->main.cs.n; i++) {
-        const hone_case_set *cs = &r->main.cs;
-        const hone_case *c = &cs->c[i];
-        if (memcmp(hone_cases_out(cs, c, 7), hone_cases_out(cs, c, 0), (size_t)c->out_len * 4) != 0) {
-            gate(r, "speed", "fail", "results after the timing loop differ from before (%s)", c->desc);
-            reject(r, HONE_GUARD_RECHECK, "correctness re-check after the timing loop failed: other bits than before (%s)", c->desc);
-            return 0;
-        }
-    }
+    if (!recheck_after_timing(r, "speed")) return 0;
     int n = t->n;
     double med, lo, hi;
     speedups(r, t, &med, &lo, &hi);
@@ -881,6 +898,49 @@ static int judge_speed(run_state *r, const timings *t, double bw, double gflops,
     cJSON_AddNumberToObject(g, r->cuda ? "peak_gbps" : "peak_read_gbps", bw);
     cJSON_AddNumberToObject(g, "peak_gflops_one_thread", gflops);
     cJSON_AddStringToObject(g, "shape", tc->desc);
+    return 0;
+}
+
+/* ---- screening (opts.screen) ---------------------------------------------------------------- */
+
+
+/* One timing worker of reps pairs (opts.reps, else SCREEN_REPS_DEFAULT), the re-check after it,
+ * and the estimate into the result: the screen's last gate. Nothing is accepted here. */
+static int screen_gate(run_state *r)
+{
+    double t0 = mono_s();
+    struct speed_shm *sp = hone_worker_shared_new(sizeof *sp);
+    timings *t = calloc(1, sizeof *t);
+    if (!sp || !t) {
+        reject(r, HONE_GUARD_INTERNAL, "out of memory for the screen");
+        goto done;
+    }
+    t->have_cpu = 1;
+    t->rounds = 1;
+    if (!timing_worker(r, sp, t, "screen", 60) || !recheck_after_timing(r, "screen")) goto done;
+    double med, lo, hi;
+    speedups(r, t, &med, &lo, &hi);
+    r->res->speedup = med;
+    r->res->ci_low = lo;
+    r->res->ci_high = hi;
+    const hone_case *tc = hone_cases_timing(&r->main.cs);
+    cJSON *g = gate(r, "screen", "pass",
+                    "%s: incumbent %.0f ns, candidate %.0f ns per call (thread CPU time); estimated speedup "
+                    "%.3fx, 95%% CI [%.3f, %.3f] over %d interleaved reps x %d calls; no model, roofline or "
+                    "end-to-end gate: not an acceptance (%.2f s)",
+                    tc->desc, median(t->inc_cpu, t->n), median(t->cand_cpu, t->n), med, lo, hi, t->n, t->inner,
+                    mono_s() - t0);
+    cJSON_AddNumberToObject(g, "speedup_median", med);
+    cJSON_AddNumberToObject(g, "ci_low", lo);
+    cJSON_AddNumberToObject(g, "ci_high", hi);
+    cJSON_AddNumberToObject(g, "reps", t->n);
+    r->res->code = HONE_GUARD_SCREENED;
+    snprintf(r->res->reason, sizeof r->res->reason, "screened (not accepted): %s tier, estimated %.3fx "
+             "(95%% CI %.3f-%.3f, %d reps) on %s", r->res->tier, med, lo, hi, t->n, tc->desc);
+    r->verdict_done = 1;
+done:
+    hone_worker_shared_free(sp, sizeof *sp);
+    free(t);
     return 0;
 }
 
@@ -1628,7 +1688,8 @@ static void write_evidence(run_state *r, hone_store *st, double t_start)
     res->seconds = mono_s() - t_start;
     res->ev.guard_seconds = res->seconds;
     cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "verdict", res->accepted ? "accepted" : res->evaluated ? "rejected" : "not evaluated");
+    cJSON_AddStringToObject(root, "verdict", res->accepted ? "accepted" : res->code == HONE_GUARD_SCREENED ? "screened"
+                                             : res->evaluated ? "rejected" : "not evaluated");
     cJSON_AddStringToObject(root, "code", hone_guard_code_name(res->code));
     cJSON_AddStringToObject(root, "reason", res->reason);
     cJSON_AddStringToObject(root, "slot", r->o->slot);
@@ -1651,7 +1712,9 @@ static void write_evidence(run_state *r, hone_store *st, double t_start)
     free(rev);
     char *txt = cJSON_Print(root);
     if (txt) {
-        if (st && res->hash[0]) {
+        if (st && res->hash[0] && res->code == HONE_GUARD_SCREENED) {
+            hone_store_write(st, res->hash, "screen.json", txt, strlen(txt)); /* no verdict state */
+        } else if (st && res->hash[0]) {
             hone_store_write(st, res->hash, "evidence.json", txt, strlen(txt));
             hone_store_set_state(st, res->hash, res->accepted ? HONE_STORE_ACCEPTED : HONE_STORE_REJECTED,
                                  res->accepted ? NULL : res->reason, txt);
@@ -1726,6 +1789,10 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
     }
     r.slot = (hone_slot_id)sid;
     hone_slots_cpu_symbol(r.slot, r.symbol, sizeof r.symbol);
+    if (cuda && opts->screen) {
+        rc = hone_error_set(HONE_EINVAL, "screening is for CPU candidates");
+        goto done;
+    }
     if (!cuda && !opts->model_path) {
         rc = hone_error_set(HONE_EINVAL, "a model (-m) is required for the CPU gates");
         goto done;
@@ -1822,6 +1889,10 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
     if ((rc = kernel_parity_gate(&r)) != 0) goto done;
     if (r.verdict_done) goto verdict;
     hone_store_set_state(st, out->hash, HONE_STORE_KERNEL_PARITY, NULL, NULL);
+    if (opts->screen) { /* the cheap estimate only (screen_gate) */
+        if ((rc = screen_gate(&r)) != 0) goto done;
+        goto verdict;
+    }
     /* 5. model parity */
     if ((rc = model_gates(&r, 0)) != 0) goto done;
     if (r.verdict_done) goto verdict;
@@ -1854,7 +1925,8 @@ verdict:
     write_evidence(&r, st, t_start);
     if (r.rep)
         fprintf(r.rep, "verdict: %s (%s) - %s [%.1f s]\n",
-                out->accepted ? "ACCEPTED" : out->evaluated ? "REJECTED" : "NOT EVALUATED",
+                out->accepted ? "ACCEPTED" : out->code == HONE_GUARD_SCREENED ? "SCREENED"
+                                 : out->evaluated ? "REJECTED" : "NOT EVALUATED",
                 hone_guard_code_name(out->code), out->reason, out->seconds);
 done:
     case_data_free(&r.main);

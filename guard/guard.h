@@ -67,6 +67,8 @@ typedef enum {
     HONE_GUARD_FP_STATE,       /* left MXCSR or the x87 control word changed after a call */
     HONE_GUARD_INCONCLUSIVE,   /* the speed or decode interval stayed too wide to decide within
                                 * the time budget (a noisy machine): neither faster nor slower */
+    HONE_GUARD_SCREENED,       /* opts.screen: the cheap gates passed and speedup holds an
+                                * estimate; never an acceptance */
 } hone_guard_code;
 
 const char *hone_guard_code_name(hone_guard_code c);
@@ -98,6 +100,13 @@ typedef struct {
     double kernel_timeout_s;    /* 0: 10 s per kernel worker (CUDA: 30 s, its start-up included) */
     const char *origin_kind, *origin;
     int quiet;                  /* no report */
+    /* Screening (CPU): freeze, scan, compile, kernel parity, then one short interleaved A/B
+     * timing of the timing case (reps pairs; 0: 9) with no roofline probe, no model and no
+     * end-to-end gate. The verdict is code HONE_GUARD_SCREENED with speedup, ci_low and
+     * ci_high the estimate and tier the parity tier reached, accepted always 0; the store
+     * keeps the candidate without marking it accepted or rejected. A search uses it to rank
+     * points before spending full guard runs on the best. */
+    int screen;
 } hone_guard_opts;
 
 #define HONE_GUARD_OPTS_INIT {.backend = "cpu", .threshold = 1.05, .seed = -1, .origin_kind = "file"}

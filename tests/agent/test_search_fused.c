@@ -110,9 +110,15 @@ static void test_space_render_compile_exact(void)
         hone_slot_shape shapes[HONE_SLOT_MAX_SHAPES];
         int ns = test_shapes(d, shapes);
         CHECK(ns >= 4);
+        /* every point of the q4_1 slots (SmolLM2's); of the other dtypes the first point and the
+         * incumbent's (the template is one per kind: the dtype only picks the dequantiser), so
+         * the suite stays within CI's time */
+        size_t nl = strlen(d->name);
+        int every = nl > 5 && !strcmp(d->name + nl - 5, "_q4_1");
         for (int p = 0; p < n; p++) {
             for (int q = 0; q < p; q++)
                 CHECK_MSG(pts[q].v[0] != pts[p].v[0] || pts[q].v[1] != pts[p].v[1], "%s: point %d repeats", d->name, p);
+            if (!every && p != 0 && p != n - 1) continue;
             char *src = NULL;
             CHECK_EQ_INT(f->render(slot, pts[p], &src), 0);
             if (!src) continue;
@@ -146,7 +152,7 @@ static void test_space_render_compile_exact(void)
         }
     }
     fprintf(stderr, "  %d points compiled, %d outputs compared bitwise\n", points, checked);
-    CHECK(points == 18 * 12);
+    CHECK(points == 3 * 12 + 15 * 2);
     /* not the family's slots */
     char *src = NULL;
     CHECK_EQ_INT(f->supports(HONE_SLOT_MATVEC_Q4_1), 0);

@@ -219,15 +219,16 @@ static void test_search_none(void)
     snprintf(model, sizeof model, "%s/tiny-llama-q4_1.gguf", HONE_TEST_DATA_DIR);
     snprintf(repo, sizeof repo, "%s/repo2", tmpdir);
     CHECK_EQ_INT(make_repo(repo), 0);
-    snprintf(cmd, sizeof cmd, "%s tune -m %s --llm none --slot matvec_q4_1 --budget 2 --repo %s --state-dir %s/state",
-             HONE_BIN, model, repo, tmpdir);
+    snprintf(cmd, sizeof cmd, "%s tune -m %s --llm none --slot matvec_q4_1 --budget 2 --screen 6 --repo %s "
+             "--state-dir %s/state", HONE_BIN, model, repo, tmpdir);
     char *out = NULL;
     CHECK_EQ_INT(run(cmd, &out), 0);
     CHECK_STR_CONTAINS(out, "proposer: search");
-    CHECK_STR_CONTAINS(out, "[1/2] matvec_q4_1");
+    /* the search path screens the leading points, then guards at most two of them */
+    CHECK_STR_CONTAINS(out, "screen matvec_q4_1");
     CHECK_STR_CONTAINS(out, "rows=2 prefetch=8192");
     CHECK_STR_CONTAINS(out, "rows=4 prefetch=8192");
-    CHECK_STR_CONTAINS(out, "[2/2]");
+    CHECK_STR_CONTAINS(out, "6 points screened");
     CHECK(!strstr(out, "[3/2]"));
     CHECK_STR_CONTAINS(out, "decode");
     free(out);
@@ -237,9 +238,10 @@ static void test_search_none(void)
     CHECK_EQ_INT(run(cmd, &out), 0);
     CHECK_STR_CONTAINS(out, "LLM call failed");
     free(out);
-    snprintf(cmd, sizeof cmd, "%s tune -m %s --llm none --slot swiglu --budget 1", HONE_BIN, model);
+    /* every built-in slot has a search family now; a name that is no slot is refused */
+    snprintf(cmd, sizeof cmd, "%s tune -m %s --llm none --slot nonsense --budget 1", HONE_BIN, model);
     CHECK_EQ_INT(run(cmd, &out), 1);
-    CHECK_STR_CONTAINS(out, "no template for swiglu");
+    CHECK_STR_CONTAINS(out, "unknown slot 'nonsense'");
     free(out);
     /* --llm self: the engine serves its own model to the tuner on loopback (the model it serves,
      * its whole trained context, no max_tokens: it answers to the end of its context) and a
