@@ -53,6 +53,19 @@ static int parse_int(const char *flag, const char *v, int64_t lo, int64_t hi, in
     return 0;
 }
 
+static int parse_num(const char *flag, const char *v, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = v ? strtod(v, &end) : 0;
+    if (!v || errno || end == v || *end || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "hone serve: %s expects a number in [%g, %g]\n", flag, lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
 /* ---- the live slot profile: a hone_profile behind the scheduler's observer ---- */
 
 static void prof_step_begin(void *p, int64_t n_rows, int n_seqs)
@@ -138,11 +151,11 @@ int hone_cli_serve(int argc, char **argv)
         else if (IS("--tune-slot")) to.slot = val;
         else if (IS("--tune-state-dir")) to.state_dir = val;
         else if (IS("--tune-budget")) { if (parse_int(a, val, 1, 10000, &v)) return 2; to.budget = (int)v; }
-        else if (IS("--tune-interval")) to.interval_s = atof(val);
-        else if (IS("--tune-watch")) to.watch_s = atof(val);
-        else if (IS("--tune-spot")) to.spot_s = atof(val);
-        else if (IS("--tune-margin")) to.margin = atof(val);
-        else if (IS("--tune-e2e-slack")) to.e2e_slack = atof(val);
+        else if (IS("--tune-interval")) { if (parse_num(a, val, 0, 86400, &to.interval_s)) return 2; }
+        else if (IS("--tune-watch")) { if (parse_num(a, val, 0, 86400, &to.watch_s)) return 2; }
+        else if (IS("--tune-spot")) { if (parse_num(a, val, 0.01, 86400, &to.spot_s)) return 2; }
+        else if (IS("--tune-margin")) { if (parse_num(a, val, 0, 10, &to.margin)) return 2; }
+        else if (IS("--tune-e2e-slack")) { if (parse_num(a, val, 0, 1, &to.e2e_slack)) return 2; }
         else { fprintf(stderr, "hone serve: unknown option: %s\n%s", a, serve_usage); return 2; }
 #undef IS
     }

@@ -27,12 +27,6 @@
 #include "forward.h"
 #include "model.h"
 
-/* libmicrohttpd failures, wrapped like every library error (CONVENTIONS.md rule 3): the
- * expression, where, and what the library says (it reports through errno and its log). */
-#define HONE_MHD_CHECK(expr, what)                                                          \
-    ((expr) ? 0 : hone_error_set(HONE_EIO, "microhttpd: %s: `%s` failed at %s:%d (%s)", what, \
-                                 #expr, __FILE__, __LINE__, errno ? strerror(errno) : "see its log"))
-
 enum { R_MODELS, R_COMPLETIONS, R_CHAT, R_HEALTH, R_METRICS, R_PROFILE, R_TUNING, R_OTHER, R_COUNT };
 static const char *const route_path[R_COUNT] = {
     "/v1/models", "/v1/completions", "/v1/chat/completions", "/health", "/metrics",
@@ -54,6 +48,8 @@ struct hone_server {
     int port;
     MHD_socket listen_fd;
     atomic_int draining;
+    int starting;             /* libmicrohttpd's messages while starting go to start_err */
+    char start_err[256];
     atomic_ullong next_id;
     pthread_mutex_t mu;       /* inflight, status counters */
     pthread_cond_t idle_cv;
@@ -1144,6 +1140,42 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
 
 /* ---- lifecycle ---- */
 
+/* libmicrohttpd's own log: kept while the daemon starts (a failure reports it in one line),
+ * printed with a level afterwards. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    hone_server *s = cls;
+    char msg[256];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    msg[strcspn(msg, "\n")] = 0;
+    if (s->starting) snprintf(s->start_err, sizeof s->start_err, "%s", msg);
+    else fprintf(stderr, "hone serve: warning: microhttpd: %s\n", msg);
+}
+
+/* 1 for 127.0.0.0/8, ::1 and ::ffff:127.x (reachable from this machine only). */
+static int is_loopback(const struct sockaddr *a)
+{
+    if (a->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == 127;
+    if (a->sa_family == AF_INET6) {
+        const struct in6_addr *x = &((const struct sockaddr_in6 *)a)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(x) || (IN6_IS_ADDR_V4MAPPED(x) && x->s6_addr[12] == 127);
+    }
+    return 0;
+}
+
+/* Why binding addr failed, from a probe socket (errno of bind), for a one-line error. */
+static const char *bind_error(const struct sockaddr *addr, socklen_t len)
+{
+    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return strerror(errno);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    const char *why = bind(fd, addr, len) != 0 ? strerror(errno) : NULL;
+    close(fd);
+    return why;
+}
+
 int hone_server_new(hone_server **out, hone_scheduler *sched, const hone_tokenizer *tok,
                     const hone_chat_template *tmpl, const hone_server_opts *opts)
 {
@@ -1190,14 +1222,26 @@ int hone_server_new(hone_server **out, hone_scheduler *sched, const hone_tokeniz
         ((struct sockaddr_in *)&addr)->sin_port = htons((uint16_t)s->o.port);
     }
     freeaddrinfo(ai);
+    socklen_t addr_len = addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    s->starting = 1;
     s->d = MHD_start_daemon(flags, (uint16_t)s->o.port, on_accept, s, on_request, s,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, MHD_MEMORY_LIMIT,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
                             MHD_OPTION_END);
-    if ((rc = HONE_MHD_CHECK(s->d != NULL, "cannot listen (address in use?)"))) goto fail;
+    s->starting = 0;
+    if (!s->d) {
+        const char *why = bind_error((struct sockaddr *)&addr, addr_len);
+        rc = hone_error_set(HONE_EIO, "cannot listen on %s port %d: %s", s->o.host, s->o.port,
+                            why ? why : s->start_err[0] ? s->start_err : "the HTTP library refused");
+        goto fail;
+    }
+    if (!s->o.api_key && !is_loopback((struct sockaddr *)&addr))
+        fprintf(stderr, "hone serve: warning: listening on %s beyond loopback without an API key: anyone "
+                "who can reach the port can use it (--api-key KEY or HONE_API_KEY)\n", s->o.host);
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : s->o.port;
     *out = s;

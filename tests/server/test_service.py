@@ -153,11 +153,56 @@ def test_bad_http(t):
         t.check(s.proc.poll() is None, "alive after the bad requests")
 
 
+def run(args, timeout=60):
+    r = subprocess.run([sl.BIN] + args, capture_output=True, text=True, timeout=timeout)
+    return r.returncode, r.stdout, r.stderr
+
+
+def test_cli(t):
+    rc, out, err = run(["--version"])
+    t.check(rc == 0 and out.startswith("hone ") and "commit" in out and "cuda" in out and "threads" in out,
+            "--version: %d %r" % (rc, out))
+    for cmd in ("generate", "info", "tokenize", "logits", "profile", "guard", "tune", "serve", "review"):
+        rc, out, err = run([cmd, "--help"])
+        t.check(rc == 0 and "usage" in out and "unknown option" not in err, "%s --help: %d %r" % (cmd, rc, err[-200:]))
+    m = sl.TINY
+    for args, needle in ((["generate", "-m", m, "-p", "x", "--temp", "-1"], "--temp is -1"),
+                         (["generate", "-m", m, "-p", "x", "--top-p", "0"], "--top-p is 0"),
+                         (["generate", "-m", m, "-p", "x", "--top-p", "nan"], "--top-p expects a number"),
+                         (["generate", "-m", m, "-p", "x", "-n", "-3"], "-n is -3"),
+                         (["generate", "-m", m, "-p", "x", "--repeat-penalty", "0"], "--repeat-penalty is 0"),
+                         (["generate", "-m", m, "-p", "x", "-t", "5000"], "-t is 5000"),
+                         (["logits", "-m", m, "-p", "x", "--steps", "0", "--out", "/dev/null"], "--steps is 0"),
+                         (["generate", "-m", m, "--bogus"], "unknown option: --bogus"),
+                         (["info", "-m", m, "stray"], "unexpected argument: stray"),
+                         (["serve", "-m", m, "--tune-margin", "abc"], "--tune-margin expects a number"),
+                         (["serve", "-m", m, "--port", "70000"], "--port expects an integer")):
+        rc, out, err = run(args)
+        t.check(rc == 2 and needle in err, "%s: %d %r" % (" ".join(args[:1] + args[-2:]), rc, err[-200:]))
+    # valid values still work, in either spelling
+    rc, out, err = run(["generate", "-m", m, "-p", "hi", "-n", "2", "--temp=0.5", "--top-p", "0.9", "-t1"])
+    t.check(rc == 0 and "generated" in err, "valid options: %d %r" % (rc, err[-200:]))
+
+
+def test_listen_errors(t):
+    with Server() as s:
+        rc, out, err = run(["serve", "-m", sl.TINY, "--port", str(s.port), "-t", "1"], timeout=60)
+        lines = [ln for ln in err.splitlines() if "listen" in ln]
+        t.check(rc == 1 and len(lines) == 1 and "Address already in use" in lines[0] and ".c:" not in err
+                and "`" not in err, "port in use: one clear line: %d %r" % (rc, err[-400:]))
+    with Server(sl.TINY, "--host", "0.0.0.0") as s:
+        t.check("warning: listening on 0.0.0.0 beyond loopback without an API key" in s.log_text(), "warning")
+    with Server(sl.TINY, "--host", "0.0.0.0", "--api-key", "k") as s:
+        t.check("beyond loopback" not in s.log_text(), "no warning with a key")
+    with Server() as s:
+        t.check("beyond loopback" not in s.log_text(), "no warning on loopback")
+
+
 def main():
     if not os.path.isfile(sl.TINY) or not os.path.isfile(sl.BIN):
         print("skipped: needs %s and %s" % (sl.TINY, sl.BIN), file=sys.stderr)
         return sl.SKIP
-    return sl.Checks().run([test_fifo_model, test_bad_json, test_bad_http])
+    return sl.Checks().run([test_fifo_model, test_bad_json, test_bad_http, test_cli, test_listen_errors])
 
 
 if __name__ == "__main__":
