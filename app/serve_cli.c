@@ -27,6 +27,7 @@ static const char serve_usage[] =
     "                  [--max-batch N] [--kv-blocks N] [-t THREADS] [--log-requests]\n"
     "                  [--step-tokens N] [--max-queue N] [--timeout SECONDS] [--model-name NAME]\n"
     "                  [--no-prefix-cache] [--no-profile] [--device cpu|cuda|auto] [--kernels DIR]\n"
+    "                  [--metrics-no-auth]\n"
     "                  [--tune [--llm URL|self|none] [--llm-model NAME] [--auto-apply]\n"
     "                   [--tune-budget N] [--tune-interval S] [--tune-watch S] [--tune-spot S]\n"
     "                   [--tune-margin X] [--tune-e2e-slack X] [--tune-slot SLOT] [--tune-repo DIR] [--tune-state-dir DIR]]\n"
@@ -36,6 +37,7 @@ static const char serve_usage[] =
     "  --kernels DIR: serve the approved CPU kernels DIR/cpu/<slot>.c (vetted by their evidence,\n"
     "  self-checked) instead of the baselines they differ from; --tune then improves on them.\n"
     "  --device: cpu (the default) or cuda (one sequence per step; fails without a usable GPU).\n"
+    "  --metrics-no-auth: /metrics answers without the API key (for a scraper; the rest keeps it).\n"
     "  --port 0 picks a free port (printed on stderr). The API key may also come from\n"
     "  $HONE_API_KEY. SIGTERM or SIGINT: stop accepting, finish in-flight requests, exit 0.\n";
 
@@ -115,6 +117,10 @@ int hone_cli_serve(int argc, char **argv)
     int64_t v, kv_blocks = 0;
     const char *kernels_dir = NULL;
     so.api_key = getenv("HONE_API_KEY");
+#ifdef HONE_VERSION_STRING
+    so.build_version = HONE_VERSION_STRING;
+    so.build_commit = HONE_GIT_COMMIT;
+#endif
     if (so.api_key && !*so.api_key) so.api_key = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -123,6 +129,7 @@ int hone_cli_serve(int argc, char **argv)
         else if (IS("--log-requests")) { so.log_requests = 1; continue; }
         else if (IS("--no-prefix-cache")) { sco.prefix_cache = 0; continue; }
         else if (IS("--no-profile")) { profile = 0; continue; }
+        else if (IS("--metrics-no-auth")) { so.metrics_public = 1; continue; }
         else if (IS("--tune")) { tune = 1; continue; }
         else if (IS("--auto-apply")) { to.auto_apply = 1; continue; }
         if (!val) { fprintf(stderr, "hone serve: unknown option or missing value: %s\n%s", a, serve_usage); return 2; }

@@ -25,9 +25,11 @@ typedef struct {
     char *(*tuning_json)(void *user);
     char *(*tuning_metrics)(void *user);
     void *tuning_user;
+    int metrics_public;      /* 1: /metrics answers without the API key (a scraper on a trusted network) */
+    const char *build_version, *build_commit; /* hone_build_info labels; NULL: "unknown" */
 } hone_server_opts;
 
-#define HONE_SERVER_OPTS_INIT {"127.0.0.1", 8080, NULL, 0, (size_t)1 << 20, "hone", 0, NULL, NULL, NULL}
+#define HONE_SERVER_OPTS_INIT {"127.0.0.1", 8080, NULL, 0, (size_t)1 << 20, "hone", 0, NULL, NULL, NULL, 0, NULL, NULL}
 
 typedef struct hone_server hone_server;
 

@@ -191,18 +191,90 @@ def test_listen_errors(t):
         t.check(rc == 1 and len(lines) == 1 and "Address already in use" in lines[0] and ".c:" not in err
                 and "`" not in err, "port in use: one clear line: %d %r" % (rc, err[-400:]))
     with Server(sl.TINY, "--host", "0.0.0.0") as s:
-        t.check("warning: listening on 0.0.0.0 beyond loopback without an API key" in s.log_text(), "warning")
+        t.check("warn hone serve: listening on 0.0.0.0 beyond loopback without an API key" in s.log_text(), "warning")
     with Server(sl.TINY, "--host", "0.0.0.0", "--api-key", "k") as s:
         t.check("beyond loopback" not in s.log_text(), "no warning with a key")
     with Server() as s:
         t.check("beyond loopback" not in s.log_text(), "no warning on loopback")
 
 
+FAMILIES = {  # name (as prometheus_client reports it) -> type
+    "hone_requests": "counter", "hone_prompt_tokens": "counter", "hone_generated_tokens": "counter",
+    "hone_time_to_first_token_seconds": "histogram", "hone_inter_token_latency_seconds": "histogram",
+    "hone_e2e_request_latency_seconds": "histogram", "hone_request_queue_time_seconds": "histogram",
+    "hone_request_prefill_time_seconds": "histogram", "hone_request_decode_time_seconds": "histogram",
+    "hone_request_prompt_tokens": "histogram", "hone_request_generation_tokens": "histogram",
+    "hone_request_success": "counter", "hone_request_failure": "counter",
+    "hone_kv_cache_usage_ratio": "gauge", "hone_kv_cache_blocks": "gauge", "hone_requests_running": "gauge",
+    "hone_requests_queued": "gauge", "hone_build_info": "gauge",
+    "process_cpu_seconds": "counter", "process_resident_memory_bytes": "gauge",
+    "process_start_time_seconds": "gauge", "process_open_fds": "gauge",
+}
+
+
+def test_metrics(t):
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError:
+        t.check(False, "prometheus_client is needed (pip install prometheus_client; tools/setup.sh)")
+        return
+    with Server(sl.TINY, "--api-key", "k", "--metrics-no-auth") as s:
+        st, h, raw = s.request("GET", "/metrics")
+        t.check(st == 200 and h.get("X-Request-Id"), "/metrics open without the key, with a request id")
+        st, h, raw = s.request("GET", "/v1/models")
+        t.check(st == 401, "the rest still needs the key")
+        key = {"Authorization": "Bearer k"}
+        for i in range(3):
+            st, h, raw = s.request("POST", "/v1/completions", {"prompt": "hello %d" % i, "max_tokens": 4,
+                                                               "temperature": 0, "ignore_eos": True}, headers=key)
+            t.check(st == 200 and h.get("X-Request-Id", "").startswith("req-"), "completion %d: %d %r" % (i, st, h))
+        st, h, raw = s.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 1},
+                               headers={"Authorization": "Bearer k", "X-Request-Id": "lb-42.a"})
+        t.check(h.get("X-Request-Id") == "lb-42.a", "a sane client id is kept: %r" % h.get("X-Request-Id"))
+        st, h, raw = s.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 1},
+                               headers={"Authorization": "Bearer k", "X-Request-Id": "bad id\twith junk"})
+        t.check(h.get("X-Request-Id", "").startswith("req-"), "an odd client id is replaced")
+        st, h, raw = s.request("GET", "/metrics")
+        fams = {f.name: f for f in text_string_to_metric_families(raw.decode())}
+        for name, typ in FAMILIES.items():
+            f = fams.get(name)
+            t.check(f is not None and f.type == typ, "family %s (%s): %r" % (name, typ, f and f.type))
+        t.check("hone_kv_cache_blocks_total" not in raw.decode(), "the gauge lost its counter suffix")
+
+        def value(fam, sample, **labels):
+            for smp in fams[fam].samples if fam in fams else []:
+                if smp.name == sample and all(smp.labels.get(k) == v for k, v in labels.items()):
+                    return smp.value
+            return None
+        t.check(value("hone_e2e_request_latency_seconds", "hone_e2e_request_latency_seconds_count") == 5,
+                "5 finished requests in the e2e histogram")
+        t.check(value("hone_request_generation_tokens", "hone_request_generation_tokens_sum") >= 12,
+                "generation lengths summed")
+        t.check(value("hone_request_success", "hone_request_success_total", finished_reason="length") >= 3,
+                "finish reason 'length' counted")
+        t.check(value("hone_request_prompt_tokens", "hone_request_prompt_tokens_count") == 5, "prompt lengths")
+        r = value("hone_kv_cache_usage_ratio", "hone_kv_cache_usage_ratio")
+        t.check(r is not None and 0 <= r <= 1, "usage ratio in [0, 1]: %r" % r)
+        t.check(value("process_resident_memory_bytes", "process_resident_memory_bytes") > 1 << 20, "rss")
+        t.check(abs(value("process_start_time_seconds", "process_start_time_seconds") - time.time()) < 600,
+                "start time is recent")
+        bi = [x for x in fams["hone_build_info"].samples] if "hone_build_info" in fams else []
+        t.check(bi and bi[0].labels.get("model") == "tiny-llama-f32" and bi[0].labels.get("version"),
+                "build info labels: %r" % (bi and bi[0].labels))
+        log = s.wait_log("lb-42.a")
+        lines = [ln for ln in log.splitlines() if " request " in ln and "/v1/completions 200" in ln]
+        t.check(len(lines) == 5, "one log line per completion (%d)" % len(lines))
+        import re
+        t.check(all(re.match(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z info hone serve: request \S+ POST", ln)
+                    for ln in lines), "timestamp, level and request id: %r" % lines[:1])
+        t.check(any(" lb-42.a " in ln for ln in lines), "the client's id is in the log")
+
+
 def main():
     if not os.path.isfile(sl.TINY) or not os.path.isfile(sl.BIN):
         print("skipped: needs %s and %s" % (sl.TINY, sl.BIN), file=sys.stderr)
         return sl.SKIP
-    return sl.Checks().run([test_fifo_model, test_bad_json, test_bad_http, test_cli, test_listen_errors])
+    return sl.Checks().run([test_fifo_model, test_bad_json, test_bad_http, test_cli, test_listen_errors, test_metrics])
 
 
 if __name__ == "__main__":
