@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "agent/tuner.h"
 #include "app/cli.h"
@@ -105,6 +106,21 @@ static int prof_shares(void *p, char (*names)[64], double *shares, int cap)
     return n_out;
 }
 
+/* HONE_SERVE_TEST_LOAD_DELAY_S (tests only): the loading state lasts this long longer; a
+ * SIGTERM or SIGINT meanwhile ends the command (returns 1). */
+static int test_load_delay(const sigset_t *sigs)
+{
+    const char *e = getenv("HONE_SERVE_TEST_LOAD_DELAY_S");
+    double d = e ? atof(e) : 0;
+    if (!(d > 0)) return 0;
+    struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+    if (sigtimedwait(sigs, NULL, &ts) > 0) {
+        fprintf(stderr, "hone serve: stopped while loading\n");
+        return 1;
+    }
+    return 0;
+}
+
 int hone_cli_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *model_name = NULL;
@@ -186,7 +202,14 @@ int hone_cli_serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* the port opens first: /health answers 503 "loading" until the model is served */
+    if (hone_server_new(&srv, NULL, NULL, NULL, &so)) goto fail;
+    fprintf(stderr, "hone serve: port %d open; loading %s (/health: 503 loading until ready)\n",
+            hone_server_port(srv), model_path);
+    hone_server_set_progress(srv, "model", 0.05);
+    if (test_load_delay(&sigs)) { rc = 0; goto fail; }
     if (hone_model_load(&m, model_path) || hone_tokenizer_new(&tok, hone_model_gguf(m))) goto fail;
+    hone_server_set_progress(srv, "backend", 0.5);
     if (hone_chat_load(&tmpl, hone_model_gguf(m), tok)) goto fail;
     have_tmpl = 1;
     const hone_hparams *hp = hone_model_hparams(m);
@@ -229,6 +252,7 @@ int hone_cli_serve(int argc, char **argv)
             prof = NULL;
         }
     }
+    hone_server_set_progress(srv, "scheduler", 0.9);
     if (hone_scheduler_new(&sched, be, tok, &sco)) goto fail;
     so.n_ctx = hone_backend_n_ctx(be);
     so.model_id = model_name ? model_name : hone_model_name(m);
@@ -244,7 +268,7 @@ int hone_cli_serve(int argc, char **argv)
         so.tuning_metrics = hone_tuner_metrics;
         so.tuning_user = tuner;
     }
-    if (hone_server_new(&srv, sched, tok, &tmpl, &so)) goto fail;
+    hone_server_set_ready(srv, sched, tok, &tmpl, &so);
     if (tuner) {
         char self_url[96];
         snprintf(self_url, sizeof self_url, "http://127.0.0.1:%d/v1", hone_server_port(srv));

@@ -49,6 +49,9 @@ struct hone_server {
     int port;
     MHD_socket listen_fd;
     atomic_int draining;
+    atomic_int ready;         /* 0 while the model loads (sched, tok, tmpl not yet set) */
+    char load_stage[32];      /* under mu */
+    double load_progress;     /* under mu, 0..1 */
     char model_label[128];    /* model_id, safe inside a Prometheus label */
     int starting;             /* libmicrohttpd's messages while starting go to start_err */
     char start_err[256];
@@ -1175,6 +1178,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (head > MAX_HEADER_BYTES)
             return send_error(cc, 431, "invalid_request_error", NULL, "headers_too_large",
                               "the request headers exceed %d bytes", MAX_HEADER_BYTES);
+        if (!atomic_load_explicit(&s->ready, memory_order_acquire)) { /* the model is loading */
+            pthread_mutex_lock(&s->mu);
+            char stage[32];
+            double prog = s->load_progress;
+            snprintf(stage, sizeof stage, "%s", s->load_stage);
+            pthread_mutex_unlock(&s->mu);
+            if (cc->route == R_HEALTH) {
+                char body[128];
+                snprintf(body, sizeof body, "{\"status\":\"loading\",\"stage\":\"%s\",\"progress\":%.2f}",
+                         stage, prog);
+                return send_body(cc, 503, "application/json", body, strlen(body));
+            }
+            return send_error(cc, 503, "server_error", NULL, "loading", "the model is loading (%s, %.0f%%); "
+                              "retry when /health says ok", stage, prog * 100);
+        }
         if (s->o.api_key && cc->route != R_HEALTH && !(cc->route == R_METRICS && s->o.metrics_public) &&
             !auth_ok(s, conn))
             return send_error(cc, 401, "authentication_error", NULL, "invalid_api_key",
@@ -1268,6 +1286,38 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
 
 /* ---- lifecycle ---- */
 
+static void set_model_label(hone_server *s)
+{
+    size_t k = 0;
+    for (const char *p = s->o.model_id ? s->o.model_id : ""; *p && k + 1 < sizeof s->model_label; p++)
+        s->model_label[k++] = (*p == '"' || *p == '\\' || *p == '\n') ? '_' : *p;
+    s->model_label[k] = 0;
+}
+
+void hone_server_set_progress(hone_server *s, const char *stage, double progress)
+{
+    pthread_mutex_lock(&s->mu);
+    snprintf(s->load_stage, sizeof s->load_stage, "%s", stage);
+    s->load_progress = progress < 0 ? 0 : progress > 1 ? 1 : progress;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void hone_server_set_ready(hone_server *s, hone_scheduler *sched, const hone_tokenizer *tok,
+                           const hone_chat_template *tmpl, const hone_server_opts *late)
+{
+    s->sched = sched;
+    s->tok = tok;
+    s->tmpl = tmpl;
+    s->o.n_ctx = late->n_ctx;
+    s->o.model_id = late->model_id;
+    s->o.tuning_json = late->tuning_json;
+    s->o.tuning_metrics = late->tuning_metrics;
+    s->o.tuning_user = late->tuning_user;
+    set_model_label(s);
+    hone_server_set_progress(s, "ready", 1);
+    atomic_store_explicit(&s->ready, 1, memory_order_release); /* publishes the fields above */
+}
+
 /* libmicrohttpd's own log: kept while the daemon starts (a failure reports it in one line),
  * printed with a level afterwards. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
@@ -1319,9 +1369,9 @@ int hone_server_new(hone_server **out, hone_scheduler *sched, const hone_tokeniz
     s->tmpl = tmpl;
     s->listen_fd = MHD_INVALID_SOCKET;
     atomic_init(&s->draining, 0);
-    size_t k = 0;
-    for (const char *p = s->o.model_id ? s->o.model_id : ""; *p && k + 1 < sizeof s->model_label; p++)
-        s->model_label[k++] = (*p == '"' || *p == '\\' || *p == '\n') ? '_' : *p;
+    set_model_label(s);
+    snprintf(s->load_stage, sizeof s->load_stage, "starting");
+    atomic_init(&s->ready, sched != NULL);
     atomic_init(&s->next_id, (unsigned long long)time(NULL));
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_t ca;

@@ -33,9 +33,19 @@ typedef struct {
 
 typedef struct hone_server hone_server;
 
-/* Starts listening. Borrows sched, tok and tmpl, which must outlive the server. */
+/* Starts listening. Borrows sched, tok and tmpl, which must outlive the server. With sched
+ * NULL the server starts in the loading state: /health answers 503 {"status": "loading",
+ * "stage", "progress"} and every other route a 503 "loading" error until
+ * hone_server_set_ready (so the port opens before a large model has loaded). */
 int hone_server_new(hone_server **out, hone_scheduler *sched, const hone_tokenizer *tok,
                      const hone_chat_template *tmpl, const hone_server_opts *opts);
+/* While loading: what /health reports (stage: a short word; progress 0..1). */
+void hone_server_set_progress(hone_server *s, const char *stage, double progress);
+/* Ends the loading state: the server serves sched from now on, with n_ctx, model_id and the
+ * tuning callbacks of late (known only once the model is loaded; the rest of the options stay
+ * as given to hone_server_new). Call once, from the thread that created the server. */
+void hone_server_set_ready(hone_server *s, hone_scheduler *sched, const hone_tokenizer *tok,
+                           const hone_chat_template *tmpl, const hone_server_opts *late);
 /* The port actually bound. */
 int hone_server_port(const hone_server *s);
 /* Graceful shutdown, first half: stops accepting connections, answers new requests on open

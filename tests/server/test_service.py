@@ -270,11 +270,79 @@ def test_metrics(t):
         t.check(any(" lb-42.a " in ln for ln in lines), "the client's id is in the log")
 
 
+def start_loading(delay_s):
+    """A serve whose loading state lasts delay_s more (test hook); -> (proc, port, log path)."""
+    log = tempfile.NamedTemporaryFile(prefix="hone-load-", suffix=".log", delete=False)
+    env = dict(os.environ, HONE_SERVE_TEST_LOAD_DELAY_S=str(delay_s))
+    p = subprocess.Popen([sl.BIN, "serve", "-m", sl.TINY, "--port", "0", "-t", "1"], stderr=log,
+                         stdout=subprocess.DEVNULL, env=env)
+    import re
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        with open(log.name) as f:
+            m = re.search(r"port (\d+) open; loading", f.read())
+        if m:
+            return p, int(m.group(1)), log.name
+        time.sleep(0.02)
+    p.kill()
+    raise RuntimeError("no early port line")
+
+
+def get(port, path, body=None):
+    import http.client
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        c.request("POST" if body is not None else "GET", path, body=body,
+                  headers={"Content-Type": "application/json"})
+        r = c.getresponse()
+        return r.status, dict(r.getheaders()), r.read()
+    finally:
+        c.close()
+
+
+def test_loading(t):
+    p, port, logname = start_loading(4)
+    try:
+        st, h, raw = get(port, "/health")
+        j = json.loads(raw)
+        t.check(st == 503 and j.get("status") == "loading" and 0 <= j.get("progress", -1) < 1 and j.get("stage"),
+                "/health while loading: %d %r" % (st, raw))
+        st, h, raw = get(port, "/v1/completions", json.dumps({"prompt": "hi", "max_tokens": 1}))
+        t.check(st == 503 and is_openai_error(h, raw) and error_of(raw).get("code") == "loading",
+                "a request while loading: %d %r" % (st, raw))
+        deadline, st = time.time() + 30, 0
+        while time.time() < deadline and st != 200:
+            st, h, raw = get(port, "/health")
+            time.sleep(0.1)
+        t.check(st == 200 and json.loads(raw)["status"] == "ok", "ready: %d %r" % (st, raw))
+        st, h, raw = get(port, "/v1/completions", json.dumps({"prompt": "hi", "max_tokens": 2}))
+        t.check(st == 200, "serves once ready: %d" % st)
+    finally:
+        p.kill()
+        p.wait()
+        os.unlink(logname)
+    # SIGTERM while loading ends it at once
+    p, port, logname = start_loading(60)
+    try:
+        t0 = time.time()
+        p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(10)
+        except subprocess.TimeoutExpired:
+            rc = None
+        t.check(rc == 0 and time.time() - t0 < 2, "SIGTERM while loading: rc %r in %.2fs" % (rc, time.time() - t0))
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        os.unlink(logname)
+
+
 def main():
     if not os.path.isfile(sl.TINY) or not os.path.isfile(sl.BIN):
         print("skipped: needs %s and %s" % (sl.TINY, sl.BIN), file=sys.stderr)
         return sl.SKIP
-    return sl.Checks().run([test_fifo_model, test_bad_json, test_bad_http, test_cli, test_listen_errors, test_metrics])
+    return sl.Checks().run([test_fifo_model, test_bad_json, test_bad_http, test_cli, test_listen_errors, test_metrics, test_loading])
 
 
 if __name__ == "__main__":
