@@ -1300,6 +1300,7 @@ void hone_server_set_progress(hone_server *s, const char *stage, double progress
     snprintf(s->load_stage, sizeof s->load_stage, "%s", stage);
     s->load_progress = progress < 0 ? 0 : progress > 1 ? 1 : progress;
     pthread_mutex_unlock(&s->mu);
+    log_line("info", "loading: %s (%.0f%%)", stage, progress * 100);
 }
 
 void hone_server_set_ready(hone_server *s, hone_scheduler *sched, const hone_tokenizer *tok,

@@ -317,6 +317,10 @@ def test_loading(t):
         t.check(st == 200 and json.loads(raw)["status"] == "ok", "ready: %d %r" % (st, raw))
         st, h, raw = get(port, "/v1/completions", json.dumps({"prompt": "hi", "max_tokens": 2}))
         t.check(st == 200, "serves once ready: %d" % st)
+        with open(logname) as f:
+            log = f.read()
+        t.check(" info hone serve: loading: model (5%)" in log and "loading: ready (100%)" in log,
+                "load progress in the log: %r" % log[-400:])
     finally:
         p.kill()
         p.wait()
