@@ -3,6 +3,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "candidates/kernel_loader.h"
 #include "engine/backend.h"
@@ -46,4 +47,11 @@ int hone_cli_load_kernels(hone_kernel_loader **kl, hone_backend *be, const hone_
     ko.kernels_dir = dir;
     ko.model = m;
     return hone_kernel_loader_new(kl, slots, &ko);
+}
+
+int hone_cli_wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
+    return 0;
 }

@@ -21,6 +21,10 @@ int hone_cli_review(int argc, char **argv);  /* candidates/review.c */
 int hone_cli_tune(int argc, char **argv);    /* agent/tune.c */
 int hone_cli_guard(int argc, char **argv);   /* guard/guard.c */
 
+/* 1 when a subcommand's arguments (argv[0] its name) ask for its usage: -h or --help before
+ * any "--". The command then prints it on stdout and exits 0. */
+int hone_cli_wants_help(int argc, char **argv);
+
 struct hone_backend;
 struct hone_model;
 struct hone_kernel_loader;

@@ -6,20 +6,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/cli.h"
 #include "engine/error.h"
 #include "engine/file.h"
 #include "engine/slots.h"
 
-static int usage(void)
+static int usage_to(FILE *f, int rc)
 {
-    fprintf(stderr,
+    fprintf(f,
             "usage: hone guard -m MODEL --slot SLOT --backend cpu|cuda FILE [--state-dir DIR]\n"
             "                  [--evidence OUT.json] [--threshold 1.05] [--seed S (testing only)]\n"
             "                  [--prompts N] [--steps N] [--reps N] [--kernels DIR] [--quiet]\n"
             "  --kernels DIR: the incumbent is what DIR serves (DIR/cpu/<slot>.c, as --kernels of\n"
             "                 generate and serve), not the shipped baseline\n");
-    return 2;
+    return rc;
 }
+
+static int usage(void) { return usage_to(stderr, 2); }
 
 int hone_guard_cli_parse_opts(hone_guard_opts *o, const char **file, int argc, char **argv)
 {
@@ -50,6 +53,7 @@ int hone_guard_cli_parse_opts(hone_guard_opts *o, const char **file, int argc, c
 
 int hone_cli_guard(int argc, char **argv)
 {
+    if (hone_cli_wants_help(argc, argv)) return usage_to(stdout, 0);
     hone_guard_opts o = HONE_GUARD_OPTS_INIT;
     o.backend = NULL;
     const char *file = NULL;

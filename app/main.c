@@ -1,6 +1,8 @@
-/* The hone command: generate, info, tokenize and logits (the parity primitive).
+/* The hone command: generate, info, tokenize and logits (the parity primitive), the command
+ * table of the others (app/cli.c) and --version.
  * Run `hone help` for usage. Errors print the engine's message and exit 1. */
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -16,44 +18,82 @@
 #include "engine/file.h"
 #include "engine/forward.h"
 #include "engine/model.h"
+#include "engine/pool.h"
 #include "engine/sampler.h"
 #include "engine/tokenizer.h"
 
-static const char usage_head[] =
-    "usage: hone <command> [options]\n"
-    "\n"
-    "commands:\n"
-    "  generate -m MODEL -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
-    "           [--repeat-penalty R] [--seed S] [--chat] [--system TEXT]\n"
-    "                          stream a completion (with --chat: one chat turn)\n"
-    "  info -m MODEL [--tensors] print architecture, dtypes, tokenizer (and every tensor)\n"
-    "  tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos]\n"
-    "                          print the token ids of a text\n"
-    "  logits -m MODEL (-p TEXT | --prompt-tokens IDS) --steps K --out FILE\n"
-    "         [--tokens IDS] [--all-positions]\n"
-    "                          dump the f32 logits of every step: greedy, or teacher-forced\n"
-    "                          on --tokens (IDS: comma-separated token ids)\n";
+#ifndef HONE_VERSION_STRING /* set by CMake */
+#define HONE_VERSION_STRING "unknown"
+#endif
+#ifndef HONE_GIT_COMMIT
+#define HONE_GIT_COMMIT "unknown"
+#endif
+#ifndef HONE_BUILD_TYPE
+#define HONE_BUILD_TYPE "unknown"
+#endif
+
+/* The core four commands: name and usage lines (the same shape as hone_cli_commands'). */
+static const hone_cli_command core_commands[] = {
+    {"generate", NULL,
+     "  generate -m MODEL -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
+     "           [--repeat-penalty R] [--seed S] [--chat] [--system TEXT]\n"
+     "                          stream a completion (with --chat: one chat turn)\n"},
+    {"info", NULL, "  info -m MODEL [--tensors] print architecture, dtypes, tokenizer (and every tensor)\n"},
+    {"tokenize", NULL,
+     "  tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos]\n"
+     "                          print the token ids of a text\n"},
+    {"logits", NULL,
+     "  logits -m MODEL (-p TEXT | --prompt-tokens IDS) --steps K --out FILE\n"
+     "         [--tokens IDS] [--all-positions]\n"
+     "                          dump the f32 logits of every step: greedy, or teacher-forced\n"
+     "                          on --tokens (IDS: comma-separated token ids)\n"},
+    {NULL, NULL, NULL},
+};
 
 static const char usage_tail[] =
     "\n"
     "\n"
-    "common options: -t THREADS (default: all CPUs), --ctx N (context length),\n"
+    "common options: -t THREADS (default: the CPUs this process may use: affinity and cgroup quota),\n"
+    "                --ctx N (context length),\n"
     "                --device auto|cpu|cuda (auto: the GPU when one is usable),\n"
     "                --kernels DIR (approved CPU kernels DIR/cpu/<slot>.c replace the baselines\n"
-    "                they differ from, after a self-check; default: the shipped baselines)\n";
+    "                they differ from, after a self-check; default: the shipped baselines)\n"
+    "`hone COMMAND --help` for one command; `hone --version` for the build.\n";
 
 typedef struct {
     const char *model, *prompt, *file, *out, *prompt_tokens, *tokens, *system, *kernels;
     int64_t n_predict, steps, n_ctx;
-    int n_threads, chat, no_bos, all_positions, tensors, device;
+    int n_threads, chat, no_bos, all_positions, tensors, device, help;
     hone_sampler_params sp;
 } options;
 
 static void print_usage(FILE *f)
 {
-    fputs(usage_head, f);
+    fputs("usage: hone <command> [options]\n\ncommands:\n", f);
+    for (int i = 0; core_commands[i].name; i++) fputs(core_commands[i].help, f);
     for (int i = 0; hone_cli_commands[i].name; i++) fputs(hone_cli_commands[i].help, f);
     fputs(usage_tail, f);
+}
+
+static void print_command_usage(FILE *f, const char *cmd)
+{
+    for (int i = 0; core_commands[i].name; i++)
+        if (!strcmp(core_commands[i].name, cmd)) fprintf(f, "usage: hone %s", core_commands[i].help + 2);
+    fputs(usage_tail, f);
+}
+
+/* `hone --version`: what was built, from what, with what. */
+static void print_version(void)
+{
+    printf("hone %s\n", HONE_VERSION_STRING);
+    printf("commit     %s (when the build was configured)\n", HONE_GIT_COMMIT);
+    printf("built      %s %s, %s, %s\n", __DATE__, __TIME__, HONE_BUILD_TYPE, "compiler " __VERSION__);
+#ifdef HONE_HAVE_CUDA
+    printf("cuda       yes (NVRTC kernels; the driver is loaded when a GPU is used)\n");
+#else
+    printf("cuda       no (CPU only)\n");
+#endif
+    printf("threads    %d by default here (affinity and cgroup quota)\n", hone_pool_default_threads());
 }
 
 static int die(const char *what)
@@ -73,17 +113,50 @@ static int parse_i64(const char *s, int64_t *out, const char *flag)
     return 0;
 }
 
-static int parse_f32(const char *s, float *out, const char *flag)
+static int parse_range(const char *flag, const char *v, double lo, double hi, int lo_open, double *out)
 {
     char *end;
     errno = 0;
-    double v = strtod(s, &end);
-    if (errno || end == s || *end || !isfinite(v))
-        return hone_error_set(HONE_EINVAL, "%s expects a number, got '%s'", flag, s);
-    *out = (float)v;
+    double x = strtod(v, &end);
+    if (errno || end == v || *end || !isfinite(x))
+        return hone_error_set(HONE_EINVAL, "%s expects a number, got '%s'", flag, v);
+    if (x < lo || x > hi || (lo_open && x == lo))
+        return hone_error_set(HONE_EINVAL, "%s is %s; it must be in %c%g, %g]", flag, v, lo_open ? '(' : '[',
+                              lo, hi);
+    *out = x;
     return 0;
 }
 
+static int parse_int_range(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    int rc = parse_i64(v, out, flag);
+    if (!rc && (*out < lo || *out > hi))
+        rc = hone_error_set(HONE_EINVAL, "%s is %s; it must be in [%lld, %lld]", flag, v, (long long)lo,
+                            (long long)hi);
+    return rc;
+}
+
+enum { O_OUT = 256, O_PROMPT_TOKENS, O_TOKENS, O_SYSTEM, O_KERNELS, O_DEVICE, O_STEPS, O_CTX, O_TEMP,
+       O_TOP_K, O_TOP_P, O_MIN_P, O_REPEAT, O_SEED, O_CHAT, O_NO_BOS, O_ALL_POS, O_TENSORS };
+
+static const struct option long_opts[] = {
+    {"model", required_argument, NULL, 'm'},      {"prompt", required_argument, NULL, 'p'},
+    {"file", required_argument, NULL, 'f'},       {"n-predict", required_argument, NULL, 'n'},
+    {"threads", required_argument, NULL, 't'},    {"help", no_argument, NULL, 'h'},
+    {"out", required_argument, NULL, O_OUT},      {"prompt-tokens", required_argument, NULL, O_PROMPT_TOKENS},
+    {"tokens", required_argument, NULL, O_TOKENS}, {"system", required_argument, NULL, O_SYSTEM},
+    {"kernels", required_argument, NULL, O_KERNELS}, {"device", required_argument, NULL, O_DEVICE},
+    {"steps", required_argument, NULL, O_STEPS},  {"ctx", required_argument, NULL, O_CTX},
+    {"temp", required_argument, NULL, O_TEMP},    {"top-k", required_argument, NULL, O_TOP_K},
+    {"top-p", required_argument, NULL, O_TOP_P},  {"min-p", required_argument, NULL, O_MIN_P},
+    {"repeat-penalty", required_argument, NULL, O_REPEAT}, {"seed", required_argument, NULL, O_SEED},
+    {"chat", no_argument, NULL, O_CHAT},          {"no-bos", no_argument, NULL, O_NO_BOS},
+    {"all-positions", no_argument, NULL, O_ALL_POS}, {"tensors", no_argument, NULL, O_TENSORS},
+    {NULL, 0, NULL, 0},
+};
+
+/* The core four's options (getopt_long over argv[1..], argv[1] the command). Every value is
+ * checked against its range here, so a bad one exits 2 before a model is loaded. */
 static int parse_options(int argc, char **argv, options *o)
 {
     hone_sampler_params sp = HONE_SAMPLER_PARAMS_INIT;
@@ -92,46 +165,49 @@ static int parse_options(int argc, char **argv, options *o)
     o->sp.temperature = 0.0f; /* greedy unless asked */
     o->n_predict = 128;
     o->steps = -1;
-    for (int i = 2; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int64_t iv;
-        int rc = 0, takes = 1;
-#define IS(s) (strcmp(a, s) == 0)
-        if (IS("--chat")) { o->chat = 1; takes = 0; }
-        else if (IS("--no-bos")) { o->no_bos = 1; takes = 0; }
-        else if (IS("--all-positions")) { o->all_positions = 1; takes = 0; }
-        else if (IS("--tensors")) { o->tensors = 1; takes = 0; }
-        else if (!v) return hone_error_set(HONE_EINVAL, "unknown option or missing value: %s", a);
-        else if (IS("-m") || IS("--model")) o->model = v;
-        else if (IS("-p") || IS("--prompt")) o->prompt = v;
-        else if (IS("-f") || IS("--file")) o->file = v;
-        else if (IS("--out")) o->out = v;
-        else if (IS("--prompt-tokens")) o->prompt_tokens = v;
-        else if (IS("--tokens")) o->tokens = v;
-        else if (IS("--system")) o->system = v;
-        else if (IS("--kernels")) o->kernels = v;
-        else if (IS("--device")) {
+    opterr = 0; /* our own messages */
+    optind = 1;
+    int c, rc = 0;
+    while (!rc && (c = getopt_long(argc - 1, argv + 1, ":m:p:f:n:t:h", long_opts, NULL)) != -1) {
+        const char *v = optarg; /* argv[optind] is the option just read (argv + 1 is scanned) */
+        int64_t iv = 0;
+        double x = 0;
+        switch (c) {
+        case 'h': o->help = 1; break;
+        case 'm': o->model = v; break;
+        case 'p': o->prompt = v; break;
+        case 'f': o->file = v; break;
+        case O_OUT: o->out = v; break;
+        case O_PROMPT_TOKENS: o->prompt_tokens = v; break;
+        case O_TOKENS: o->tokens = v; break;
+        case O_SYSTEM: o->system = v; break;
+        case O_KERNELS: o->kernels = v; break;
+        case O_CHAT: o->chat = 1; break;
+        case O_NO_BOS: o->no_bos = 1; break;
+        case O_ALL_POS: o->all_positions = 1; break;
+        case O_TENSORS: o->tensors = 1; break;
+        case O_DEVICE:
             if ((o->device = hone_backend_parse_device(v)) < 0)
-                return hone_error_set(HONE_EINVAL, "--device must be auto, cpu or cuda, got '%s'", v);
+                rc = hone_error_set(HONE_EINVAL, "--device must be auto, cpu or cuda, got '%s'", v);
+            break;
+        case 'n': rc = parse_int_range("-n", v, 0, INT32_MAX, &o->n_predict); break;
+        case O_STEPS: rc = parse_int_range("--steps", v, 1, INT32_MAX, &o->steps); break;
+        case O_CTX: rc = parse_int_range("--ctx", v, 0, 1 << 22, &o->n_ctx); break;
+        case 't': rc = parse_int_range("-t", v, 0, 1024, &iv); o->n_threads = (int)iv; break;
+        case O_TOP_K: rc = parse_int_range("--top-k", v, 0, INT32_MAX, &iv); o->sp.top_k = (int32_t)iv; break;
+        case O_SEED: rc = parse_i64(v, &iv, "--seed"); o->sp.seed = (uint64_t)iv; break;
+        case O_TEMP: rc = parse_range("--temp", v, 0, 100, 0, &x); o->sp.temperature = (float)x; break;
+        case O_TOP_P: rc = parse_range("--top-p", v, 0, 1, 1, &x); o->sp.top_p = (float)x; break;
+        case O_MIN_P: rc = parse_range("--min-p", v, 0, 1, 0, &x); o->sp.min_p = (float)x; break;
+        case O_REPEAT: rc = parse_range("--repeat-penalty", v, 0, 100, 1, &x); o->sp.repeat_penalty = (float)x; break;
+        case ':': rc = hone_error_set(HONE_EINVAL, "%s needs a value", argv[optind]); break;
+        default: rc = hone_error_set(HONE_EINVAL, "unknown option: %s", argv[optind]); break;
         }
-        else if (IS("-n") || IS("--n-predict")) rc = parse_i64(v, &o->n_predict, a);
-        else if (IS("--steps")) rc = parse_i64(v, &o->steps, a);
-        else if (IS("--ctx")) rc = parse_i64(v, &o->n_ctx, a);
-        else if (IS("-t") || IS("--threads")) { rc = parse_i64(v, &iv, a); o->n_threads = (int)iv; }
-        else if (IS("--temp")) rc = parse_f32(v, &o->sp.temperature, a);
-        else if (IS("--top-k")) { rc = parse_i64(v, &iv, a); o->sp.top_k = (int32_t)iv; }
-        else if (IS("--top-p")) rc = parse_f32(v, &o->sp.top_p, a);
-        else if (IS("--min-p")) rc = parse_f32(v, &o->sp.min_p, a);
-        else if (IS("--repeat-penalty")) rc = parse_f32(v, &o->sp.repeat_penalty, a);
-        else if (IS("--seed")) { rc = parse_i64(v, &iv, a); o->sp.seed = (uint64_t)iv; }
-        else return hone_error_set(HONE_EINVAL, "unknown option: %s", a);
-#undef IS
-        if (rc) return rc;
-        i += takes;
     }
+    if (rc) return rc;
+    if (o->help) return 0;
+    if (optind < argc - 1) return hone_error_set(HONE_EINVAL, "unexpected argument: %s", argv[1 + optind]);
     if (!o->model) return hone_error_set(HONE_EINVAL, "-m MODEL is required");
-    if (o->n_threads < 0 || o->n_threads > 1024) return hone_error_set(HONE_EINVAL, "-t out of range");
     return 0;
 }
 
@@ -508,6 +584,10 @@ int main(int argc, char **argv)
         print_usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        print_version();
+        return 0;
+    }
     const char *cmd = argv[1];
     for (int i = 0; hone_cli_commands[i].name; i++)
         if (strcmp(cmd, hone_cli_commands[i].name) == 0) return hone_cli_commands[i].run(argc - 1, argv + 1);
@@ -518,8 +598,12 @@ int main(int argc, char **argv)
         return 2;
     }
     if (parse_options(argc, argv, &o)) {
-        fprintf(stderr, "hone %s: %s\n", cmd, hone_error_last());
+        fprintf(stderr, "hone %s: %s\n(`hone %s --help` for usage)\n", cmd, hone_error_last(), cmd);
         return 2;
+    }
+    if (o.help) {
+        print_command_usage(stdout, cmd);
+        return 0;
     }
     if (strcmp(cmd, "generate") == 0) return cmd_generate(&o);
     if (strcmp(cmd, "info") == 0) return cmd_info(&o);

@@ -9,6 +9,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "app/cli.h"
 #include "engine/backend.h"
 #include "engine/error.h"
 #include "engine/model.h"
@@ -22,12 +23,14 @@ typedef struct {
     int64_t prompt, tokens;
 } options;
 
-static int usage(void)
+static int usage_to(FILE *f, int rc)
 {
-    fprintf(stderr, "usage: hone profile -m MODEL [--device cpu|cuda|auto] [--tokens N] "
+    fprintf(f, "usage: hone profile -m MODEL [--device cpu|cuda|auto] [--tokens N] "
                     "[--prompt N] [-t THREADS] [--json]\n");
-    return 2;
+    return rc;
 }
+
+static int usage(void) { return usage_to(stderr, 2); }
 
 static int parse_count(const char *s, int64_t lo, int64_t hi, int64_t *out, const char *flag)
 {
@@ -133,6 +136,7 @@ done:
 
 int hone_cli_profile(int argc, char **argv)
 {
+    if (hone_cli_wants_help(argc, argv)) return usage_to(stdout, 0);
     options o;
     hone_model *m = NULL;
     hone_backend *be = NULL;

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "agent/tuner.h"
 #include "app/cli.h"
@@ -27,6 +28,7 @@ static const char serve_usage[] =
     "                  [--max-batch N] [--kv-blocks N] [-t THREADS] [--log-requests]\n"
     "                  [--step-tokens N] [--max-queue N] [--timeout SECONDS] [--model-name NAME]\n"
     "                  [--no-prefix-cache] [--no-profile] [--device cpu|cuda|auto] [--kernels DIR]\n"
+    "                  [--metrics-no-auth]\n"
     "                  [--tune [--llm URL|self|none] [--llm-model NAME] [--auto-apply]\n"
     "                   [--tune-budget N] [--tune-interval S] [--tune-watch S] [--tune-spot S]\n"
     "                   [--tune-margin X] [--tune-e2e-slack X] [--tune-slot SLOT] [--tune-repo DIR] [--tune-state-dir DIR]\n"
@@ -38,6 +40,7 @@ static const char serve_usage[] =
     "  --kernels DIR: serve the approved CPU kernels DIR/cpu/<slot>.c (vetted by their evidence,\n"
     "  self-checked) instead of the baselines they differ from; --tune then improves on them.\n"
     "  --device: cpu (the default) or cuda (one sequence per step; fails without a usable GPU).\n"
+    "  --metrics-no-auth: /metrics answers without the API key (for a scraper; the rest keeps it).\n"
     "  --port 0 picks a free port (printed on stderr). The API key may also come from\n"
     "  $HONE_API_KEY. SIGTERM or SIGINT: stop accepting, finish in-flight requests, exit 0.\n";
 
@@ -49,6 +52,19 @@ static int parse_int(const char *flag, const char *v, int64_t lo, int64_t hi, in
     if (!v || errno || end == v || *end || x < lo || x > hi) {
         fprintf(stderr, "hone serve: %s expects an integer in [%lld, %lld]\n", flag, (long long)lo,
                 (long long)hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_num(const char *flag, const char *v, double lo, double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double x = v ? strtod(v, &end) : 0;
+    if (!v || errno || end == v || *end || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "hone serve: %s expects a number in [%g, %g]\n", flag, lo, hi);
         return -1;
     }
     *out = x;
@@ -92,6 +108,21 @@ static int prof_shares(void *p, char (*names)[64], double *shares, int cap)
     return n_out;
 }
 
+/* HONE_SERVE_TEST_LOAD_DELAY_S (tests only): the loading state lasts this long longer; a
+ * SIGTERM or SIGINT meanwhile ends the command (returns 1). */
+static int test_load_delay(const sigset_t *sigs)
+{
+    const char *e = getenv("HONE_SERVE_TEST_LOAD_DELAY_S");
+    double d = e ? atof(e) : 0;
+    if (!(d > 0)) return 0;
+    struct timespec ts = {(time_t)d, (long)((d - (double)(time_t)d) * 1e9)};
+    if (sigtimedwait(sigs, NULL, &ts) > 0) {
+        fprintf(stderr, "hone serve: stopped while loading\n");
+        return 1;
+    }
+    return 0;
+}
+
 int hone_cli_serve(int argc, char **argv)
 {
     const char *model_path = NULL, *model_name = NULL;
@@ -104,6 +135,10 @@ int hone_cli_serve(int argc, char **argv)
     int64_t v, kv_blocks = 0;
     const char *kernels_dir = NULL;
     so.api_key = getenv("HONE_API_KEY");
+#ifdef HONE_VERSION_STRING
+    so.build_version = HONE_VERSION_STRING;
+    so.build_commit = HONE_GIT_COMMIT;
+#endif
     if (so.api_key && !*so.api_key) so.api_key = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -112,6 +147,7 @@ int hone_cli_serve(int argc, char **argv)
         else if (IS("--log-requests")) { so.log_requests = 1; continue; }
         else if (IS("--no-prefix-cache")) { sco.prefix_cache = 0; continue; }
         else if (IS("--no-profile")) { profile = 0; continue; }
+        else if (IS("--metrics-no-auth")) { so.metrics_public = 1; continue; }
         else if (IS("--tune")) { tune = 1; continue; }
         else if (IS("--auto-apply")) { to.auto_apply = 1; continue; }
         else if (IS("--push")) { to.push = "origin"; continue; }
@@ -142,11 +178,11 @@ int hone_cli_serve(int argc, char **argv)
         else if (IS("--tune-slot")) to.slot = val;
         else if (IS("--tune-state-dir")) to.state_dir = val;
         else if (IS("--tune-budget")) { if (parse_int(a, val, 1, 10000, &v)) return 2; to.budget = (int)v; }
-        else if (IS("--tune-interval")) to.interval_s = atof(val);
-        else if (IS("--tune-watch")) to.watch_s = atof(val);
-        else if (IS("--tune-spot")) to.spot_s = atof(val);
-        else if (IS("--tune-margin")) to.margin = atof(val);
-        else if (IS("--tune-e2e-slack")) to.e2e_slack = atof(val);
+        else if (IS("--tune-interval")) { if (parse_num(a, val, 0, 86400, &to.interval_s)) return 2; }
+        else if (IS("--tune-watch")) { if (parse_num(a, val, 0, 86400, &to.watch_s)) return 2; }
+        else if (IS("--tune-spot")) { if (parse_num(a, val, 0.01, 86400, &to.spot_s)) return 2; }
+        else if (IS("--tune-margin")) { if (parse_num(a, val, 0, 10, &to.margin)) return 2; }
+        else if (IS("--tune-e2e-slack")) { if (parse_num(a, val, 0, 1, &to.e2e_slack)) return 2; }
         else { fprintf(stderr, "hone serve: unknown option: %s\n%s", a, serve_usage); return 2; }
 #undef IS
     }
@@ -171,7 +207,14 @@ int hone_cli_serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* the port opens first: /health answers 503 "loading" until the model is served */
+    if (hone_server_new(&srv, NULL, NULL, NULL, &so)) goto fail;
+    fprintf(stderr, "hone serve: port %d open; loading %s (/health: 503 loading until ready)\n",
+            hone_server_port(srv), model_path);
+    hone_server_set_progress(srv, "model", 0.05);
+    if (test_load_delay(&sigs)) { rc = 0; goto fail; }
     if (hone_model_load(&m, model_path) || hone_tokenizer_new(&tok, hone_model_gguf(m))) goto fail;
+    hone_server_set_progress(srv, "backend", 0.5);
     if (hone_chat_load(&tmpl, hone_model_gguf(m), tok)) goto fail;
     have_tmpl = 1;
     const hone_hparams *hp = hone_model_hparams(m);
@@ -214,6 +257,7 @@ int hone_cli_serve(int argc, char **argv)
             prof = NULL;
         }
     }
+    hone_server_set_progress(srv, "scheduler", 0.9);
     if (hone_scheduler_new(&sched, be, tok, &sco)) goto fail;
     so.n_ctx = hone_backend_n_ctx(be);
     so.model_id = model_name ? model_name : hone_model_name(m);
@@ -229,7 +273,7 @@ int hone_cli_serve(int argc, char **argv)
         so.tuning_metrics = hone_tuner_metrics;
         so.tuning_user = tuner;
     }
-    if (hone_server_new(&srv, sched, tok, &tmpl, &so)) goto fail;
+    hone_server_set_ready(srv, sched, tok, &tmpl, &so);
     if (tuner) {
         char self_url[96];
         snprintf(self_url, sizeof self_url, "http://127.0.0.1:%d/v1", hone_server_port(srv));

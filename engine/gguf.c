@@ -30,6 +30,58 @@ typedef struct {
     hone_gguf_str *arr_strs;   /* ARRAY of STRING: one entry per element */
 } gguf_kv;
 
+/* A name -> position set with open addressing: duplicate checks and lookups in O(1), so a
+ * file with a million tensors parses in linear time. Slots hold borrowed names. */
+typedef struct {
+    const char *name;
+    int64_t i;
+} name_slot;
+
+typedef struct {
+    name_slot *slots;
+    uint64_t mask; /* capacity - 1, a power of two at least twice the entries */
+} name_index;
+
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (uint8_t)*s) * 1099511628211ull;
+    return h;
+}
+
+static int name_index_init(name_index *x, uint64_t n)
+{
+    uint64_t cap = 16;
+    while (cap < 2 * n) cap *= 2;
+    x->slots = calloc(cap, sizeof *x->slots);
+    x->mask = cap - 1;
+    return x->slots ? 0 : hone_error_set(HONE_ENOMEM, "out of memory");
+}
+
+/* Inserts name at position i; returns the earlier position of the same name, or -1. */
+static int64_t name_index_add(name_index *x, const char *name, int64_t i)
+{
+    for (uint64_t h = name_hash(name) & x->mask;; h = (h + 1) & x->mask) {
+        name_slot *sl = &x->slots[h];
+        if (!sl->name) {
+            sl->name = name;
+            sl->i = i;
+            return -1;
+        }
+        if (strcmp(sl->name, name) == 0) return sl->i;
+    }
+}
+
+static int64_t name_index_find(const name_index *x, const char *name)
+{
+    if (!x->slots) return -1;
+    for (uint64_t h = name_hash(name) & x->mask;; h = (h + 1) & x->mask) {
+        const name_slot *sl = &x->slots[h];
+        if (!sl->name) return -1;
+        if (strcmp(sl->name, name) == 0) return sl->i;
+    }
+}
+
 struct hone_gguf {
     char *path;
     const uint8_t *map;
@@ -41,6 +93,7 @@ struct hone_gguf {
     gguf_kv *kv;
     int64_t n_tensors;
     hone_gguf_tensor *tensors;
+    name_index kv_index, tensor_index; /* name -> position, built while parsing */
 };
 
 typedef struct {
@@ -225,6 +278,8 @@ static int parse(hone_gguf *g)
     g->kv = calloc(n_kv ? n_kv : 1, sizeof *g->kv);
     g->tensors = calloc(n_tensors ? n_tensors : 1, sizeof *g->tensors);
     if (!g->kv || !g->tensors) return hone_error_set(HONE_ENOMEM, "out of memory");
+    if ((rc = name_index_init(&g->kv_index, n_kv)) || (rc = name_index_init(&g->tensor_index, n_tensors)))
+        return rc;
 
     g->alignment = GGUF_DEFAULT_ALIGNMENT;
     for (uint64_t i = 0; i < n_kv; i++) {
@@ -239,8 +294,7 @@ static int parse(hone_gguf *g)
                                   g->path, (unsigned long long)i, (unsigned long long)key.len);
         if (!(kv->key = dup_str(key))) return hone_error_set(HONE_ENOMEM, "out of memory");
         g->n_kv = (int64_t)i + 1;
-        for (uint64_t j = 0; j < i; j++)
-            if (strcmp(g->kv[j].key, kv->key) == 0)
+        if (name_index_add(&g->kv_index, kv->key, (int64_t)i) >= 0)
                 return hone_error_set(HONE_EFORMAT, "%s: duplicate metadata key '%s'", g->path, kv->key);
         if ((rc = rd_u32(&c, &t, "value type"))) return rc;
         kv->type = (hone_gguf_type)t;
@@ -301,8 +355,7 @@ static int parse(hone_gguf *g)
                                   "the %s block size %lld", g->path, t->name, (long long)t->ne[0],
                                   hone_dtype_name((int)dtype), (long long)bs);
         t->nbytes = count / (uint64_t)bs * (uint64_t)hone_dtype_type_size((int)dtype);
-        for (uint64_t j = 0; j < i; j++)
-            if (strcmp(g->tensors[j].name, t->name) == 0)
+        if (name_index_add(&g->tensor_index, t->name, (int64_t)i) >= 0)
                 return hone_error_set(HONE_EFORMAT, "%s: duplicate tensor name '%s'", g->path, t->name);
     }
 
@@ -340,13 +393,21 @@ int hone_gguf_open(hone_gguf **out, const char *path)
         rc = hone_error_set(HONE_ENOMEM, "out of memory");
         goto done;
     }
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO (or a device) must not wait for a writer; such a path is
+     * refused by the fstat check before anything is read */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         rc = hone_error_set(HONE_EIO, "%s: cannot open: %s", path, strerror(errno));
         goto done;
     }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        rc = hone_error_set(HONE_EIO, "%s: not a regular file", path);
+    if (fstat(fd, &st) != 0) {
+        rc = hone_error_set(HONE_EIO, "%s: cannot stat: %s", path, strerror(errno));
+        goto done;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        rc = hone_error_set(HONE_EIO, "%s: not a regular file (%s), not a GGUF model", path,
+                            S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory"
+                            : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "a special file");
         goto done;
     }
     g->size = (uint64_t)st.st_size;
@@ -379,6 +440,8 @@ void hone_gguf_free(hone_gguf *g)
     for (int64_t i = 0; i < g->n_tensors; i++) free((char *)g->tensors[i].name);
     free(g->kv);
     free(g->tensors);
+    free(g->kv_index.slots);
+    free(g->tensor_index.slots);
     if (g->map) munmap((void *)g->map, g->size);
     free(g->path);
     free(g);
@@ -394,9 +457,7 @@ hone_gguf_type hone_gguf_kv_type(const hone_gguf *g, int64_t i) { return g->kv[i
 
 int64_t hone_gguf_find_key(const hone_gguf *g, const char *key)
 {
-    for (int64_t i = 0; i < g->n_kv; i++)
-        if (strcmp(g->kv[i].key, key) == 0) return i;
-    return -1;
+    return name_index_find(&g->kv_index, key);
 }
 
 /* Reads a scalar of type t at p as int64 (integers, bool) or double (all numerics). */
@@ -575,7 +636,6 @@ const hone_gguf_tensor *hone_gguf_tensor_at(const hone_gguf *g, int64_t i) { ret
 
 const hone_gguf_tensor *hone_gguf_find_tensor(const hone_gguf *g, const char *name)
 {
-    for (int64_t i = 0; i < g->n_tensors; i++)
-        if (strcmp(g->tensors[i].name, name) == 0) return &g->tensors[i];
-    return NULL;
+    int64_t i = name_index_find(&g->tensor_index, name);
+    return i < 0 ? NULL : &g->tensors[i];
 }

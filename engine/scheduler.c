@@ -34,6 +34,7 @@ struct hone_request {
     size_t stop_max;
     int ignore_eos;
     double t_submit, deadline, t_last;
+    double t_admit, t_first;  /* first admission, first token (0: not yet): the metrics */
     hone_kv_seq seq;
     int32_t *chain;           /* [n_ctx / bs + 1] prefix-cache entries of blocks 0.. */
     int64_t n_chain;
@@ -232,6 +233,19 @@ static void running_remove(hone_scheduler *s, hone_request *r)
         }
 }
 
+/* The per-request metrics at its end: end to end, prefill (admission to the first token) and
+ * decode (first token to the end) time, prompt and generated lengths, the finish reason. */
+static void observe_finish(hone_scheduler *s, const hone_request *r, hone_finish how)
+{
+    double now = now_s();
+    hist_observe(&s->st.e2e, now - r->t_submit);
+    if (r->t_admit > 0) hist_observe(&s->st.prefill_time, (r->t_first > 0 ? r->t_first : now) - r->t_admit);
+    if (r->t_first > 0) hist_observe(&s->st.decode_time, now - r->t_first);
+    hist_observe(&s->st.prompt_len, (double)r->n_prompt);
+    hist_observe(&s->st.gen_len, (double)r->completion_tokens);
+    if ((unsigned)how < HONE_FINISH_COUNT) s->st.finish_reasons[how]++;
+}
+
 /* Ends r (queued or running): its final text, its blocks freed, the engine's reference
  * dropped. */
 static void finish(hone_scheduler *s, hone_request *r, hone_finish how, hone_request_error err,
@@ -255,6 +269,7 @@ static void finish(hone_scheduler *s, hone_request *r, hone_finish how, hone_req
     if (msg && how == HONE_FINISH_ERROR) snprintf(r->error, sizeof r->error, "%s", msg);
     r->state = ST_DONE;
     s->st.finished++;
+    observe_finish(s, r, how);
     if (err == HONE_REQUEST_ERR_CANCELLED) s->st.cancelled++;
     if (err == HONE_REQUEST_ERR_TIMEOUT) s->st.timed_out++;
     pthread_cond_broadcast(&s->out_cv);
@@ -295,6 +310,8 @@ static void admit(hone_scheduler *s)
         r->chain_stopped = s->pc == NULL;
         if (!r->admitted_once) {
             r->admitted_once = 1;
+            r->t_admit = now_s();
+            hist_observe(&s->st.queue_time, r->t_admit - r->t_submit);
             r->cached_tokens = m * s->bs;
             if (s->pc) {
                 s->st.prefix_hit_blocks += (uint64_t)m;
@@ -412,7 +429,10 @@ static void take_token(hone_scheduler *s, hone_request *r, double now)
     r->toks[r->n_toks++] = t;
     r->completion_tokens++;
     s->st.generated_tokens++;
-    if (r->completion_tokens == 1) hist_observe(&s->st.ttft, now - r->t_submit);
+    if (r->completion_tokens == 1) {
+        hist_observe(&s->st.ttft, now - r->t_submit);
+        r->t_first = now;
+    }
     else hist_observe(&s->st.itl, now - r->t_last);
     r->t_last = now;
     if (!r->ignore_eos && hone_tokenizer_is_eog(s->tok, t)) {
@@ -587,6 +607,14 @@ int hone_scheduler_new(hone_scheduler **out, hone_backend *be, const hone_tokeni
     hist_init(&s->st.ttft, ttft_le, 12);
     hist_init(&s->st.itl, itl_le, 11);
     hist_init(&s->st.batch, batch_le, 10);
+    static const double e2e_le[] = {0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300};
+    static const double len_le[] = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768};
+    hist_init(&s->st.e2e, e2e_le, 13);
+    hist_init(&s->st.queue_time, e2e_le, 13);
+    hist_init(&s->st.prefill_time, ttft_le, 12);
+    hist_init(&s->st.decode_time, e2e_le, 13);
+    hist_init(&s->st.prompt_len, len_le, 14);
+    hist_init(&s->st.gen_len, len_le, 14);
     s->st.kv_blocks_total = hone_kv_cache_n_blocks(s->kv);
     s->st.kv_block_size = s->bs;
     if (pthread_create(&s->thread, NULL, engine_main, s) != 0) {

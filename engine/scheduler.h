@@ -74,7 +74,8 @@ typedef enum {
     HONE_FINISH_NONE = 0,    /* still running */
     HONE_FINISH_STOP = 1,    /* end-of-generation token or a stop string */
     HONE_FINISH_LENGTH = 2,  /* max_tokens, the context length, or the time limit */
-    HONE_FINISH_ERROR = 3    /* see error / error_kind */
+    HONE_FINISH_ERROR = 3,   /* see error / error_kind */
+    HONE_FINISH_COUNT
 } hone_finish;
 
 typedef enum {
@@ -114,6 +115,10 @@ typedef struct {
     int64_t kv_blocks_total, kv_blocks_used, kv_block_size;
     int64_t prefix_entries, prefix_idle;
     hone_histogram ttft, itl, batch;   /* seconds, seconds, sequences per step */
+    /* per finished request: seconds end to end, waiting for admission, admission to the first
+     * token, first token to the end; prompt and generated tokens; finishes by hone_finish */
+    hone_histogram e2e, queue_time, prefill_time, decode_time, prompt_len, gen_len;
+    uint64_t finish_reasons[HONE_FINISH_COUNT];
 } hone_scheduler_stats;
 
 typedef struct hone_scheduler hone_scheduler;

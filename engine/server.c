@@ -4,6 +4,7 @@
 #include "server.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -27,12 +28,6 @@
 #include "forward.h"
 #include "model.h"
 
-/* libmicrohttpd failures, wrapped like every library error (CONVENTIONS.md rule 3): the
- * expression, where, and what the library says (it reports through errno and its log). */
-#define HONE_MHD_CHECK(expr, what)                                                          \
-    ((expr) ? 0 : hone_error_set(HONE_EIO, "microhttpd: %s: `%s` failed at %s:%d (%s)", what, \
-                                 #expr, __FILE__, __LINE__, errno ? strerror(errno) : "see its log"))
-
 enum { R_MODELS, R_COMPLETIONS, R_CHAT, R_HEALTH, R_METRICS, R_PROFILE, R_TUNING, R_OTHER, R_COUNT };
 static const char *const route_path[R_COUNT] = {
     "/v1/models", "/v1/completions", "/v1/chat/completions", "/health", "/metrics",
@@ -41,6 +36,9 @@ static const char *const route_path[R_COUNT] = {
 #define MAX_STATUS_ROWS 64
 #define DISCARD_FACTOR 8      /* bodies up to 8 x max_body are read before the 413 */
 #define MAX_STOP 4
+#define MAX_URI_BYTES 8192
+#define MAX_HEADER_BYTES 16384
+#define MHD_MEMORY_LIMIT ((size_t)256 << 10) /* per connection: headers beyond this get MHD's page */
 
 struct hone_server {
     hone_server_opts o;
@@ -51,6 +49,12 @@ struct hone_server {
     int port;
     MHD_socket listen_fd;
     atomic_int draining;
+    atomic_int ready;         /* 0 while the model loads (sched, tok, tmpl not yet set) */
+    char load_stage[32];      /* under mu */
+    double load_progress;     /* under mu, 0..1 */
+    char model_label[128];    /* model_id, safe inside a Prometheus label */
+    int starting;             /* libmicrohttpd's messages while starting go to start_err */
+    char start_err[256];
     atomic_ullong next_id;
     pthread_mutex_t mu;       /* inflight, status counters */
     pthread_cond_t idle_cv;
@@ -72,6 +76,8 @@ typedef struct {
     int responded;
     int status;
     double t0;
+    char rid[72];             /* the request id: the client's X-Request-Id when sane, else ours */
+    char method[12];
     /* a generation */
     hone_request *req;
     int counted;              /* counted in srv->inflight */
@@ -93,6 +99,40 @@ static double now_s(void)
 }
 
 /* ---- small helpers ---- */
+
+/* One log line: UTC timestamp (ms), level, then the message. */
+static void log_line(const char *level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void log_line(const char *level, const char *fmt, ...)
+{
+    struct timespec ts;
+    struct tm tm;
+    char when[32], msg[1024];
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "%s.%03dZ %s hone serve: %s\n", when, (int)(ts.tv_nsec / 1000000), level, msg);
+}
+
+/* A client's X-Request-Id is kept when it is 1 to 64 of [A-Za-z0-9._:-] (a balancer's id
+ * then follows the request through our log); anything else gets an id of ours. */
+static void request_id(hone_server *s, struct MHD_Connection *conn, char *out, size_t cap)
+{
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Request-Id");
+    size_t n = h ? strlen(h) : 0;
+    int ok = n >= 1 && n <= 64;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (h[i] >= 'a' && h[i] <= 'z') || (h[i] >= 'A' && h[i] <= 'Z') || (h[i] >= '0' && h[i] <= '9') ||
+             strchr("._:-", h[i]) != NULL;
+    if (ok) snprintf(out, cap, "%s", h);
+    else
+        snprintf(out, cap, "req-%016llx",
+                 (unsigned long long)(atomic_fetch_add(&s->next_id, 1) * 0x9e3779b97f4a7c15ull));
+}
 
 /* 1 if s[0..n) is valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
 static int utf8_valid(const unsigned char *s, size_t n)
@@ -177,6 +217,7 @@ static enum MHD_Result send_body(conn_ctx *cc, int status, const char *type, con
         MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!resp) return MHD_NO;
     MHD_add_response_header(resp, "Content-Type", type);
+    MHD_add_response_header(resp, "X-Request-Id", cc->rid);
     if (status == 401) MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
     if (atomic_load(&cc->srv->draining) || cc->too_big)
         MHD_add_response_header(resp, "Connection", "close");
@@ -699,6 +740,50 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
     return (ssize_t)n;
 }
 
+/* JSON that cJSON would accept but that cannot mean what the client sent: a raw NUL byte, or
+ * a \u0000 escape inside a string (cJSON's C strings end there, so a role "user\u0000x"
+ * would pass as "user", and a prompt or stop string would silently lose its tail). Fills b
+ * and returns -1 for such a body. Escaped backslashes ("\\u0000") are text, not NUL. */
+static int json_nul_check(const char *body, size_t len, bad_request *b)
+{
+    if (memchr(body, 0, len))
+        return bad(b, 400, NULL, "invalid_json", "the request body contains a NUL byte");
+    int in_str = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = body[i];
+        if (!in_str) {
+            in_str = c == '"';
+        } else if (c == '"') {
+            in_str = 0;
+        } else if (c == '\\' && i + 1 < len) {
+            if (body[i + 1] == 'u' && i + 5 < len && !strncmp(body + i + 2, "0000", 4))
+                return bad(b, 400, NULL, "invalid_value",
+                           "a string in the request contains \\u0000 (NUL), which is not supported");
+            i++; /* the escaped character */
+        }
+    }
+    return 0;
+}
+
+/* Parses the whole body as one JSON value: trailing bytes other than whitespace (a second
+ * value, garbage) make it invalid. NULL, with b filled, when it is not. */
+static cJSON *json_parse_body(const char *body, size_t len, bad_request *b)
+{
+    const char *end = NULL;
+    if (!len) return bad(b, 400, NULL, "invalid_json", "the request body is empty"), NULL;
+    if (json_nul_check(body, len, b)) return NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (!root) return bad(b, 400, NULL, "invalid_json", "the request body is not valid JSON"), NULL;
+    while (end && end < body + len && *end && strchr(" \t\r\n", *end)) end++;
+    if (end != body + len) {
+        cJSON_Delete(root);
+        bad(b, 400, NULL, "invalid_json", "the request body has data after its JSON value (at byte %zu)",
+            (size_t)(end - body));
+        return NULL;
+    }
+    return root;
+}
+
 static enum MHD_Result handle_generation(conn_ctx *cc)
 {
     hone_server *s = cc->srv;
@@ -712,15 +797,12 @@ static enum MHD_Result handle_generation(conn_ctx *cc)
         return send_error(cc, 413, "invalid_request_error", NULL, "request_too_large",
                           "the request body exceeds %zu bytes", s->o.max_body);
     if (s->o.log_requests)
-        fprintf(stderr, "hone serve: request %s: %.*s\n", route_path[cc->route],
-                (int)(cc->body_len < 4000 ? cc->body_len : 4000), cc->body ? cc->body : "");
+        log_line("info", "request %s body %s: %.*s", cc->rid, route_path[cc->route],
+                 (int)(cc->body_len < 4000 ? cc->body_len : 4000), cc->body ? cc->body : "");
     if (!utf8_valid((const unsigned char *)cc->body, cc->body_len))
         return send_error(cc, 400, "invalid_request_error", NULL, "invalid_encoding",
                           "the request body is not valid UTF-8");
-    root = cc->body_len ? cJSON_ParseWithLength(cc->body, cc->body_len) : NULL;
-    if (!root)
-        return send_error(cc, 400, "invalid_request_error", NULL, "invalid_json",
-                          "the request body is not valid JSON");
+    if (!(root = json_parse_body(cc->body, cc->body_len, &b))) return send_bad(cc, &b);
     if (!cJSON_IsObject(root)) {
         ok = send_error(cc, 400, "invalid_request_error", NULL, "invalid_json",
                         "the request body must be a JSON object");
@@ -772,6 +854,7 @@ static enum MHD_Result handle_generation(conn_ctx *cc)
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, cc, NULL);
         if (!resp) return MHD_NO;
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+        MHD_add_response_header(resp, "X-Request-Id", cc->rid);
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
         if (atomic_load(&s->draining)) MHD_add_response_header(resp, "Connection", "close");
         ok = MHD_queue_response(cc->conn, 200, resp);
@@ -838,6 +921,56 @@ static void metric_hist(char **b, size_t *l, size_t *c, const char *name, const 
            (unsigned long long)cum, name, h->sum, name, (unsigned long long)h->count);
 }
 
+/* The standard process_* families (what prometheus_client's process collector exports), from
+ * /proc/self. */
+static void process_metrics(char **b, size_t *l, size_t *c)
+{
+    long tck = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+    unsigned long long ut = 0, st = 0, start = 0, vsize = 0;
+    long long rss = 0, btime = 0;
+    FILE *f = fopen("/proc/self/stat", "r");
+    if (f) {
+        char buf[2048];
+        size_t n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = 0;
+        const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
+        if (p)
+            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %*d %*d %*d %*d %*d %*d "
+                   "%llu %llu %lld", &ut, &st, &start, &vsize, &rss);
+        fclose(f);
+    }
+    if ((f = fopen("/proc/stat", "r"))) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "btime %lld", &btime) == 1) break;
+        fclose(f);
+    }
+    int fds = 0;
+    DIR *d = opendir("/proc/self/fd");
+    if (d) {
+        struct dirent *e;
+        while ((e = readdir(d))) fds += e->d_name[0] != '.';
+        closedir(d);
+        fds--; /* the directory stream itself */
+    }
+    struct rlimit rl;
+    long long max_fds = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (long long)rl.rlim_cur : -1;
+    metric(b, l, c, "# HELP process_cpu_seconds_total Total user and system CPU time spent in seconds.\n"
+                    "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total %.2f\n"
+                    "# HELP process_resident_memory_bytes Resident memory size in bytes.\n"
+                    "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes %lld\n"
+                    "# HELP process_virtual_memory_bytes Virtual memory size in bytes.\n"
+                    "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes %llu\n"
+                    "# HELP process_start_time_seconds Start time of the process since unix epoch in seconds.\n"
+                    "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %.2f\n"
+                    "# HELP process_open_fds Number of open file descriptors.\n"
+                    "# TYPE process_open_fds gauge\nprocess_open_fds %d\n"
+                    "# HELP process_max_fds Maximum number of open file descriptors.\n"
+                    "# TYPE process_max_fds gauge\nprocess_max_fds %lld\n",
+           tck > 0 ? (double)(ut + st) / (double)tck : 0.0, rss * (long long)page, vsize,
+           tck > 0 ? (double)btime + (double)start / (double)tck : 0.0, fds, max_fds);
+}
+
 static enum MHD_Result handle_metrics(conn_ctx *cc)
 {
     hone_server *s = cc->srv;
@@ -866,12 +999,43 @@ static enum MHD_Result handle_metrics(conn_ctx *cc)
     metric_hist(&b, &l, &c, "hone_inter_token_latency_seconds",
                 "Between consecutive generated tokens of a request.", &st.itl);
     metric_hist(&b, &l, &c, "hone_batch_size", "Sequences in each engine step.", &st.batch);
+    metric_hist(&b, &l, &c, "hone_e2e_request_latency_seconds",
+                "From submission to the end of a finished request.", &st.e2e);
+    metric_hist(&b, &l, &c, "hone_request_queue_time_seconds",
+                "From submission to first admission into the running batch.", &st.queue_time);
+    metric_hist(&b, &l, &c, "hone_request_prefill_time_seconds",
+                "From admission to the first generated token.", &st.prefill_time);
+    metric_hist(&b, &l, &c, "hone_request_decode_time_seconds",
+                "From the first generated token to the end of the request.", &st.decode_time);
+    metric_hist(&b, &l, &c, "hone_request_prompt_tokens", "Prompt length of finished requests.",
+                &st.prompt_len);
+    metric_hist(&b, &l, &c, "hone_request_generation_tokens", "Tokens generated by finished requests.",
+                &st.gen_len);
+    metric(&b, &l, &c, "# HELP hone_request_success_total Finished requests by finish reason.\n"
+                       "# TYPE hone_request_success_total counter\n"
+                       "hone_request_success_total{finished_reason=\"stop\"} %llu\n"
+                       "hone_request_success_total{finished_reason=\"length\"} %llu\n"
+                       "# HELP hone_request_failure_total Requests that ended in an error (time limit, shutdown, "
+                       "cancelled, engine).\n# TYPE hone_request_failure_total counter\n"
+                       "hone_request_failure_total %llu\n",
+           (unsigned long long)st.finish_reasons[HONE_FINISH_STOP],
+           (unsigned long long)st.finish_reasons[HONE_FINISH_LENGTH],
+           (unsigned long long)st.finish_reasons[HONE_FINISH_ERROR]);
+    process_metrics(&b, &l, &c);
+    metric(&b, &l, &c, "# HELP hone_build_info The build and what it serves (value 1).\n"
+                       "# TYPE hone_build_info gauge\n"
+                       "hone_build_info{version=\"%s\",commit=\"%s\",model=\"%s\"} 1\n",
+           s->o.build_version ? s->o.build_version : "unknown",
+           s->o.build_commit ? s->o.build_commit : "unknown", s->model_label);
     COUNTER("hone_steps_total", "Engine steps (batched forward calls).", st.steps);
     COUNTER("hone_batch_rows_total", "Token rows computed (decode and prefill).", st.rows);
     GAUGE("hone_requests_running", "Requests in the running batch.", st.running);
     GAUGE("hone_requests_queued", "Requests waiting for admission.", st.queued);
     GAUGE("hone_http_inflight", "Generation requests not yet fully answered.", inflight);
-    GAUGE("hone_kv_cache_blocks_total", "KV cache blocks.", st.kv_blocks_total);
+    GAUGE("hone_kv_cache_blocks", "KV cache blocks (used or free).", st.kv_blocks_total);
+    metric(&b, &l, &c, "# HELP hone_kv_cache_usage_ratio KV cache blocks in use over all blocks (1 = full).\n"
+                       "# TYPE hone_kv_cache_usage_ratio gauge\nhone_kv_cache_usage_ratio %.6f\n",
+           st.kv_blocks_total ? (double)st.kv_blocks_used / (double)st.kv_blocks_total : 0.0);
     GAUGE("hone_kv_cache_block_tokens", "Tokens per KV cache block.", st.kv_block_size);
     GAUGE("hone_kv_cache_blocks_used", "KV cache blocks not free (running sequences and prefix cache).",
           st.kv_blocks_used);
@@ -955,15 +1119,30 @@ static enum MHD_Result handle_get(conn_ctx *cc)
     }
 }
 
+/* The key check reads the header with its length, so a NUL inside it never matches where the
+ * library keeps the bytes after it. libmicrohttpd 0.9.75 itself cuts a header value at a NUL
+ * before we see it: "Bearer KEY\0junk" arrives as "Bearer KEY" (only a client that holds the
+ * key gets in), and "Bearer K\0EY" as "Bearer K" (refused). */
 static int auth_ok(hone_server *s, struct MHD_Connection *conn)
 {
-    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7) != 0) return 0;
+    const char *h = NULL;
+    size_t hn = 0;
+    if (MHD_lookup_connection_value_n(conn, MHD_HEADER_KIND, "Authorization", 13, &h, &hn) != MHD_YES ||
+        !h || memchr(h, 0, hn) || strlen(h) != hn || strncmp(h, "Bearer ", 7) != 0)
+        return 0;
     h += 7;
     size_t a = strlen(h), b = strlen(s->o.api_key);
     unsigned diff = (unsigned)(a != b);
     for (size_t i = 0; i < b; i++) diff |= (unsigned char)(h[i < a ? i : 0] ^ s->o.api_key[i]);
     return diff == 0;
+}
+
+/* Adds the bytes of one header or query argument to *cls (a size_t). */
+static enum MHD_Result count_bytes(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    (void)kind;
+    *(size_t *)cls += strlen(key) + (value ? strlen(value) : 0) + 4;
+    return MHD_YES;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -983,10 +1162,39 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cc->conn = conn;
         cc->t0 = now_s();
         cc->route = route_of(url);
+        request_id(s, conn, cc->rid, sizeof cc->rid);
+        snprintf(cc->method, sizeof cc->method, "%s", method);
         cc->is_post = strcmp(method, "POST") == 0;
         int gen = cc->route == R_COMPLETIONS || cc->route == R_CHAT;
         int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
-        if (s->o.api_key && cc->route != R_HEALTH && !auth_ok(s, conn))
+        /* our own limits, well below libmicrohttpd's (MHD_MEMORY_LIMIT), so that a long URI or
+         * header block gets an OpenAI-shaped JSON error rather than the library's HTML page */
+        size_t uri = strlen(url), head = 0;
+        MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, count_bytes, &uri);
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, count_bytes, &head);
+        if (uri > MAX_URI_BYTES)
+            return send_error(cc, 414, "invalid_request_error", NULL, "uri_too_long",
+                              "the request URI exceeds %d bytes", MAX_URI_BYTES);
+        if (head > MAX_HEADER_BYTES)
+            return send_error(cc, 431, "invalid_request_error", NULL, "headers_too_large",
+                              "the request headers exceed %d bytes", MAX_HEADER_BYTES);
+        if (!atomic_load_explicit(&s->ready, memory_order_acquire)) { /* the model is loading */
+            pthread_mutex_lock(&s->mu);
+            char stage[32];
+            double prog = s->load_progress;
+            snprintf(stage, sizeof stage, "%s", s->load_stage);
+            pthread_mutex_unlock(&s->mu);
+            if (cc->route == R_HEALTH) {
+                char body[128];
+                snprintf(body, sizeof body, "{\"status\":\"loading\",\"stage\":\"%s\",\"progress\":%.2f}",
+                         stage, prog);
+                return send_body(cc, 503, "application/json", body, strlen(body));
+            }
+            return send_error(cc, 503, "server_error", NULL, "loading", "the model is loading (%s, %.0f%%); "
+                              "retry when /health says ok", stage, prog * 100);
+        }
+        if (s->o.api_key && cc->route != R_HEALTH && !(cc->route == R_METRICS && s->o.metrics_public) &&
+            !auth_ok(s, conn))
             return send_error(cc, 401, "authentication_error", NULL, "invalid_api_key",
                               "a valid 'Authorization: Bearer <key>' header is required");
         if (cc->route != R_OTHER && ((gen && !cc->is_post) || (!gen && !get)))
@@ -1046,16 +1254,20 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         if (!cc->last.done) hone_request_cancel(s->sched, cc->req);
         hone_request_release(s->sched, cc->req);
     }
-    if (cc->route == R_COMPLETIONS || cc->route == R_CHAT) {
-        const char *how = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (client gone)";
-        if (cc->req)
-            fprintf(stderr, "hone serve: POST %s %d %.3fs prompt=%lld completion=%lld cached=%lld%s\n",
-                    route_path[cc->route], cc->status, now_s() - cc->t0, (long long)cc->last.prompt_tokens,
-                    (long long)cc->last.completion_tokens, (long long)cc->last.cached_tokens, how);
-        else
-            fprintf(stderr, "hone serve: POST %s %d %.3fs%s\n", route_path[cc->route], cc->status,
-                    now_s() - cc->t0, how);
-    }
+    /* one line per request (successful health checks and scrapes excepted: probes would drown
+     * the log); the text itself only with --log-requests */
+    const char *how = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (client gone)";
+    int quiet = (cc->route == R_HEALTH || cc->route == R_METRICS) && cc->status == 200 && !*how;
+    const char *level = cc->status >= 500 || *how ? "warn" : "info";
+    if (cc->req)
+        log_line(level, "request %s %s %s %d %.3fs prompt=%lld completion=%lld cached=%lld finish=%s%s",
+                 cc->rid, cc->method, route_path[cc->route], cc->status, now_s() - cc->t0,
+                 (long long)cc->last.prompt_tokens, (long long)cc->last.completion_tokens,
+                 (long long)cc->last.cached_tokens,
+                 cc->last.finish == HONE_FINISH_ERROR ? "error" : finish_name(cc->last.finish), how);
+    else if (!quiet)
+        log_line(level, "request %s %s %s %d %.3fs%s", cc->rid, cc->method,
+                 cc->route == R_OTHER ? "(other)" : route_path[cc->route], cc->status, now_s() - cc->t0, how);
     pthread_mutex_lock(&s->mu);
     if (cc->counted && --s->inflight == 0) pthread_cond_broadcast(&s->idle_cv);
     pthread_mutex_unlock(&s->mu);
@@ -1074,6 +1286,75 @@ static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen
 
 /* ---- lifecycle ---- */
 
+static void set_model_label(hone_server *s)
+{
+    size_t k = 0;
+    for (const char *p = s->o.model_id ? s->o.model_id : ""; *p && k + 1 < sizeof s->model_label; p++)
+        s->model_label[k++] = (*p == '"' || *p == '\\' || *p == '\n') ? '_' : *p;
+    s->model_label[k] = 0;
+}
+
+void hone_server_set_progress(hone_server *s, const char *stage, double progress)
+{
+    pthread_mutex_lock(&s->mu);
+    snprintf(s->load_stage, sizeof s->load_stage, "%s", stage);
+    s->load_progress = progress < 0 ? 0 : progress > 1 ? 1 : progress;
+    pthread_mutex_unlock(&s->mu);
+    log_line("info", "loading: %s (%.0f%%)", stage, progress * 100);
+}
+
+void hone_server_set_ready(hone_server *s, hone_scheduler *sched, const hone_tokenizer *tok,
+                           const hone_chat_template *tmpl, const hone_server_opts *late)
+{
+    s->sched = sched;
+    s->tok = tok;
+    s->tmpl = tmpl;
+    s->o.n_ctx = late->n_ctx;
+    s->o.model_id = late->model_id;
+    s->o.tuning_json = late->tuning_json;
+    s->o.tuning_metrics = late->tuning_metrics;
+    s->o.tuning_user = late->tuning_user;
+    set_model_label(s);
+    hone_server_set_progress(s, "ready", 1);
+    atomic_store_explicit(&s->ready, 1, memory_order_release); /* publishes the fields above */
+}
+
+/* libmicrohttpd's own log: kept while the daemon starts (a failure reports it in one line),
+ * printed with a level afterwards. */
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    hone_server *s = cls;
+    char msg[256];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    msg[strcspn(msg, "\n")] = 0;
+    if (s->starting) snprintf(s->start_err, sizeof s->start_err, "%s", msg);
+    else log_line("warn", "microhttpd: %s", msg);
+}
+
+/* 1 for 127.0.0.0/8, ::1 and ::ffff:127.x (reachable from this machine only). */
+static int is_loopback(const struct sockaddr *a)
+{
+    if (a->sa_family == AF_INET)
+        return (ntohl(((const struct sockaddr_in *)a)->sin_addr.s_addr) >> 24) == 127;
+    if (a->sa_family == AF_INET6) {
+        const struct in6_addr *x = &((const struct sockaddr_in6 *)a)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(x) || (IN6_IS_ADDR_V4MAPPED(x) && x->s6_addr[12] == 127);
+    }
+    return 0;
+}
+
+/* Why binding addr failed, from a probe socket (errno of bind), for a one-line error. */
+static const char *bind_error(const struct sockaddr *addr, socklen_t len)
+{
+    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return strerror(errno);
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    const char *why = bind(fd, addr, len) != 0 ? strerror(errno) : NULL;
+    close(fd);
+    return why;
+}
+
 int hone_server_new(hone_server **out, hone_scheduler *sched, const hone_tokenizer *tok,
                     const hone_chat_template *tmpl, const hone_server_opts *opts)
 {
@@ -1089,6 +1370,9 @@ int hone_server_new(hone_server **out, hone_scheduler *sched, const hone_tokeniz
     s->tmpl = tmpl;
     s->listen_fd = MHD_INVALID_SOCKET;
     atomic_init(&s->draining, 0);
+    set_model_label(s);
+    snprintf(s->load_stage, sizeof s->load_stage, "starting");
+    atomic_init(&s->ready, sched != NULL);
     atomic_init(&s->next_id, (unsigned long long)time(NULL));
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_t ca;
@@ -1120,13 +1404,26 @@ int hone_server_new(hone_server **out, hone_scheduler *sched, const hone_tokeniz
         ((struct sockaddr_in *)&addr)->sin_port = htons((uint16_t)s->o.port);
     }
     freeaddrinfo(ai);
+    socklen_t addr_len = addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    s->starting = 1;
     s->d = MHD_start_daemon(flags, (uint16_t)s->o.port, on_accept, s, on_request, s,
+                            MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_CONNECTION_MEMORY_LIMIT, MHD_MEMORY_LIMIT,
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
                             MHD_OPTION_END);
-    if ((rc = HONE_MHD_CHECK(s->d != NULL, "cannot listen (address in use?)"))) goto fail;
+    s->starting = 0;
+    if (!s->d) {
+        const char *why = bind_error((struct sockaddr *)&addr, addr_len);
+        rc = hone_error_set(HONE_EIO, "cannot listen on %s port %d: %s", s->o.host, s->o.port,
+                            why ? why : s->start_err[0] ? s->start_err : "the HTTP library refused");
+        goto fail;
+    }
+    if (!s->o.api_key && !is_loopback((struct sockaddr *)&addr))
+        log_line("warn", "listening on %s beyond loopback without an API key: anyone who can reach "
+                 "the port can use it (--api-key KEY or HONE_API_KEY)", s->o.host);
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : s->o.port;
     *out = s;

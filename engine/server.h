@@ -25,15 +25,27 @@ typedef struct {
     char *(*tuning_json)(void *user);
     char *(*tuning_metrics)(void *user);
     void *tuning_user;
+    int metrics_public;      /* 1: /metrics answers without the API key (a scraper on a trusted network) */
+    const char *build_version, *build_commit; /* hone_build_info labels; NULL: "unknown" */
 } hone_server_opts;
 
-#define HONE_SERVER_OPTS_INIT {"127.0.0.1", 8080, NULL, 0, (size_t)1 << 20, "hone", 0, NULL, NULL, NULL}
+#define HONE_SERVER_OPTS_INIT {"127.0.0.1", 8080, NULL, 0, (size_t)1 << 20, "hone", 0, NULL, NULL, NULL, 0, NULL, NULL}
 
 typedef struct hone_server hone_server;
 
-/* Starts listening. Borrows sched, tok and tmpl, which must outlive the server. */
+/* Starts listening. Borrows sched, tok and tmpl, which must outlive the server. With sched
+ * NULL the server starts in the loading state: /health answers 503 {"status": "loading",
+ * "stage", "progress"} and every other route a 503 "loading" error until
+ * hone_server_set_ready (so the port opens before a large model has loaded). */
 int hone_server_new(hone_server **out, hone_scheduler *sched, const hone_tokenizer *tok,
                      const hone_chat_template *tmpl, const hone_server_opts *opts);
+/* While loading: what /health reports (stage: a short word; progress 0..1). */
+void hone_server_set_progress(hone_server *s, const char *stage, double progress);
+/* Ends the loading state: the server serves sched from now on, with n_ctx, model_id and the
+ * tuning callbacks of late (known only once the model is loaded; the rest of the options stay
+ * as given to hone_server_new). Call once, from the thread that created the server. */
+void hone_server_set_ready(hone_server *s, hone_scheduler *sched, const hone_tokenizer *tok,
+                           const hone_chat_template *tmpl, const hone_server_opts *late);
 /* The port actually bound. */
 int hone_server_port(const hone_server *s);
 /* Graceful shutdown, first half: stops accepting connections, answers new requests on open

@@ -523,6 +523,71 @@ static void test_io_errors(void)
     EXPECT_FAIL("/dev/null", HONE_EIO, "not a regular file");
 }
 
+/* A FIFO as the model path: refused at once (opening it must not wait for a writer). The
+ * alarm turns a regression (a hang) into a failed test instead of a stuck suite. */
+static void test_fifo(void)
+{
+    const char *fifo = tmp_path("model.fifo");
+    CHECK_EQ_INT(mkfifo(fifo, 0600), 0);
+    alarm(20);
+    EXPECT_FAIL(fifo, HONE_EIO, "not a regular file (a FIFO)");
+    alarm(0);
+}
+
+/* Many names: the duplicate checks and lookups are hashed, so 300k tensors and 300k keys
+ * parse in well under a second (quadratic checks took minutes; the alarm catches that), the
+ * last of each duplicated is still found, and lookups land on the right entry. */
+#define MANY 300000
+static void test_many_names(void)
+{
+    uint64_t ne[1] = {8};
+    char name[32];
+    for (int dup = 0; dup < 2; dup++) {
+        wbuf b = {0};
+        w_hdr(&b, 3, MANY, 0);
+        for (int i = 0; i < MANY; i++) {
+            snprintf(name, sizeof name, "t%d", dup && i == MANY - 1 ? 17 : i);
+            w_tinfo(&b, name, 1, ne, 0, 0); /* every tensor may share the same data */
+        }
+        w_pad(&b, 32);
+        w_zeros(&b, 32);
+        const char *path = write_buf(dup ? "many_dup.gguf" : "many.gguf", &b);
+        alarm(30);
+        if (dup) {
+            EXPECT_FAIL(path, HONE_EFORMAT, "duplicate tensor name 't17'");
+        } else {
+            hone_gguf *g = OPEN_OK(path);
+            CHECK_EQ_INT(g ? hone_gguf_n_tensors(g) : -1, MANY);
+            const hone_gguf_tensor *t = g ? hone_gguf_find_tensor(g, "t123456") : NULL;
+            CHECK(t && t == hone_gguf_tensor_at(g, 123456));
+            CHECK(!g || hone_gguf_find_tensor(g, "t300000") == NULL);
+            hone_gguf_free(g);
+        }
+        alarm(0);
+    }
+    for (int dup = 0; dup < 2; dup++) {
+        wbuf b = {0};
+        w_hdr(&b, 3, 0, MANY);
+        for (int i = 0; i < MANY; i++) {
+            snprintf(name, sizeof name, "k.%d", dup && i == MANY - 1 ? 5 : i);
+            w_str(&b, name);
+            w_u32(&b, HONE_GGUF_TYPE_UINT32);
+            w_u32(&b, (uint32_t)i);
+        }
+        const char *path = write_buf(dup ? "many_kdup.gguf" : "many_k.gguf", &b);
+        alarm(30);
+        if (dup) {
+            EXPECT_FAIL(path, HONE_EFORMAT, "duplicate metadata key 'k.5'");
+        } else {
+            hone_gguf *g = OPEN_OK(path);
+            CHECK_EQ_INT(g ? hone_gguf_find_key(g, "k.299999") : -2, MANY - 1);
+            CHECK_EQ_INT(g ? hone_gguf_find_key(g, "k.300000") : -2, -1);
+            hone_gguf_free(g);
+        }
+        alarm(0);
+    }
+}
+
 static void test_empty_and_magic(void)
 {
     EXPECT_FAIL(write_file("empty.gguf", "", 0), HONE_EFORMAT, "empty file");
@@ -1154,7 +1219,7 @@ static void test_corrupted_bytes(void)
 }
 
 TEST_MAIN(TEST_CASE(test_all_metadata_types), TEST_CASE(test_type_names), TEST_CASE(test_header_only),
-          TEST_CASE(test_alignment), TEST_CASE(test_dtypes_and_nbytes), TEST_CASE(test_io_errors),
+          TEST_CASE(test_alignment), TEST_CASE(test_dtypes_and_nbytes), TEST_CASE(test_io_errors), TEST_CASE(test_fifo), TEST_CASE(test_many_names),
           TEST_CASE(test_empty_and_magic), TEST_CASE(test_versions), TEST_CASE(test_absurd_counts),
           TEST_CASE(test_bad_types), TEST_CASE(test_bad_keys), TEST_CASE(test_bad_alignment),
           TEST_CASE(test_bad_tensor_infos), TEST_CASE(test_deep_nesting),
