@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Proves that tests/gpu/run.sh works on a bare, offline machine (not run in CI; needs root).
 #
-#   tools/gpu_chroot_check.sh [--build-only] [CHROOT]      (default CHROOT: /work/chroot-gpu)
+#   tools/gpu_chroot_check.sh [--build-only] [--keep-build] [CHROOT]   (default: /work/chroot-gpu)
 #
 # 1. Makes CHROOT once with debootstrap (Debian bookworm, minbase) plus only what the GPU image
 #    is said to have besides CUDA: cmake, gcc, make, python3 with numpy. No pkg-config, no git,
@@ -19,8 +19,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-BUILD_ONLY=0
-if [ "${1:-}" = --build-only ]; then BUILD_ONLY=1; shift; fi
+BUILD_ONLY=0 KEEP=0
+while [ $# -gt 0 ]; do
+  case $1 in --build-only) BUILD_ONLY=1 ;; --keep-build) KEEP=1 ;; *) break ;; esac
+  shift
+done
 CH=${1:-/work/chroot-gpu}
 OUT=${OUT:-/tmp/gpu-chroot-out}
 CUDA_DIR=${CUDA_DIR:-$(readlink -f /usr/local/cuda 2>/dev/null || true)}
@@ -43,7 +46,9 @@ done
 [ -d "$ROOT/.gpu-bundle/debs" ] || { echo "gpu_chroot_check: no bundle: run tools/gpu_bundle.sh first" >&2; exit 2; }
 
 # The tree as the device tool would send it: tracked and untracked-not-ignored files, plus the
-# carried bundle. The previous build inside the chroot is kept (run.sh reuses it).
+# carried bundle. The build inside the chroot (and the prefix in it) starts clean unless
+# --keep-build, so the proof builds from the bundle from nothing.
+[ "$KEEP" = 1 ] || rm -rf "$CH/hone"
 mkdir -p "$CH/hone"
 git ls-files -co --exclude-standard -z | tar --null -T - -cf - | tar -xf - -C "$CH/hone"
 rm -rf "$CH/hone/.gpu-bundle"; cp -a "$ROOT/.gpu-bundle" "$CH/hone/.gpu-bundle"
@@ -62,7 +67,8 @@ fi
 rm -rf "$OUT"; mkdir -p "$OUT" "$CH/out"; rm -rf "$CH/out"/*
 set +e
 unshare -n chroot "$CH" /usr/bin/env -i HOME=/root PATH=/usr/local/cuda/bin:/usr/bin:/bin OUT=/out \
-  HONE_GPU_DEADLINE_S="${HONE_GPU_DEADLINE_S:-3000}" HONE_GPU_BUDGET_SCALE="${HONE_GPU_BUDGET_SCALE:-6}" bash -c 'cd /hone && ! getent hosts deb.debian.org >/dev/null && tests/gpu/run.sh'
+  HONE_GPU_DEADLINE_S="${HONE_GPU_DEADLINE_S:-3000}" HONE_GPU_BUDGET_SCALE="${HONE_GPU_BUDGET_SCALE:-6}" bash -c 'cd /hone && if getent hosts deb.debian.org >/dev/null; then echo "network reachable: not a proof"; exit 3; fi &&
+    echo "network: none (deb.debian.org does not resolve)" && tests/gpu/run.sh'
 rc=$?
 set -e
 cp -a "$CH/out/." "$OUT/"

@@ -216,6 +216,8 @@ use_prefix() {
   fi
 }
 
+# the tests labelled gpu that the phases below run (the build phase checks it is all of them)
+GPU_TESTS=(gpu_test_cuda_slots gpu_test_cuda_debug gpu_test_cuda_model gpu_test_guard_cuda gpu_test_profile_gpu)
 TARGETS=(hone bench_decode gpu_test_cuda_slots gpu_test_cuda_debug gpu_test_cuda_model gpu_test_guard_cuda gpu_test_profile_gpu
          cuda_test_nvrtc_compile engine_test_forward engine_test_gguf kernels_test_cpu_slots)
 phase_build() {
@@ -230,6 +232,13 @@ phase_build() {
   t cmake --build "$BUILD" -j"$(nproc)" --target "${TARGETS[@]}" >>"$OUT/build.log" 2>&1 ||
     { grep -E "error|Error" "$OUT/build.log" | head -20 | sed 's/^/  | /' >>"$SUMMARY"; return 1; }
   if ((${#FIXTURE_ARGS[@]})); then mkdir -p "$BUILD/testdata" && cp -a "$BUNDLE/testdata/." "$BUILD/testdata/"; fi
+  # every test labelled gpu must be in a phase: one added to tests/gpu/ but not here is never run
+  local t_name
+  for t_name in $(ctest --test-dir "$BUILD" -N -L '^gpu$' 2>/dev/null | awk '/Test +#/ {print $3}'); do
+    [[ " ${GPU_TESTS[*]} " == *" $t_name "* ]] && continue
+    say "  $t_name is labelled gpu but no phase of run.sh runs it: add it to one"
+    FAILED+=("$t_name never run")
+  done
   return 0
 }
 
@@ -309,6 +318,11 @@ phase_sanitize() {
 }
 
 # ---- the run ----
+# the versions phase decides whether this is a GPU run; a rerun without it probes quietly
+if [[ " ${PHASES[*]} " != *" versions "* ]]; then
+  if python3 "$ROOT/tests/gpu/versions.py" >/dev/null 2>&1; then HAVE_GPU=1; GPU_WHY=""
+  else GPU_WHY="tests/gpu/versions.py found no usable device"; fi
+fi
 for p in "${PHASES[@]}"; do
   left=$(( DEADLINE - $(elapsed) ))
   b=${BUDGET[$p]}
@@ -331,10 +345,6 @@ for p in "${PHASES[@]}"; do
   if [ "$p" = build ] && [ $rc != 0 ]; then break; fi
   if [ "$p" = prefix ] && [ $rc != 0 ]; then break; fi
 done
-# the versions phase decides whether this was a GPU run; rerun phases probe again
-if [ $HAVE_GPU = 0 ] && [[ " ${PHASES[*]} " != *" versions "* ]]; then
-  python3 "$ROOT/tests/gpu/versions.py" >/dev/null 2>&1 && HAVE_GPU=1
-fi
 
 say "total: $(elapsed) s"
 if [ $HAVE_GPU = 0 ]; then
