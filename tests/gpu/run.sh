@@ -234,7 +234,7 @@ phase_build() {
   if ((${#FIXTURE_ARGS[@]})); then mkdir -p "$BUILD/testdata" && cp -a "$BUNDLE/testdata/." "$BUILD/testdata/"; fi
   # every test labelled gpu must be in a phase: one added to tests/gpu/ but not here is never run
   local t_name
-  for t_name in $(ctest --test-dir "$BUILD" -N -L '^gpu$' 2>/dev/null | awk '/Test +#/ {print $3}'); do
+  for t_name in $(ctest --test-dir "$BUILD" -N -L '^gpu$' -FA '.*' 2>/dev/null | awk '/Test +#/ {print $3}'); do
     [[ " ${GPU_TESTS[*]} " == *" $t_name "* ]] && continue
     say "  $t_name is labelled gpu but no phase of run.sh runs it: add it to one"
     FAILED+=("$t_name never run")
