@@ -56,6 +56,7 @@ for p in "${PHASES[@]}"; do
 done
 
 : >"$SUMMARY"
+for f in env.txt build.log tests.log sanitizer.log; do : >"$OUT/$f"; done
 say "hone GPU run: $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD 2>/dev/null || echo '(no git)'), phases: ${PHASES[*]}, deadline ${DEADLINE} s"
 
 # ---- helpers ----
