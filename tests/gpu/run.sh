@@ -276,10 +276,11 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 s = r.get("summary", {})
 print(f"  profile: {s.get('steps')} steps, {s.get('step_ms', 0):.2f} ms, kernels {s.get('slot_ms', 0):.2f} ms, "
-      f"peak {s.get('peak_gbps', 0):.0f} GB/s")
-for x in r.get("rows", [])[:6]:
-    print(f"    {x.get('name', '?'):24} {100 * x.get('share', 0):5.1f}%  {x.get('calls', 0):6} calls  "
-          f"{100 * max(x.get('roofline', 0), 0):5.1f}% of roofline")
+      f"peak {s.get('peak_gbps', 0):.0f} GB/s; decode {r.get('decode_tokens_per_s', 0):.1f} tok/s, "
+      f"prefill {r.get('prefill_tokens_per_s', 0):.1f} tok/s")
+for x in r.get("rows", [])[:8]:
+    print(f"    {str(x.get('slot', '?')):24} {100 * x.get('share', 0):5.1f}%  {x.get('calls', 0):6} calls  "
+          f"{100 * max(x.get('roofline', 0), 0):5.1f}% of roofline  {x.get('shape', '')}")
 PY
 }
 
