@@ -345,11 +345,13 @@ static int graph_capture(cuda_backend *b)
     int erc = enqueue_piece(b, 1, 0, 1);
     /* illegal while capturing: invalidates the capture, as a real capture fault would */
     if (!erc && b->capture_fault) erc = HONE_CUDART(cudaStreamSynchronize(b->stream));
+    char why[320] = ""; /* the first fault, which ending the capture would overwrite */
+    if (erc) snprintf(why, sizeof why, "%s", hone_error_last());
     rc = HONE_CUDART(cudaStreamEndCapture(b->stream, &g));
     if (erc || rc) {
         if (g) cudaGraphDestroy(g);
         (void)cudaGetLastError();
-        return erc ? erc : rc;
+        return erc ? hone_error_set(erc, "%s", why) : rc;
     }
     rc = HONE_CUDART(cudaGraphInstantiate(&b->graph, g, 0));
     cudaGraphDestroy(g);
