@@ -8,7 +8,7 @@
 #    none of Hone's -dev libraries. (Network is used here, for this step only.)
 # 2. Copies the working tree (with the bundle of tools/gpu_bundle.sh, which must exist) into
 #    CHROOT/hone, bind-mounts the CUDA toolkit read-only when this machine has one (there is no
-#    driver and no GPU), and runs tests/gpu/run.sh inside the chroot in a new network namespace
+#    driver and no GPU; `CUDA_DIR= tools/gpu_chroot_check.sh` leaves it out), and runs tests/gpu/run.sh inside the chroot in a new network namespace
 #    (`unshare -n`: no network at all).
 # 3. Passes when run.sh built Hone from the bundle, ran the CPU smoke, and then refused to call
 #    the run a GPU run: it must exit non-zero and say "NOT A GPU RUN" in its summary. The summary
@@ -26,7 +26,7 @@ while [ $# -gt 0 ]; do
 done
 CH=${1:-/work/chroot-gpu}
 OUT=${OUT:-/tmp/gpu-chroot-out}
-CUDA_DIR=${CUDA_DIR:-$(readlink -f /usr/local/cuda 2>/dev/null || true)}
+CUDA_DIR=${CUDA_DIR-$(readlink -f /usr/local/cuda 2>/dev/null || true)}  # CUDA_DIR= : no toolkit
 [ "$(id -u)" = 0 ] || { echo "gpu_chroot_check: needs root (debootstrap, chroot, mount)" >&2; exit 2; }
 case "$(readlink -f "$CH")" in "$ROOT"/*) echo "gpu_chroot_check: keep the chroot outside the repository" >&2; exit 2;; esac
 
