@@ -3,6 +3,7 @@
 #include "cuda.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
@@ -59,6 +60,28 @@ int hone_cuda_check_cublas(cublasStatus_t e, const char *expr, const char *file,
     snprintf(msg, sizeof msg, "%s (status %d)", cublas_message(e), (int)e);
     return hone_error_lib(e == CUBLAS_STATUS_ALLOC_FAILED ? HONE_ENOMEM : HONE_EINTERNAL, "cuBLAS",
                           msg, expr, file, line);
+}
+
+int hone_cuda_sync_enabled(void)
+{
+    const char *v = getenv("HONE_CUDA_SYNC");
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+int hone_cuda_sync_check(cudaStream_t stream, const char *what, const char *file, int line)
+{
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    char expr[256];
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess && cudaStreamIsCapturing(stream, &cap) == cudaSuccess && cap != cudaStreamCaptureStatusNone)
+        return 0; /* a capturing stream cannot be synchronised (the backend turns graphs off) */
+    if (e == cudaSuccess) {
+        e = cudaStreamSynchronize(stream);
+        snprintf(expr, sizeof expr, "%s (HONE_CUDA_SYNC: synchronised after the launch)", what);
+    } else {
+        snprintf(expr, sizeof expr, "launch of %s (HONE_CUDA_SYNC)", what);
+    }
+    return hone_cuda_check_rt(e, expr, file, line);
 }
 
 int hone_cuda_probe(int *out_count, char *why, int cap)

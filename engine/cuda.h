@@ -43,6 +43,17 @@ int hone_cuda_device_get(hone_cuda_device *out, int ordinal);
 int hone_cuda_check_rt(cudaError_t e, const char *expr, const char *file, int line);
 int hone_cuda_check_nvrtc(nvrtcResult e, const char *expr, const char *file, int line);
 int hone_cuda_check_cublas(cublasStatus_t e, const char *expr, const char *file, int line);
+
+/* Whether HONE_CUDA_SYNC is set (and not "0"): a debugging mode in which the caller checks
+ * every launch with hone_cuda_sync_check, so an asynchronous fault (an illegal address, a
+ * launch failure) is reported at the kernel that caused it rather than at the next copy. */
+int hone_cuda_sync_enabled(void);
+
+/* After a launch on `stream` (not capturing): the launch error, then the stream's completion,
+ * each as a hone error whose expression names `what` (e.g. "hone_cuda_rmsnorm over 1 x 1
+ * items"); 0 when both are fine or the stream is capturing (it cannot be synchronised).
+ * Usage: `if (sync && (rc = hone_cuda_sync_check(s, what, __FILE__, __LINE__))) ...` */
+int hone_cuda_sync_check(cudaStream_t stream, const char *what, const char *file, int line);
 #endif
 
 #endif

@@ -16,7 +16,13 @@
  *           contract promises); HONE_CUDA_CUBLAS=1 uses cuBLAS sgemm (pedantic f32, weights
  *           dequantised exactly to f32 first) for f32/f16/bf16 weights instead: faster, but
  *           reorders the reductions (faithful tier, not bitwise prefill = decode).
- * Environment: HONE_CUDA_GRAPHS=0 disables graphs; HONE_CUDA_DEVICE picks the device ordinal. */
+ *   faults: a decode step whose capture fails (or whose graph cannot be instantiated) has already
+ *           run uncaptured; the backend then says why once on stderr and in its description,
+ *           and decodes uncaptured from then on instead of failing every step.
+ * Environment: HONE_CUDA_GRAPHS=0 disables graphs; HONE_CUDA_DEVICE picks the device ordinal;
+ * HONE_CUDA_SYNC=1 synchronises and checks after every launch and names the kernel that failed
+ * (graphs off: a capturing stream cannot be synchronised); HONE_CUDA_CAPTURE_FAULT=1 makes every
+ * capture fail (a synchronisation inside the capture), to exercise the fallback. */
 #include "backend_impl.h"
 
 #ifdef HONE_HAVE_CUDA
@@ -57,6 +63,9 @@ typedef struct {
     cudaStream_t stream;
     cublasHandle_t blas;  /* NULL unless HONE_CUDA_CUBLAS=1 */
     int use_graphs, use_cublas;
+    int sync;             /* HONE_CUDA_SYNC: synchronise and check after every launch */
+    int capture_fault;    /* HONE_CUDA_CAPTURE_FAULT: make every capture fail (tests) */
+    char graph_off[320];  /* why graphs are off, when a capture failed ("" otherwise) */
     char *arena;          /* the one device allocation */
     size_t arena_bytes;
     dweight tok_embd, output_norm, output;
@@ -79,7 +88,7 @@ typedef struct {
     cudaGraphExec_t graph; /* the batch-1 decode step, once captured */
     /* the piece being enqueued (enqueue_piece), for the layer operations */
     int64_t piece_pos0, piece_out_rows, x_first;
-    char desc[384];
+    char desc[1024];
 } cuda_backend;
 
 #define P_TOKENS(b) ((b)->params)
@@ -103,7 +112,12 @@ static int64_t weight_bytes(int32_t dtype, int64_t rows, int64_t cols)
 
 static int k_launch(cuda_backend *b, int k, int64_t nx, int64_t ny, void **args)
 {
-    return hone_cuda_kernels_launch(b->ks, k, nx, ny, args, b->stream);
+    int rc = hone_cuda_kernels_launch(b->ks, k, nx, ny, args, b->stream);
+    if (rc || !b->sync) return rc;
+    char what[128];
+    snprintf(what, sizeof what, "hone_cuda_%s over %lld x %lld items", hone_cuda_kernels_name(k),
+             (long long)nx, (long long)ny);
+    return hone_cuda_sync_check(b->stream, what, __FILE__, __LINE__);
 }
 
 static int op_embed(cuda_backend *b, float *out, const dweight *tab, const int32_t *ids, int64_t n)
@@ -131,8 +145,14 @@ static int op_gemm_cublas(cuda_backend *b, float *Y, const dweight *w, const flo
         Wf = b->wtmp;
     }
     const float one = 1.0f, zero = 0.0f;
-    return HONE_CUBLAS(cublasSgemm(b->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->rows, (int)n, (int)w->cols,
-                                   &one, Wf, (int)w->cols, X, (int)w->cols, &zero, Y, (int)w->rows));
+    if ((rc = HONE_CUBLAS(cublasSgemm(b->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)w->rows, (int)n, (int)w->cols,
+                                      &one, Wf, (int)w->cols, X, (int)w->cols, &zero, Y, (int)w->rows))))
+        return rc;
+    if (!b->sync) return 0;
+    char what[128];
+    snprintf(what, sizeof what, "cublasSgemm %lld x %lld x %lld", (long long)w->rows, (long long)n,
+             (long long)w->cols);
+    return hone_cuda_sync_check(b->stream, what, __FILE__, __LINE__);
 }
 
 static int op_matmul(cuda_backend *b, float *Y, const dweight *w, const float *X, int64_t n)
@@ -323,16 +343,34 @@ static int graph_capture(cuda_backend *b)
     int rc = HONE_CUDART(cudaStreamBeginCapture(b->stream, cudaStreamCaptureModeThreadLocal));
     if (rc) return rc;
     int erc = enqueue_piece(b, 1, 0, 1);
+    /* illegal while capturing: invalidates the capture, as a real capture fault would */
+    if (!erc && b->capture_fault) erc = HONE_CUDART(cudaStreamSynchronize(b->stream));
+    char why[320] = ""; /* the first fault, which ending the capture would overwrite */
+    if (erc) snprintf(why, sizeof why, "%s", hone_error_last());
     rc = HONE_CUDART(cudaStreamEndCapture(b->stream, &g));
     if (erc || rc) {
         if (g) cudaGraphDestroy(g);
         (void)cudaGetLastError();
-        return erc ? erc : rc;
+        return erc ? hone_error_set(erc, "%s", why) : rc;
     }
     rc = HONE_CUDART(cudaGraphInstantiate(&b->graph, g, 0));
     cudaGraphDestroy(g);
     if (rc) b->graph = NULL;
     return rc;
+}
+
+static void describe(cuda_backend *b);
+
+/* A capture (or instantiation) failed after the step itself ran uncaptured: graphs off for good,
+ * said once. The stream has left capture mode (cudaStreamEndCapture ends it even when the
+ * capture was invalidated), so the next steps run as the first one did. */
+static void graph_fallback(cuda_backend *b)
+{
+    snprintf(b->graph_off, sizeof b->graph_off, "%s", hone_error_last());
+    (void)cudaGetLastError();
+    b->use_graphs = 0;
+    describe(b);
+    fprintf(stderr, "hone: CUDA graph capture failed (%s); decoding without graphs\n", b->graph_off);
 }
 
 static int cuda_forward(void *p, hone_kv_seq *seq, const int32_t *tokens, int64_t n, float *logits,
@@ -374,7 +412,7 @@ static int cuda_forward(void *p, hone_kv_seq *seq, const int32_t *tokens, int64_
             if ((rc = enqueue_piece(b, m, pos0, rows))) goto fail;
             /* the first decode step runs uncaptured (which also loads every kernel it uses, so
              * no lazy loading happens during capture); then it is captured for the next ones */
-            if (m == 1 && rows == 1 && b->use_graphs && (rc = graph_capture(b))) goto fail;
+            if (m == 1 && rows == 1 && b->use_graphs && graph_capture(b)) graph_fallback(b);
         }
         if (rows) {
             float *dst = all ? logits + t0 * hp->n_vocab : logits;
@@ -451,6 +489,18 @@ static void cuda_free(void *p)
 }
 
 /* ---- construction ------------------------------------------------------------------------ */
+
+static void describe(cuda_backend *b)
+{
+    char graphs[400];
+    if (b->graph_off[0]) snprintf(graphs, sizeof graphs, "off: capture failed: %.300s", b->graph_off);
+    else if (b->sync) snprintf(graphs, sizeof graphs, "off (HONE_CUDA_SYNC)");
+    else snprintf(graphs, sizeof graphs, "%s", b->use_graphs ? "on" : "off");
+    snprintf(b->desc, sizeof b->desc, "cuda: %s (sm_%d, %d SMs, %.0f MiB arena, graphs %s, prefill %s%s)",
+             b->dev.name, b->dev.sm, b->dev.n_sms, (double)b->arena_bytes / (1 << 20), graphs,
+             b->use_cublas ? "cuBLAS for f32/f16/bf16" : "slot kernels",
+             b->sync ? ", HONE_CUDA_SYNC: checked after every launch" : "");
+}
 
 /* The arena is laid out twice: first to size it (base == NULL), then for real. */
 typedef struct {
@@ -602,6 +652,9 @@ int hone_cuda_backend_new(hone_backend_i *out_iface, void **out_ctx, const hone_
     }
     b->use_graphs = env_flag("HONE_CUDA_GRAPHS", 1);
     b->use_cublas = env_flag("HONE_CUDA_CUBLAS", 0);
+    b->sync = hone_cuda_sync_enabled();
+    b->capture_fault = env_flag("HONE_CUDA_CAPTURE_FAULT", 0);
+    if (b->sync) b->use_graphs = 0;
     const char *env = getenv("HONE_CUDA_DEVICE");
     if (env && *env) ordinal = atoi(env);
     if ((rc = hone_cuda_device_get(&b->dev, ordinal))) goto fail;
@@ -667,9 +720,7 @@ int hone_cuda_backend_new(hone_backend_i *out_iface, void **out_ctx, const hone_
     if ((rc = HONE_CUDART(cudaMallocHost((void **)&b->params_host,
                                          (size_t)(2 * b->o.chunk + 1 + b->max_blocks) * sizeof(int32_t)))))
         goto fail;
-    snprintf(b->desc, sizeof b->desc, "cuda: %s (sm_%d, %d SMs, %.0f MiB arena, graphs %s, prefill %s)",
-             b->dev.name, b->dev.sm, b->dev.n_sms, (double)b->arena_bytes / (1 << 20),
-             b->use_graphs ? "on" : "off", b->use_cublas ? "cuBLAS for f32/f16/bf16" : "slot kernels");
+    describe(b);
     /* no slot table the CPU can swap, no per-slot hook (the GPU profile is CUPTI's) */
     *out_iface = (hone_backend_i){.forward = cuda_forward, .forward_batch = cuda_forward_batch,
                                   .release = cuda_release, .n_ctx = cuda_n_ctx,
