@@ -94,6 +94,11 @@ typedef struct {
     double kernel_timeout_s;    /* 0: 10 s per kernel worker (CUDA: 30 s, its start-up included) */
     const char *origin_kind, *origin;
     int quiet;                  /* no report */
+    /* Called as each gate begins (end 0, status NULL) and ends (end 1, status "pass", "fail",
+     * "skipped", ...), gate being "scan", "compile", "kernel-parity", "model-parity", "speed",
+     * "speed-shapes", "e2e"; from the guard's thread. NULL: none. */
+    void (*progress)(void *user, const char *gate, int end, const char *status);
+    void *progress_user;
 } hone_guard_opts;
 
 #define HONE_GUARD_OPTS_INIT {.backend = "cpu", .threshold = 1.05, .seed = -1, .origin_kind = "file"}
