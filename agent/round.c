@@ -58,6 +58,8 @@ int hone_round_run(hone_round_result *out, const hone_round_opts *opts, const ho
     go.origin_kind = pr->origin_kind;
     go.origin = pr->origin;
     go.quiet = 1;
+    go.progress = opts->progress;
+    go.progress_user = opts->progress_user;
     out->guard_rc = hone_guard_run(&out->guard, &go, NULL);
     const hone_guard_result *gr = &out->guard;
     if (out->guard_rc) snprintf(out->guard_error, sizeof out->guard_error, "%s", hone_error_last());

@@ -21,6 +21,8 @@ typedef struct {
     double e2e_slack;         /* the guard's end-to-end slack (hone_guard_opts) */
     int commit;               /* 1: commit accepted candidates (when on_guarded agrees) */
     int history_cap;          /* rejections kept for the next prompts, <= HONE_ROUND_MAX_HISTORY */
+    void (*progress)(void *user, const char *gate, int end, const char *status); /* the guard's */
+    void *progress_user;      /* (hone_guard_opts.progress); NULL: none */
 } hone_round_opts;
 
 #define HONE_ROUND_OPTS_INIT                                                                  \

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent/report.h"
 #include "agent/review.h"
 #include "app/guard_cli.h"
 #include "engine/error.h"
@@ -18,10 +19,11 @@
 
 static const char review_usage[] =
     "usage: hone review list [--repo DIR] [--base REF] [--all]\n"
-    "       hone review show BRANCH [--repo DIR]\n"
+    "       hone review show BRANCH [--repo DIR] [--report OUT]\n"
     "       hone review verify BRANCH -m MODEL [--repo DIR] [-- GUARD-OPTIONS]\n"
     "       hone review prune [--merged | --all] [--repo DIR] [--base REF] [--dry-run]\n"
-    "DIR: the kernels repository (default: " HONE_SOURCE_DIR "); REF: the base (default: HEAD)\n";
+    "DIR: the kernels repository (default: " HONE_SOURCE_DIR "); REF: the base (default: HEAD);\n"
+    "OUT: a directory for a report to open in a browser (OUT/index.html, charts by gnuplot)\n";
 
 static void fmt_age(char *buf, size_t cap, int64_t secs)
 {
@@ -132,10 +134,35 @@ done:
     return rc;
 }
 
+/* `show --report OUT`: the branch's evidence as a browser report (agent/report.h). */
+static int cli_report(const hone_review_opts *o, const char *branch, const char *dir)
+{
+    char *ev = NULL;
+    if (hone_review_read_evidence(&ev, o, branch)) {
+        fprintf(stderr, "hone review show: %s\n", hone_error_last());
+        return 1;
+    }
+    char title[512];
+    snprintf(title, sizeof title, "Hone review: %s", branch);
+    hone_report_opts ro = HONE_REPORT_OPTS_INIT;
+    ro.title = title;
+    hone_report_result rr;
+    const char *recs[1] = {ev};
+    int rc = hone_report_write(&rr, dir, recs, 1, &ro);
+    free(ev);
+    if (rc) {
+        fprintf(stderr, "hone review show: report: %s\n", hone_error_last());
+        return 1;
+    }
+    fprintf(stderr, "hone review show: report written to %s/index.html (%d chart%s)%s%s\n", dir, rr.charts,
+            rr.charts == 1 ? "" : "s", rr.note[0] ? "; " : "", rr.note);
+    return 0;
+}
+
 int hone_cli_review(int argc, char **argv)
 {
     hone_review_opts o = HONE_REVIEW_OPTS_INIT;
-    const char *sub = argc > 1 ? argv[1] : NULL, *branch = NULL, *model = NULL;
+    const char *sub = argc > 1 ? argv[1] : NULL, *branch = NULL, *model = NULL, *report = NULL;
     int all = 0, merged = 0, dry_run = 0, nextra = 0;
     char **extra = NULL;
     if (!sub || !strcmp(sub, "help") || !strcmp(sub, "--help") || !strcmp(sub, "-h")) {
@@ -148,10 +175,12 @@ int hone_cli_review(int argc, char **argv)
         else if (!strcmp(a, "--all")) all = 1;
         else if (!strcmp(a, "--merged")) merged = 1;
         else if (!strcmp(a, "--dry-run")) dry_run = 1;
-        else if ((!strcmp(a, "--repo") || !strcmp(a, "--base") || !strcmp(a, "-m") || !strcmp(a, "--model"))) {
+        else if ((!strcmp(a, "--repo") || !strcmp(a, "--base") || !strcmp(a, "-m") || !strcmp(a, "--model") ||
+                  !strcmp(a, "--report"))) {
             if (!v) { fprintf(stderr, "hone review %s: %s needs a value\n", sub, a); return 2; }
             if (!strcmp(a, "--repo")) o.repo = v;
             else if (!strcmp(a, "--base")) o.base_ref = v;
+            else if (!strcmp(a, "--report")) report = v;
             else model = v;
             i++;
         } else if (a[0] != '-' && !branch) branch = a;
@@ -172,7 +201,7 @@ int hone_cli_review(int argc, char **argv)
         }
         fputs(text, stdout);
         free(text);
-        return 0;
+        return report ? cli_report(&o, branch, report) : 0;
     }
     fprintf(stderr, "hone review: unknown subcommand '%s'\n%s", sub, review_usage);
     return 2;

@@ -11,7 +11,9 @@
 static const char tune_usage[] =
     "usage: hone tune -m MODEL [--llm URL|self|none] [--llm-model NAME] [--budget N] [--slot SLOT]\n"
     "                 [--state-dir DIR] [--repo DIR] [--no-commit] [--threshold X] [-t THREADS]\n"
-    "                 [--device cpu]\n";
+    "                 [--device cpu] [--report DIR] [--no-progress]\n"
+    "--report DIR: a report to open in a browser (DIR/index.html, charts by gnuplot) of every slot's\n"
+    "best accepted kernel; the progress line is a bar on a terminal, plain lines otherwise\n";
 
 int hone_cli_tune(int argc, char **argv)
 {
@@ -20,6 +22,7 @@ int hone_cli_tune(int argc, char **argv)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--no-commit")) { o.commit = 0; continue; }
         if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
+        if (!strcmp(a, "--no-progress")) { o.progress = 0; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(tune_usage, stdout); return 0; }
         if (!v) { fprintf(stderr, "hone tune: %s needs a value\n%s", a, tune_usage); return 2; }
         if (!strcmp(a, "-m")) o.model_path = v;
@@ -32,6 +35,7 @@ int hone_cli_tune(int argc, char **argv)
         else if (!strcmp(a, "--threshold")) o.threshold = atof(v);
         else if (!strcmp(a, "-t")) o.n_threads = atoi(v);
         else if (!strcmp(a, "--device")) o.backend = v;
+        else if (!strcmp(a, "--report")) o.report_dir = v;
         else if (!strcmp(a, "--llm-timeout")) o.llm_timeout_ms = (long)(atof(v) * 1000);
         else { fprintf(stderr, "hone tune: unknown option %s\n%s", a, tune_usage); return 2; }
         i++;
