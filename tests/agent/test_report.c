@@ -4,9 +4,11 @@
 #include <cjson/cJSON.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "agent/report.h"
+#include "agent/review.h"
 #include "engine/file.h"
 #include "guard/evidence.h"
 #include "harness.h"
@@ -282,4 +284,101 @@ static void test_report(void)
     free(wrap);
 }
 
-TEST_MAIN(TEST_CASE(test_quantiles), TEST_CASE(test_machine), TEST_CASE(test_json_fields), TEST_CASE(test_report))
+/* `hone review show BRANCH --report DIR`: the branch's committed evidence, rendered. */
+static void test_review_show_report(void)
+{
+    char dir[] = "/tmp/hone-test-report-cli-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "cd %s && git init -q -b main repo && cd repo && git -c user.email=t@e -c user.name=T "
+             "commit -q --allow-empty -m base", dir);
+    CHECK_EQ_INT(system(cmd), 0);
+    char repo[4200];
+    snprintf(repo, sizeof repo, "%s/repo", dir);
+    hone_review_opts ro = HONE_REVIEW_OPTS_INIT;
+    ro.repo = repo;
+    hone_evidence ev = evidence();
+    const char *src = "/* candidate */\n";
+    hone_review_result res;
+    CHECK_EQ_INT(hone_review_propose(&res, &ro, "rmsnorm", "cpu", src, strlen(src), &ev), 0);
+    snprintf(cmd, sizeof cmd, "%s review show %s --repo %s --report %s/out > %s/show.txt 2>&1", HONE_BIN, res.branch,
+             repo, dir, dir);
+    CHECK_EQ_INT(system(cmd), 0);
+    char out[4200];
+    snprintf(out, sizeof out, "%s/out", dir);
+    char *html = read_text(out, "index.html"), *show = read_text(dir, "show.txt"), *e0 = read_text(out, "evidence-0.json");
+    CHECK_STR_CONTAINS(show, "report written to");
+    CHECK_STR_CONTAINS(show, "| reproduce | `hone guard -m /m/tiny.gguf"); /* the Markdown's new rows */
+    CHECK_STR_CONTAINS(show, "| rmsnorm n=64 dim=576 (gate) | 23185 | 9274 | 2.500x (2.400 .. 2.600) | 17.3% -> 43.3% |");
+    CHECK_STR_CONTAINS(html, "Hone review: hone/rmsnorm/cpu/");
+    CHECK_STR_CONTAINS(html, "2.500x [2.410, 2.630]");
+    CHECK_STR_CONTAINS(html, "17.3% &rarr; 43.3%");
+    CHECK_STR_CONTAINS(html, "&lt;script&gt;");
+    CHECK_STR_CONTAINS(e0, "\"seed\":\t\"7860209143120308780\""); /* committed exactly */
+    free(html);
+    free(show);
+    free(e0);
+    hone_file_remove_tree(dir);
+}
+
+/* A guard run's evidence from the command line: the seed above 2^53 exact, the machine, and a
+ * reproduce command that runs the same gates on the same inputs. */
+static void test_guard_evidence(void)
+{
+    char dir[] = "/tmp/hone-test-report-guard-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s guard -m %s/tiny-llama-f32.gguf --slot rmsnorm --backend cpu "
+             "%s/tests/guard/good/rmsnorm_vec.c --state-dir %s/st --seed %lld --evidence %s/ev.json > %s/out.txt 2>&1",
+             HONE_BIN, HONE_TEST_DATA_DIR, HONE_SOURCE_DIR, dir, (long long)SEED, dir, dir);
+    int st = system(cmd);
+    CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) <= 1); /* accepted or (on a loaded machine) not */
+    char *txt = read_text(dir, "ev.json");
+    cJSON *root = txt ? cJSON_Parse(txt) : NULL, *rev = cJSON_GetObjectItem(root, "review");
+    CHECK(root && rev);
+    if (rev) {
+        CHECK_STR_CONTAINS(cJSON_GetObjectItem(root, "seed")->valuestring, "7860209143120308780");
+        cJSON *seed = cJSON_GetObjectItem(rev, "seed");
+        CHECK(cJSON_IsString(seed) && strtoll(seed->valuestring, NULL, 10) == SEED);
+        cJSON *m = cJSON_GetObjectItem(rev, "machine");
+        CHECK_EQ_INT(cJSON_GetObjectItem(m, "threads")->valueint, sysconf(_SC_NPROCESSORS_ONLN));
+        CHECK_STR_CONTAINS(cJSON_GetObjectItem(m, "compiler")->valuestring, "cc");
+        const char *rep = cJSON_GetObjectItem(rev, "reproduce")->valuestring;
+        CHECK_STR_CONTAINS(rep, "--slot rmsnorm --backend cpu ");
+        CHECK_STR_CONTAINS(rep, "--seed 7860209143120308780");
+        CHECK_STR_CONTAINS(rep, "/source.c");
+        cJSON *shapes = cJSON_GetObjectItem(rev, "shapes");
+        const char *verdict = cJSON_GetObjectItem(root, "verdict")->valuestring;
+        if (strcmp(verdict, "accepted") == 0) {
+            /* the gate's shape and every other non-edge one, with their roofline fractions */
+            CHECK_MSG(cJSON_GetArraySize(shapes) >= 3, "%d shapes", cJSON_GetArraySize(shapes));
+            cJSON *s0 = cJSON_GetArrayItem(shapes, 0);
+            CHECK(cJSON_IsTrue(cJSON_GetObjectItem(s0, "gate")));
+            CHECK(cJSON_GetObjectItem(s0, "candidate_roofline_pct")->valuedouble > 0);
+            CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(rev, "e2e"), "candidate_tok_s")->valuedouble > 0);
+            CHECK(cJSON_GetObjectItem(cJSON_GetObjectItem(rev, "noise"), "bandwidth_gbps_before")->valuedouble > 0);
+        } else {
+            fprintf(stderr, "guard verdict %s (a loaded machine): per-shape checks skipped\n", verdict);
+        }
+        /* the reproduce command, run as written (hone -> this build), draws the same inputs */
+        snprintf(cmd, sizeof cmd, "%s%s --evidence %s/ev2.json --quiet > /dev/null 2>&1", HONE_BIN, rep + 4, dir);
+        st = system(cmd);
+        CHECK(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) <= 1);
+        char *t2 = read_text(dir, "ev2.json");
+        cJSON *r2 = t2 ? cJSON_Parse(t2) : NULL;
+        CHECK(r2 != NULL);
+        if (r2) {
+            CHECK_STR_CONTAINS(cJSON_GetObjectItem(r2, "seed")->valuestring, "7860209143120308780");
+            CHECK_STR_CONTAINS(cJSON_GetObjectItem(r2, "candidate_hash")->valuestring,
+                               cJSON_GetObjectItem(root, "candidate_hash")->valuestring);
+        }
+        cJSON_Delete(r2);
+        free(t2);
+    }
+    cJSON_Delete(root);
+    free(txt);
+    hone_file_remove_tree(dir);
+}
+
+TEST_MAIN(TEST_CASE(test_quantiles), TEST_CASE(test_machine), TEST_CASE(test_json_fields), TEST_CASE(test_report),
+          TEST_CASE(test_review_show_report), TEST_CASE(test_guard_evidence))
