@@ -30,6 +30,7 @@ const char *hone_extract_status_name(hone_extract_status s)
     case HONE_EXTRACT_NO_CODE: return "no code";
     case HONE_EXTRACT_NO_ENTRY: return "no entry point";
     case HONE_EXTRACT_BAD_SIGNATURE: return "bad signature";
+    case HONE_EXTRACT_PARTIAL: return "partial code";
     default: return "?";
     }
 }
@@ -121,6 +122,46 @@ static int find_definition(const char *code, const char *entry, char *out, size_
     return -1;
 }
 
+/* Whether code's braces balance (outside comments, strings and character literals). */
+static int braces_balance(const char *code)
+{
+    long depth = 0;
+    for (const char *p = code; *p; p++) {
+        if (p[0] == '/' && p[1] == '*') {
+            const char *e = strstr(p + 2, "*/");
+            if (!e) return 0;
+            p = e + 1;
+        } else if (p[0] == '/' && p[1] == '/') {
+            while (p[1] && p[1] != '\n') p++;
+        } else if (*p == '"' || *p == '\'') {
+            char q = *p;
+            for (p++; *p && *p != q; p++)
+                if (*p == '\\' && p[1]) p++;
+            if (!*p) return 0;
+        } else if (*p == '{') {
+            depth++;
+        } else if (*p == '}') {
+            if (--depth < 0) return 0;
+        }
+    }
+    return depth == 0;
+}
+
+/* The first slot entry point other than slot's that code defines ("hone_cpu_rmsnorm"), or "". */
+static void other_entry(const char *code, const char *backend, hone_slot_id slot, char *out, size_t cap)
+{
+    out[0] = 0;
+    char entry[96], sig[1024];
+    for (int id = 0; id < hone_slots_count(); id++) {
+        if (id == (int)slot) continue;
+        hone_extract_entry((hone_slot_id)id, backend, entry, sizeof entry);
+        if (find_definition(code, entry, sig, sizeof sig) == 0) {
+            snprintf(out, cap, "%s", entry);
+            return;
+        }
+    }
+}
+
 int hone_extract_code(const char *reply, hone_slot_id slot, const char *backend, char **out_code,
                       hone_extract_status *status)
 {
@@ -130,8 +171,8 @@ int hone_extract_code(const char *reply, hone_slot_id slot, const char *backend,
     *status = HONE_EXTRACT_NO_CODE;
     const char *best = NULL;
     size_t best_len = 0;
-    int saw_block = 0;
-    char sig[1024] = "";
+    int saw_block = 0, best_cut = 0;
+    char sig[1024] = "", other[96] = "";
     for (const char *p = strstr(reply, "```"); p;) {
         const char *body = strchr(p + 3, '\n');
         if (!body) break;
@@ -145,7 +186,10 @@ int hone_extract_code(const char *reply, hone_slot_id slot, const char *backend,
         if (find_definition(block, entry, s, sizeof s) == 0) {
             best = body;
             best_len = (size_t)(end - body);
+            best_cut = !*end && !braces_balance(block);
             snprintf(sig, sizeof sig, "%s", s);
+        } else if (!other[0]) {
+            other_entry(block, backend, slot, other, sizeof other);
         }
         free(block);
         p = *end ? strstr(end + 3, "```") : NULL;
@@ -157,7 +201,18 @@ int hone_extract_code(const char *reply, hone_slot_id slot, const char *backend,
     }
     if (!best) {
         *status = HONE_EXTRACT_NO_ENTRY;
-        hone_error_set(HONE_EINVAL, "no code block defines %s(...) { ... }", entry);
+        if (other[0])
+            hone_error_set(HONE_EINVAL, "the code defines %s, the entry point of slot %s; this slot is %s: "
+                           "define %s(...) { ... }", other, other + strlen(strcmp(backend, "cuda") ? "hone_cpu_" : "hone_cuda_"),
+                           hone_slots_name(slot), entry);
+        else
+            hone_error_set(HONE_EINVAL, "no code block defines %s(...) { ... }", entry);
+        return 0;
+    }
+    if (best_cut) {
+        *status = HONE_EXTRACT_PARTIAL;
+        hone_error_set(HONE_EINVAL, "the code block that defines %s is cut off (its fence never closes and "
+                       "its braces do not balance): reply with the complete file", entry);
         return 0;
     }
     const char *want = hone_extract_cpu_signature(slot);

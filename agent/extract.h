@@ -10,7 +10,9 @@ typedef enum {
     HONE_EXTRACT_OK = 0,
     HONE_EXTRACT_NO_CODE = 1,        /* no fenced code block at all (prose only) */
     HONE_EXTRACT_NO_ENTRY = 2,       /* code, but none defines the entry point */
-    HONE_EXTRACT_BAD_SIGNATURE = 3   /* the entry point's parameters differ from the slot's */
+    HONE_EXTRACT_BAD_SIGNATURE = 3,  /* the entry point's parameters differ from the slot's */
+    HONE_EXTRACT_PARTIAL = 4         /* the block with the entry point is cut off: its fence never
+                                      * closes and its braces do not balance */
 } hone_extract_status;
 
 /* The entry point a candidate for (slot, backend) must define: "hone_cpu_matvec_q4_1" or
@@ -22,7 +24,9 @@ const char *hone_extract_cpu_signature(int slot);
 
 /* Finds the code block of reply that defines the entry point (```c, ```cpp, ```cuda or a
  * bare ``` fence; the last such block wins, as models often correct themselves) and, for the
- * CPU, checks its parameter types. *out_code (malloc'd) receives the block on OK, NULL
+ * CPU, checks its parameter types. A reply whose blocks define another slot's entry point says
+ * which slot that is; a block cut off (an unterminated last fence with unbalanced braces) is
+ * PARTIAL. *out_code (malloc'd) receives the block on OK, NULL
  * otherwise; *status says why not, and hone_error_last() has a sentence for the next prompt.
  * Returns 0, or HONE_ENOMEM. */
 int hone_extract_code(const char *reply, hone_slot_id slot, const char *backend, char **out_code,

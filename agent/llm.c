@@ -86,7 +86,7 @@ int hone_llm_new(hone_llm **out, const hone_llm_opts *opts)
     if (l->o.connect_timeout_ms <= 0) l->o.connect_timeout_ms = dflt.connect_timeout_ms;
     if (l->o.max_retries < 0) l->o.max_retries = 0;
     if (l->o.backoff_ms < 0) l->o.backoff_ms = 0;
-    if (l->o.max_tokens <= 0) l->o.max_tokens = dflt.max_tokens;
+    if (l->o.max_tokens == 0) l->o.max_tokens = dflt.max_tokens;
     *out = l;
     return 0;
 }
@@ -132,7 +132,7 @@ static char *request_body(const hone_llm *l, const hone_llm_msg *msgs, int n)
         cJSON_AddItemToArray(arr, m);
     }
     cJSON_AddNumberToObject(root, "temperature", l->o.temperature);
-    cJSON_AddNumberToObject(root, "max_tokens", l->o.max_tokens);
+    if (l->o.max_tokens > 0) cJSON_AddNumberToObject(root, "max_tokens", l->o.max_tokens);
     cJSON_AddBoolToObject(root, "stream", 0);
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
@@ -161,6 +161,8 @@ static char *parse_reply(const char *body, hone_llm_usage *usage)
     cJSON *c0 = cJSON_IsArray(choices) ? cJSON_GetArrayItem(choices, 0) : NULL;
     cJSON *msg = c0 ? cJSON_GetObjectItemCaseSensitive(c0, "message") : NULL;
     cJSON *content = msg ? cJSON_GetObjectItemCaseSensitive(msg, "content") : NULL;
+    cJSON *fin = c0 ? cJSON_GetObjectItemCaseSensitive(c0, "finish_reason") : NULL;
+    usage->truncated = cJSON_IsString(fin) && !strcmp(fin->valuestring, "length");
     if (!cJSON_IsString(content))
         hone_error_set(HONE_EFORMAT, "LLM reply has no choices[0].message.content: %.120s", body);
     else if (!(out = strdup(content->valuestring)))
@@ -169,14 +171,18 @@ static char *parse_reply(const char *body, hone_llm_usage *usage)
     return out;
 }
 
-/* The server's error message from an OpenAI-style error body, or the body's start. */
-static void error_message(const char *body, char *buf, size_t cap)
+/* The server's error message from an OpenAI-style error body, or the body's start; returns 1
+ * when the error's code is "context_length_exceeded" (OpenAI's, and this engine's). */
+static int error_message(const char *body, char *buf, size_t cap)
 {
     cJSON *root = cJSON_Parse(body ? body : "");
     cJSON *e = root ? cJSON_GetObjectItemCaseSensitive(root, "error") : NULL;
     cJSON *m = e ? cJSON_GetObjectItemCaseSensitive(e, "message") : NULL;
+    cJSON *code = e ? cJSON_GetObjectItemCaseSensitive(e, "code") : NULL;
     snprintf(buf, cap, "%.200s", cJSON_IsString(m) ? m->valuestring : body ? body : "");
+    int ctx = cJSON_IsString(code) && !strcmp(code->valuestring, "context_length_exceeded");
     cJSON_Delete(root);
+    return ctx;
 }
 
 int hone_llm_chat(hone_llm *l, const hone_llm_msg *msgs, int n, char **out, hone_llm_usage *usage)
@@ -227,7 +233,7 @@ int hone_llm_chat(hone_llm *l, const hone_llm_msg *msgs, int n, char **out, hone
             retry = 1;
         } else if (status >= 400 || status < 200) {
             char msg[256];
-            error_message(resp.data, msg, sizeof msg);
+            usage->context_exceeded = error_message(resp.data, msg, sizeof msg);
             rc = hone_error_set(HONE_EINVAL, "LLM endpoint %s answered HTTP %ld: %s", l->endpoint,
                                 status, msg);
         } else {

@@ -16,7 +16,8 @@ typedef struct {
     int max_retries;        /* on 429, 5xx and connection errors; default 3 */
     long backoff_ms;        /* first retry delay, doubled each time; default 500 */
     double temperature;     /* default 0.2 */
-    int max_tokens;         /* default 4096 */
+    int max_tokens;         /* 0: 4096; < 0: not sent (the server's own limit: for this engine's
+                             * server, the rest of its context) */
 } hone_llm_opts;
 
 #define HONE_LLM_OPTS_INIT                                                                   \
@@ -32,6 +33,9 @@ typedef struct {
     int64_t prompt_tokens, completion_tokens, total_tokens;
     int attempts;           /* HTTP requests made (1 + retries) */
     long http_status;       /* of the last attempt; 0 if no HTTP answer */
+    int context_exceeded;   /* the endpoint refused the prompt as longer than its context
+                             * (HTTP 400, error code "context_length_exceeded") */
+    int truncated;          /* the reply stopped at the token limit (finish_reason "length") */
     double seconds;
 } hone_llm_usage;
 

@@ -145,6 +145,161 @@ static const char rules_cuda[] =
     "error against the float64 oracle must not exceed the incumbent's; results must be "
     "deterministic run to run.\n";
 
+/* ---- the helpers an incumbent uses, out of kernels/cpu/common.h ---- */
+
+typedef struct {
+    const char *b, *e;   /* the unit's text, its leading comment included */
+    char name[80];       /* the name it defines; "" for a line kept as structure */
+    int keep;
+} unit;
+
+static int ident_char(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_'; }
+
+/* Whether [b, e) mentions the identifier name as a whole word. */
+static int mentions(const char *b, const char *e, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = b; p + n <= e; p++)
+        if (!memcmp(p, name, n) && (p == b || !ident_char(p[-1])) && (p + n == e || !ident_char(p[n]))) return 1;
+    return 0;
+}
+
+static const char *line_end(const char *p, const char *end)
+{
+    const char *q = memchr(p, '\n', (size_t)(end - p));
+    return q ? q + 1 : end;
+}
+
+static int starts(const char *p, const char *end, const char *w)
+{
+    size_t n = strlen(w);
+    return (size_t)(end - p) >= n && !memcmp(p, w, n);
+}
+
+/* The name a definition starting at [b, e) defines: the identifier before the first "(" that
+ * follows an identifier (a function), the macro's name, or a typedef's name. */
+static void unit_name(const char *b, const char *e, char *out, size_t cap)
+{
+    out[0] = 0;
+    const char *p = b, *nb = NULL, *ne = NULL;
+    if (starts(p, e, "#define")) {
+        for (p += 7; p < e && (*p == ' ' || *p == '\t'); p++) {}
+        for (nb = p; p < e && ident_char(*p); p++) {}
+        ne = p;
+    } else if (starts(p, e, "typedef")) {
+        const char *semi = memchr(b, ';', (size_t)(e - b));
+        const char *star = memchr(b, '*', (size_t)(e - b));
+        if (star && (!semi || star < semi) && star > b && star[-1] == '(') { /* a function pointer */
+            for (p = star + 1; p < e && *p == ' '; p++) {}
+            for (nb = p; p < e && ident_char(*p); p++) {}
+            ne = p;
+        } else if (semi) {
+            for (ne = semi; ne > b && !ident_char(ne[-1]); ne--) {}
+            for (nb = ne; nb > b && ident_char(nb[-1]); nb--) {}
+        }
+    } else {
+        for (; p < e; p++) {
+            if (!ident_char(*p) || (p > b && ident_char(p[-1]))) continue;
+            const char *q = p;
+            while (q < e && ident_char(*q)) q++;
+            const char *r = q;
+            while (r < e && (*r == ' ' || *r == '\n')) r++;
+            if (r < e && *r == '(' && strncmp(p, "__attribute__", 13) && (q - p) < (ptrdiff_t)cap) {
+                nb = p;
+                ne = q;
+                break;
+            }
+            p = q;
+        }
+    }
+    if (nb && ne > nb && (size_t)(ne - nb) < cap) {
+        memcpy(out, nb, (size_t)(ne - nb));
+        out[ne - nb] = 0;
+    }
+}
+
+/* Splits header into units: definitions (with their leading comments) and single structural
+ * lines (preprocessor conditionals, includes); blank and other lines are dropped. */
+static int split_units(const char *h, unit *u, int cap)
+{
+    const char *end = h + strlen(h), *p = h, *comment = NULL;
+    int n = 0;
+    while (p < end && n < cap) {
+        const char *le = line_end(p, end);
+        if (starts(p, end, "/*") || starts(p, end, " *") || starts(p, end, "//")) {
+            if (!comment) comment = p;
+            p = le;
+            continue;
+        }
+        int def = starts(p, end, "static ") || starts(p, end, "typedef") ||
+                  (starts(p, end, "#define") && !mentions(p, le, "HONE_KERNELS_CPU_COMMON_H"));
+        if (def) {
+            const char *e = le;
+            if (starts(p, end, "#define")) {
+                while (e < end && e - 2 >= p && e[-2] == '\\') e = line_end(e, end);
+            } else if (starts(p, end, "typedef") && memchr(p, ';', (size_t)(le - p))) {
+                /* one line */
+            } else {
+                /* up to the line that is a lone closing brace, or a prototype's ';' */
+                const char *q = p;
+                for (;;) {
+                    const char *qe = line_end(q, end);
+                    if (starts(q, end, "}") || (q == p && memchr(q, ';', (size_t)(qe - q)) && !memchr(q, '{', (size_t)(qe - q))))
+                        { e = qe; break; }
+                    if (qe >= end) { e = end; break; }
+                    q = qe;
+                }
+            }
+            u[n].b = comment ? comment : p;
+            u[n].e = e;
+            unit_name(p, e, u[n].name, sizeof u[n].name);
+            u[n].keep = 0;
+            n++;
+            p = e;
+        } else {
+            if (p[0] == '#' && !mentions(p, le, "HONE_KERNELS_CPU_COMMON_H")) {
+                u[n].b = p;
+                u[n].e = le;
+                u[n].name[0] = 0;
+                u[n].keep = 1;
+                n++;
+            }
+            p = le;
+        }
+        comment = NULL;
+    }
+    return n;
+}
+
+char *hone_prompt_helpers(const char *header, const char *source)
+{
+    enum { MAX_UNITS = 512 };
+    unit *u = calloc(MAX_UNITS, sizeof *u);
+    if (!u) return NULL;
+    int n = split_units(header, u, MAX_UNITS);
+    const char *src_end = source + strlen(source);
+    for (int i = 0; i < n; i++)
+        if (u[i].name[0] && mentions(source, src_end, u[i].name)) u[i].keep = 1;
+    for (int changed = 1; changed;) { /* what the chosen ones use, to a fixed point */
+        changed = 0;
+        for (int i = 0; i < n; i++) {
+            if (!u[i].name[0] || u[i].keep) continue;
+            for (int j = 0; j < n && !u[i].keep; j++)
+                if (u[j].keep && u[j].name[0] && mentions(u[j].b, u[j].e, u[i].name)) u[i].keep = changed = 1;
+        }
+    }
+    char *out = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&out, &len);
+    if (m) {
+        for (int i = 0; i < n; i++)
+            if (u[i].keep) fwrite(u[i].b, 1, (size_t)(u[i].e - u[i].b), m);
+        fclose(m);
+    }
+    free(u);
+    return out;
+}
+
 int hone_prompt_build(const hone_prompt_opts *o, char **out_system, char **out_user)
 {
     const char *dir = o->source_dir ? o->source_dir : HONE_SOURCE_DIR;
@@ -154,6 +309,12 @@ int hone_prompt_build(const hone_prompt_opts *o, char **out_system, char **out_u
     snprintf(entry, sizeof entry, "hone_%s_%s", cuda ? "cuda" : "cpu", hone_slots_name(o->slot));
     snprintf(path, sizeof path, "%s/kernels/%s/%s.%s", dir, cuda ? "cuda" : "cpu",
              hone_slots_name(o->slot), cuda ? "cu" : "c");
+    char served[4096] = "";
+    if (!cuda && o->kernels_dir) {
+        snprintf(served, sizeof served, "%s/cpu/%s.c", o->kernels_dir, hone_slots_name(o->slot));
+        if (access(served, R_OK) == 0) snprintf(path, sizeof path, "%s", served);
+        else served[0] = 0;
+    }
     char *incumbent = slurp(path);
     if (!incumbent) return hone_error_set(HONE_EIO, "cannot read the incumbent %s", path);
     snprintf(path, sizeof path, "%s/kernels/%s/common.%s", dir, cuda ? "cuda" : "cpu", cuda ? "cuh" : "h");
@@ -175,11 +336,28 @@ int hone_prompt_build(const hone_prompt_opts *o, char **out_system, char **out_u
     fprintf(m, "\n# Where the time goes\n%s\n\n", o->profile ? o->profile : "(no profile)");
     fprintf(m, "# Shapes this model calls it with\n%s\n\n", o->shapes ? o->shapes : "(unknown)");
     fprintf(m, "# Device\n%s\n\n", o->device ? o->device : "(unknown)");
-    fprintf(m, "# The incumbent (kernels/%s/%s.%s)\n```%s\n%s```\n\n", cuda ? "cuda" : "cpu",
-            hone_slots_name(o->slot), cuda ? "cu" : "c", cuda ? "cuda" : "c", incumbent);
-    if (common)
-        fprintf(m, "# Helpers you may include (kernels/%s/common.%s)\n```%s\n%s```\n\n",
-                cuda ? "cuda" : "cpu", cuda ? "cuh" : "h", cuda ? "cuda" : "c", common);
+    if (served[0])
+        fprintf(m, "# The incumbent: the approved kernel served now (%s)\n```c\n%s```\n\n", served, incumbent);
+    else
+        fprintf(m, "# The incumbent (kernels/%s/%s.%s)\n```%s\n%s```\n\n", cuda ? "cuda" : "cpu",
+                hone_slots_name(o->slot), cuda ? "cu" : "c", cuda ? "cuda" : "c", incumbent);
+    if (common && cuda) {
+        fprintf(m, "# Helpers you may include (kernels/cuda/common.cuh)\n```cuda\n%s```\n\n", common);
+    } else if (common) {
+        /* what the incumbent uses, not the whole header: the prompt stays small enough for a
+         * small model's context (this engine's own, --llm self) */
+        char *used = hone_prompt_helpers(common, incumbent);
+        if (used && o->level == 0)
+            fprintf(m, "# The helpers of kernels/cpu/common.h the incumbent uses (the whole header is "
+                    "there to #include)\n```c\n%s```\n\n", used);
+        else if (used)
+            fprintf(m, "# kernels/cpu/common.h (#include it) defines the helpers the incumbent calls; "
+                    "their names are in the incumbent above\n\n");
+        free(used);
+    }
+    if (o->best_source)
+        fprintf(m, "# The best kernel accepted so far in this run (%s): beat it\n```c\n%s```\n\n",
+                o->best_summary ? o->best_summary : "accepted", o->best_source);
     if (o->n_history > 0) {
         fprintf(m, "# Earlier candidates for this slot, and why they were rejected\n");
         for (int i = 0; i < o->n_history; i++)

@@ -2,6 +2,7 @@
  * chat, extract). Neither runs what it proposes: the guard does, in its workers. */
 #include "proposer.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,7 @@ int hone_proposer_search_new(hone_proposer *out)
 typedef struct {
     hone_llm *client;
     char device[512];         /* the prompt's device line, this machine's CPU */
+    double price_in, price_out; /* USD per million tokens; 0: unknown */
 } llm_ctx;
 
 static int llm_space(void *ctx, hone_slot_id slot)
@@ -83,26 +85,45 @@ static int llm_propose(void *ctx, hone_proposal *out, const hone_proposer_reques
     po.device = c->device;
     po.history = req->history;
     po.n_history = req->n_history;
-    char *sys = NULL, *user = NULL, *reply = NULL;
-    int rc = hone_prompt_build(&po, &sys, &user);
-    if (rc) return rc;
-    hone_llm_msg msgs[2] = {{"system", sys}, {"user", user}};
-    hone_llm_usage u;
-    int lrc = hone_llm_chat(c->client, msgs, 2, &reply, &u);
-    free(sys);
-    free(user);
+    po.kernels_dir = req->kernels_dir;
+    po.best_source = req->best_source;
+    po.best_summary = req->best_summary;
+    char *reply = NULL;
+    hone_llm_usage u, all = {0};
+    int lrc = 0;
+    /* the largest prompt that fits the endpoint's context */
+    for (po.level = 0; po.level < HONE_PROMPT_LEVELS; po.level++) {
+        char *sys = NULL, *user = NULL;
+        int rc = hone_prompt_build(&po, &sys, &user);
+        if (rc) return rc;
+        hone_llm_msg msgs[2] = {{"system", sys}, {"user", user}};
+        lrc = hone_llm_chat(c->client, msgs, 2, &reply, &u);
+        free(sys);
+        free(user);
+        all.prompt_tokens += u.prompt_tokens;
+        all.completion_tokens += u.completion_tokens;
+        all.attempts += u.attempts;
+        if (!lrc || !u.context_exceeded) break;
+    }
+    out->llm_level = po.level < HONE_PROMPT_LEVELS ? po.level : HONE_PROMPT_LEVELS - 1;
+    out->llm_prompt_tokens = all.prompt_tokens;
+    out->llm_completion_tokens = all.completion_tokens;
+    out->llm_cost_usd = c->price_in > 0 || c->price_out > 0
+                            ? ((double)all.prompt_tokens * c->price_in + (double)all.completion_tokens * c->price_out) / 1e6
+                            : NAN;
     snprintf(out->origin_kind, sizeof out->origin_kind, "llm");
     snprintf(out->origin, sizeof out->origin,
-             "llm %s via %s, %lld prompt + %lld completion tokens, %d attempt(s)",
-             hone_llm_model(c->client), hone_llm_endpoint(c->client), (long long)u.prompt_tokens,
-             (long long)u.completion_tokens, u.attempts);
+             "llm %s via %s, %lld prompt + %lld completion tokens, %d attempt(s)%s",
+             hone_llm_model(c->client), hone_llm_endpoint(c->client), (long long)all.prompt_tokens,
+             (long long)all.completion_tokens, all.attempts,
+             out->llm_level ? ", the smaller prompt (context)" : "");
     if (lrc) {
         out->status = HONE_PROPOSAL_LLM_FAILED;
         snprintf(out->why, sizeof out->why, "%s", hone_error_last());
         return 0;
     }
     hone_extract_status st;
-    rc = hone_extract_code(reply, req->slot, "cpu", &out->source, &st);
+    int rc = hone_extract_code(reply, req->slot, "cpu", &out->source, &st);
     free(reply);
     if (rc) return rc;
     if (st != HONE_EXTRACT_OK || !out->source) {
@@ -110,7 +131,8 @@ static int llm_propose(void *ctx, hone_proposal *out, const hone_proposer_reques
         out->source = NULL;
         out->status = HONE_PROPOSAL_NO_CODE;
         out->reason = hone_extract_status_name(st);
-        snprintf(out->why, sizeof out->why, "%s", hone_error_last());
+        snprintf(out->why, sizeof out->why, "%s%s", hone_error_last(),
+                 u.truncated ? " (the reply stopped at the token limit)" : "");
         return 0;
     }
     out->source_len = strlen(out->source);
@@ -128,18 +150,24 @@ static void llm_free(void *ctx)
 
 static const struct hone_proposer_i llm_i = {"llm", llm_space, llm_propose, llm_free};
 
-int hone_proposer_llm_new(hone_proposer *out, const char *url, const char *model,
-                          const char *api_key, long timeout_ms)
+int hone_proposer_llm_new(hone_proposer *out, const hone_proposer_llm_opts *o)
 {
     out->i = NULL;
     out->ctx = NULL;
     llm_ctx *c = calloc(1, sizeof *c);
     if (!c) return hone_error_set(HONE_ENOMEM, "out of memory");
     hone_llm_opts lo = HONE_LLM_OPTS_INIT;
-    lo.url = url;
-    lo.model = model;
-    lo.api_key = api_key;
-    if (timeout_ms > 0) lo.timeout_ms = timeout_ms;
+    lo.url = o->url;
+    lo.model = o->model;
+    lo.api_key = o->api_key;
+    if (o->timeout_ms > 0) lo.timeout_ms = o->timeout_ms;
+    if (o->max_tokens) lo.max_tokens = o->max_tokens;
+    c->price_in = o->usd_per_mtok_in;
+    c->price_out = o->usd_per_mtok_out;
+    const char *price = getenv("HONE_LLM_PRICE");
+    if (c->price_in <= 0 && c->price_out <= 0 && price &&
+        sscanf(price, "%lf,%lf", &c->price_in, &c->price_out) != 2)
+        c->price_in = c->price_out = 0;
     int rc = hone_llm_new(&c->client, &lo);
     if (rc) {
         free(c);
@@ -163,6 +191,8 @@ int hone_proposer_propose(const hone_proposer *p, hone_proposal *out, const hone
     memset(out, 0, sizeof *out);
     out->status = HONE_PROPOSAL_NO_CODE;
     out->reason = "no_code";
+    out->llm_prompt_tokens = out->llm_completion_tokens = -1;
+    out->llm_cost_usd = NAN;
     int rc = p->i->propose(p->ctx, out, req);
     if (rc) hone_proposal_clear(out);
     return rc;

@@ -7,6 +7,7 @@
 #define HONE_PROPOSER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "agent/prompt.h"
 #include "engine/slots.h"
@@ -37,6 +38,10 @@ typedef struct {
     char origin_kind[16];     /* "search" or "llm" */
     char origin[512];         /* the search point, or "llm MODEL via URL, N prompt + M completion
                                * tokens, K attempt(s)" */
+    int64_t llm_prompt_tokens, llm_completion_tokens; /* the LLM's usage over every call this
+                               * proposal made; -1: not an LLM proposal */
+    double llm_cost_usd;      /* from the prices given (hone_proposer_llm_opts); NAN: unknown */
+    int llm_level;            /* the prompt level that fit the endpoint's context (hone_prompt_opts) */
 } hone_proposal;
 
 /* What to propose: the slot, and for the LLM the prompt's live lines and earlier rejections. */
@@ -47,6 +52,9 @@ typedef struct {
     const char *profile;      /* LLM: the slot's share and roofline line; NULL: none */
     const hone_prompt_history *history;
     int n_history;
+    const char *kernels_dir;  /* LLM: the served tree, whose kernel is the incumbent shown */
+    const char *best_source;  /* LLM: the best kernel accepted so far for the slot (NULL: none) */
+    const char *best_summary;
 } hone_proposer_request;
 
 struct hone_proposer_i {
@@ -67,10 +75,22 @@ typedef struct {
 /* The search proposer (no context). */
 int hone_proposer_search_new(hone_proposer *out);
 
-/* The LLM proposer on url (model NULL: $HONE_LLM_MODEL; api_key NULL: $HONE_LLM_API_KEY;
- * timeout_ms <= 0: the client's 120 s), prompting for the CPU backend of this machine. */
-int hone_proposer_llm_new(hone_proposer *out, const char *url, const char *model,
-                          const char *api_key, long timeout_ms);
+/* The LLM proposer's settings. */
+typedef struct {
+    const char *url;
+    const char *model;        /* NULL: $HONE_LLM_MODEL */
+    const char *api_key;      /* NULL: $HONE_LLM_API_KEY */
+    long timeout_ms;          /* <= 0: the client's 120 s */
+    int max_tokens;           /* 0: the client's 4096; < 0: not sent (the server's own limit, for
+                               * this engine's server the rest of its context: --llm self) */
+    double usd_per_mtok_in, usd_per_mtok_out; /* prices per million tokens; 0: unknown ($HONE_LLM_PRICE
+                               * = "IN,OUT" when both are 0) */
+} hone_proposer_llm_opts;
+
+/* The LLM proposer, prompting for the CPU backend of this machine. When the endpoint refuses a
+ * prompt as longer than its context, the proposal retries with the next smaller prompt level
+ * (hone_prompt_opts.level) before it gives up. */
+int hone_proposer_llm_new(hone_proposer *out, const hone_proposer_llm_opts *o);
 
 int hone_proposer_space(const hone_proposer *p, hone_slot_id slot);
 int hone_proposer_propose(const hone_proposer *p, hone_proposal *out, const hone_proposer_request *req);

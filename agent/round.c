@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "candidates/sha256.h"
 #include "candidates/store.h"
 #include "engine/error.h"
 
@@ -20,6 +21,26 @@ static void history_add(hone_round_history *h, int cap, const char *label, const
     snprintf(h->text[h->n][1], sizeof h->text[0][1], "%s: %.560s", code, reason);
     h->items[h->n] = (hone_prompt_history){h->text[h->n][0], h->text[h->n][1]};
     h->n++;
+}
+
+/* A proposal whose source was guarded before in this run is not guarded again: the round says
+ * which candidate it repeats and its verdict, and the next prompt is told. Returns 1 then. */
+static int seen_before(hone_round_result *out, hone_round_history *hist, int cap)
+{
+    if (!hist) return 0;
+    char hash[65];
+    hone_sha256_hex(out->proposal.source, out->proposal.source_len, hash);
+    for (int i = 0; i < hist->n_seen; i++) {
+        if (strcmp(hist->seen[i], hash)) continue;
+        out->duplicate = 1;
+        snprintf(out->duplicate_of, sizeof out->duplicate_of, "candidate %.12s, guarded before in this run (%s)",
+                 hash, hist->seen_verdict[i]);
+        char label[64];
+        snprintf(label, sizeof label, "candidate %.12s again", hash);
+        history_add(hist, cap, label, "duplicate", "the same kernel as an earlier candidate; propose a different one");
+        return 1;
+    }
+    return 0;
 }
 
 int hone_round_run(hone_round_result *out, const hone_round_opts *opts, const hone_proposer *p,
@@ -44,6 +65,7 @@ int hone_round_run(hone_round_result *out, const hone_round_opts *opts, const ho
         history_add(hist, opts->history_cap, label, pr->reason, pr->why);
     }
     if (pr->status != HONE_PROPOSAL_CODE) return 0;
+    if (seen_before(out, hist, opts->history_cap)) return 0;
     if (hooks && hooks->on_proposed) hooks->on_proposed(hooks->user, out);
 
     hone_guard_opts go = HONE_GUARD_OPTS_INIT;
@@ -53,6 +75,7 @@ int hone_round_run(hone_round_result *out, const hone_round_opts *opts, const ho
     go.source = pr->source;
     go.source_len = pr->source_len;
     go.state_dir = opts->state_dir;
+    go.kernels_dir = opts->kernels_dir;
     go.threshold = opts->threshold;
     go.e2e_slack = opts->e2e_slack;
     go.origin_kind = pr->origin_kind;
@@ -62,6 +85,12 @@ int hone_round_run(hone_round_result *out, const hone_round_opts *opts, const ho
     go.progress_user = opts->progress_user;
     out->guard_rc = hone_guard_run(&out->guard, &go, NULL);
     const hone_guard_result *gr = &out->guard;
+    if (!out->guard_rc && hist && hist->n_seen < HONE_ROUND_MAX_SEEN) {
+        snprintf(hist->seen[hist->n_seen], sizeof hist->seen[0], "%s", gr->hash);
+        snprintf(hist->seen_verdict[hist->n_seen], sizeof hist->seen_verdict[0], "%s", gr->accepted
+                 ? "accepted" : hone_guard_code_name(gr->code));
+        hist->n_seen++;
+    }
     if (out->guard_rc) snprintf(out->guard_error, sizeof out->guard_error, "%s", hone_error_last());
     else if (!gr->accepted) {
         snprintf(label, sizeof label, "candidate %.12s", gr->hash);
@@ -108,7 +137,7 @@ int hone_round_tally_count(hone_round_tally *t, const hone_round_result *r)
 {
     const hone_guard_result *gr = &r->guard;
     if (r->proposal.status == HONE_PROPOSAL_LLM_FAILED) return 0;
-    if (r->proposal.status != HONE_PROPOSAL_CODE || r->guard_rc || !gr->accepted) {
+    if (r->proposal.status != HONE_PROPOSAL_CODE || r->duplicate || r->guard_rc || !gr->accepted) {
         t->rejected++;
         return 0;
     }

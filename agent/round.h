@@ -11,12 +11,15 @@
 #include "guard/guard.h"
 
 #define HONE_ROUND_MAX_HISTORY 16
+#define HONE_ROUND_MAX_SEEN 256
 
 typedef struct {
     const char *model_path;   /* the GGUF the guard evaluates on (required) */
     const char *backend;      /* "cpu" */
     const char *state_dir;    /* the candidate store; NULL: the store's default */
     const char *repo;         /* the review repository; NULL: the source tree's */
+    const char *kernels_dir;  /* the served kernels tree the guard's incumbent comes from; NULL:
+                               * the shipped baselines */
     double threshold;         /* the guard's speed gate */
     double e2e_slack;         /* the guard's end-to-end slack (hone_guard_opts) */
     int commit;               /* 1: commit accepted candidates (when on_guarded agrees) */
@@ -34,12 +37,20 @@ typedef struct {
     hone_prompt_history items[HONE_ROUND_MAX_HISTORY];
     char text[HONE_ROUND_MAX_HISTORY][2][600];
     int n;
+    /* every candidate guarded in this run (all slots; not reset with n): its content hash and
+     * verdict, so a kernel proposed again is not guarded again */
+    char seen[HONE_ROUND_MAX_SEEN][65];
+    char seen_verdict[HONE_ROUND_MAX_SEEN][160];
+    int n_seen;
 } hone_round_history;
 
 typedef struct {
     int number;               /* the candidate's number in the caller's loop (history labels) */
     const char *slot;         /* its slot's name */
     hone_proposal proposal;   /* status, source, origin */
+    int duplicate;            /* 1: the same source was guarded before in this run: no guard ran;
+                               * duplicate_of says which candidate and its verdict */
+    char duplicate_of[240];
     int guard_rc;             /* 0: the guard ran and guard holds its verdict (when proposed);
                                * else the HONE_E* it failed with, guard_error the message */
     char guard_error[512];

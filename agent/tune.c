@@ -104,6 +104,22 @@ done:
     return rc;
 }
 
+/* --kernels DIR: the approved tree serves from the start (the kernel loader's checks); the
+ * guard's incumbents come from the same tree (hone_round_opts.kernels_dir). */
+static int load_served(hone_kernel_loader **kl, hone_backend *be, const hone_model *m, const char *dir, FILE *log)
+{
+    if (!dir) return 0;
+    hone_kernel_loader_opts ko = HONE_KERNEL_LOADER_OPTS_INIT;
+    ko.kernels_dir = dir;
+    ko.model = m;
+    ko.quiet = log == NULL;
+    int rc = hone_kernel_loader_new(kl, hone_backend_slots(be), &ko);
+    if (rc) return rc;
+    if (log) fprintf(log, "tune: serving %s: %d approved kernel(s) installed, %d refused\n", dir,
+                     hone_kernel_loader_n_installed(*kl), hone_kernel_loader_n_refused(*kl));
+    return 0;
+}
+
 /* ---- "self": the engine's own model behind `hone serve` on loopback ---- */
 
 static int free_port(void)
@@ -120,19 +136,20 @@ static int free_port(void)
 }
 
 /* Starts `hone serve` on the model; waits for /health; returns the child's pid. */
-static pid_t start_self(const char *model, int n_threads, char *url, size_t cap)
+static pid_t start_self(const char *model, int n_threads, int64_t n_ctx, char *url, size_t cap)
 {
     int port = free_port();
     if (port < 0) return -1;
     pid_t pid = fork();
     if (pid == 0) {
-        char p[16], t[16];
+        char p[16], t[16], c[24];
         snprintf(p, sizeof p, "%d", port);
         snprintf(t, sizeof t, "%d", n_threads > 0 ? n_threads : 1);
+        snprintf(c, sizeof c, "%lld", (long long)n_ctx);
         int devnull = open("/dev/null", O_WRONLY);
         if (devnull >= 0) dup2(devnull, 2);
         execl("/proc/self/exe", "hone", "serve", "-m", model, "--host", "127.0.0.1", "--port", p,
-              "-t", t, (char *)NULL);
+              "-t", t, "--ctx", c, "--no-profile", (char *)NULL);
         _exit(127);
     }
     snprintf(url, cap, "http://127.0.0.1:%d/v1", port);
@@ -247,6 +264,7 @@ typedef struct {
     hone_tune_slot_result *sr;
     const char *kernels_dir;    /* the accepted kernels, for the final measurement */
     FILE *log;
+    char **best;                /* the slot's best accepted source so far (malloc'd), for the prompt */
     hone_progress *prog;        /* the live line (NULL: none) */
     tune_report *report;        /* --report's records (NULL: no report) */
 } tune_round;
@@ -278,6 +296,8 @@ static int on_guarded(void *user, const hone_round_result *r)
     /* only a new best of its slot is kept (for the end-to-end measurement) and committed */
     if (!hone_round_tally_count(t->sr, r)) return 0;
     tune_report_keep(t->report, (int)(t->sr - t->out->slots), r);
+    free(*t->best);
+    *t->best = strdup(r->proposal.source);
     if (hone_round_kernel_write(t->kernels_dir, r->slot, r->proposal.source) && log)
         fprintf(log, "tune:        %s\n", hone_error_last());
     return 1;
@@ -294,8 +314,12 @@ static void report_round(tune_round *t, const hone_round_result *r)
         if (log) fprintf(log, "tune: [%d/%d] %-16s LLM call failed: %s\n", r->number, t->o->budget, r->slot, pr->why);
     } else if (pr->status == HONE_PROPOSAL_NO_CODE) {
         t->out->no_code++;
-        if (log) fprintf(log, "tune: [%d/%d] %-16s rejected: %s (%s)\n", r->number, t->o->budget, r->slot,
-                         pr->reason, pr->why);
+        if (log) fprintf(log, "tune: [%d/%d] %-16s rejected: %s (%s)\ntune:        from %s\n", r->number,
+                         t->o->budget, r->slot, pr->reason, pr->why, pr->origin);
+    } else if (r->duplicate) {
+        t->sr->rejected++;
+        if (log) fprintf(log, "tune: [%d/%d] %-16s rejected: duplicate of %s\n", r->number, t->o->budget,
+                         r->slot, r->duplicate_of);
     } else if (r->commit_rc == 0) {
         snprintf(t->sr->branch, sizeof t->sr->branch, "%s", r->review.branch);
         if (log) fprintf(log, "tune:        committed for review: %s%s\n", r->review.branch,
@@ -323,8 +347,38 @@ static void prompt_lines(const hone_profile_row *rows, int n_rows, hone_slot_id 
         snprintf(profile, profile_cap, "(not in the profile)");
 }
 
+/* The one measurement protocol of "before" and "after": decode tokens/s of the table before
+ * (the served kernels) and, when after is not NULL, of after (the served kernels with the
+ * accepted ones), one discarded warm-up run each, then 5 runs each alternated so that drift hits
+ * both alike; the medians and the spread (max / min - 1 of each side) into out. */
+#define MEASURE_RUNS 5
+static int measure(hone_tune_result *out, hone_backend *be, const hone_model *m, const hone_slot_table *before,
+                   const hone_slot_table *after)
+{
+    double v[2][MEASURE_RUNS], warm;
+    int sides = after ? 2 : 1, rc = 0;
+    for (int w = 0; w < sides && !rc; w++) {
+        *hone_backend_slots(be) = w ? *after : *before;
+        rc = decode_rate(be, m, &warm);
+    }
+    for (int i = 0; i < MEASURE_RUNS && !rc; i++)
+        for (int w = 0; w < sides && !rc; w++) {
+            *hone_backend_slots(be) = w ? *after : *before;
+            rc = decode_rate(be, m, &v[w][i]);
+        }
+    *hone_backend_slots(be) = *before;
+    if (rc) return rc;
+    for (int w = 0; w < sides; w++) qsort(v[w], MEASURE_RUNS, sizeof v[w][0], cmp_d);
+    out->tok_s_before = v[0][MEASURE_RUNS / 2];
+    out->tok_s_before_spread = v[0][MEASURE_RUNS - 1] / v[0][0] - 1.0;
+    out->tok_s_after = v[sides - 1][MEASURE_RUNS / 2];
+    out->tok_s_after_spread = v[sides - 1][MEASURE_RUNS - 1] / v[sides - 1][0] - 1.0;
+    out->measure_runs = MEASURE_RUNS;
+    return 0;
+}
+
 /* Decode tokens/s with and without the accepted kernels (loaded from kernels_dir through the
- * kernel loader's self-check), alternated; the medians into out. */
+ * kernel loader's self-check on top of the served table). */
 static int measure_after(hone_tune_result *out, hone_backend *be, const hone_model *m, const char *kernels_dir,
                          hone_kernel_loader **kl)
 {
@@ -332,24 +386,10 @@ static int measure_after(hone_tune_result *out, hone_backend *be, const hone_mod
     ko.kernels_dir = kernels_dir;
     ko.model = m;
     ko.quiet = 1;
-    hone_slot_table before = *hone_backend_slots(be);
-    if (hone_kernel_loader_new(kl, hone_backend_slots(be), &ko) != 0 || hone_kernel_loader_n_installed(*kl) == 0)
-        return 0;
-    hone_slot_table after = *hone_backend_slots(be);
-    double vb[5], va[5];
-    int rc = 0;
-    for (int i = 0; i < 5 && !rc; i++) { /* alternate, so drift hits both alike */
-        *hone_backend_slots(be) = before;
-        rc = decode_rate(be, m, &vb[i]);
-        *hone_backend_slots(be) = after;
-        if (!rc) rc = decode_rate(be, m, &va[i]);
-    }
-    if (rc) return rc;
-    qsort(vb, 5, sizeof vb[0], cmp_d);
-    qsort(va, 5, sizeof va[0], cmp_d);
-    out->tok_s_before = vb[2];
-    out->tok_s_after = va[2];
-    return 0;
+    hone_slot_table before = *hone_backend_slots(be), after = before;
+    if (hone_kernel_loader_new(kl, &after, &ko) != 0 || hone_kernel_loader_n_installed(*kl) == 0)
+        return measure(out, be, m, &before, NULL);
+    return measure(out, be, m, &before, &after);
 }
 
 static void report_table(const hone_tune_result *out, FILE *log)
@@ -362,10 +402,11 @@ static void report_table(const hone_tune_result *out, FILE *log)
         fprintf(log, "tune: %-18s %6d %9d %13s  %s\n", s->slot, s->tried, s->accepted, sp,
                 s->branch[0] ? s->branch : "-");
     }
-    fprintf(log, "tune: decode %.1f tok/s before, %.1f tok/s after (%+.1f%%); %d candidates, "
-            "%d without usable code, %d LLM errors\n", out->tok_s_before, out->tok_s_after,
-            100.0 * (out->tok_s_after / out->tok_s_before - 1.0), out->candidates, out->no_code,
-            out->llm_errors);
+    fprintf(log, "tune: decode %.1f tok/s before, %.1f tok/s after (%+.1f%%; medians of %d alternated "
+            "runs, spread %.1f%% / %.1f%%); %d candidates, %d without usable code, %d LLM errors\n",
+            out->tok_s_before, out->tok_s_after, 100.0 * (out->tok_s_after / out->tok_s_before - 1.0),
+            out->measure_runs, 100.0 * out->tok_s_before_spread, 100.0 * out->tok_s_after_spread,
+            out->candidates, out->no_code, out->llm_errors);
 }
 
 int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
@@ -386,7 +427,8 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
     hone_model *m = NULL;
     hone_backend *be = NULL;
     hone_proposer prop = {0};
-    hone_kernel_loader *kl = NULL;
+    hone_kernel_loader *kl = NULL, *served = NULL;
+    char *best_src = NULL;      /* the current slot's best accepted source (the prompt shows it) */
     pid_t self_pid = -1;
     char tmpdir[] = "/tmp/hone-tune-XXXXXX";
     int have_tmp = 0, rc;
@@ -397,7 +439,9 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
     hone_ctx_opts co = HONE_CTX_OPTS_INIT;
     co.n_threads = o.n_threads;
     co.n_ctx = 160;
-    if ((rc = hone_model_load(&m, o.model_path)) || (rc = hone_backend_new(&be, m, HONE_DEVICE_CPU, &co))) goto done;
+    if ((rc = hone_model_load(&m, o.model_path)) || (rc = hone_backend_new(&be, m, HONE_DEVICE_CPU, &co)) ||
+        (rc = load_served(&served, be, m, o.kernels_dir, log)))
+        goto done;
     if (!mkdtemp(tmpdir)) {
         rc = hone_error_set(HONE_EIO, "cannot create a temporary directory: %s", strerror(errno));
         goto done;
@@ -418,34 +462,31 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
         rc = hone_error_set(HONE_EUNSUPPORTED, "no profiled slot can be tuned with this proposer");
         goto done;
     }
-    double v[3] = {0, 0, 0};
-    hone_progress_begin(prog, "decode before");
-    for (int i = 0; i < 3 && !rc; i++) rc = decode_rate(be, m, &v[i]); /* median of 3 */
-    hone_progress_end(prog, "decode before", rc ? "failed" : NULL);
-    hone_progress_clear(prog);
-    if (rc) goto done;
-    qsort(v, 3, sizeof v[0], cmp_d);
-    out->tok_s_before = v[1];
-    if (log) fprintf(log, "tune: decode before: %.1f tok/s; proposer: %s; budget %d candidates\n",
-                     out->tok_s_before, search ? "search" : self ? "self (this model on loopback)" : llm,
-                     o.budget);
+    if (log) fprintf(log, "tune: proposer: %s; budget %d candidates%s%s\n",
+                     search ? "search" : self ? "self (this model on loopback)" : llm, o.budget,
+                     o.kernels_dir ? "; incumbents: the kernels " : "", o.kernels_dir ? o.kernels_dir : "");
 
     char url[128];
     if (self) {
-        if ((self_pid = start_self(o.model_path, o.n_threads, url, sizeof url)) < 0) {
+        /* the model's whole trained context (at most 32k tokens): the prompt and the kernel */
+        int64_t sctx = hone_model_hparams(m)->n_ctx_train;
+        if (sctx > 32768) sctx = 32768;
+        if ((self_pid = start_self(o.model_path, o.n_threads, sctx, url, sizeof url)) < 0) {
             rc = hone_error_set(HONE_EIO, "could not start `hone serve` for --llm self");
             goto done;
         }
         llm = url;
     }
-    rc = search ? hone_proposer_search_new(&prop)
-                : hone_proposer_llm_new(&prop, llm, self && !o.llm_model ? hone_model_name(m) : o.llm_model,
-                                        NULL, o.llm_timeout_ms); /* self: ask for the model it serves */
+    /* self: ask for the model it serves, and let it answer to the end of its context */
+    hone_proposer_llm_opts lo = {.url = llm, .model = self && !o.llm_model ? hone_model_name(m) : o.llm_model,
+                                 .timeout_ms = o.llm_timeout_ms, .max_tokens = self ? -1 : 0};
+    rc = search ? hone_proposer_search_new(&prop) : hone_proposer_llm_new(&prop, &lo);
     if (rc) goto done;
     hone_round_opts ro = HONE_ROUND_OPTS_INIT;
     ro.model_path = o.model_path;
     ro.state_dir = o.state_dir;
     ro.repo = o.repo;
+    ro.kernels_dir = o.kernels_dir;
     ro.threshold = o.threshold;
     ro.commit = o.commit;
     ro.progress = prog ? hone_progress_guard_cb : NULL;
@@ -470,6 +511,8 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
             tried_here = 0;
             next_point = 0;
             hist.n = 0;
+            free(best_src);
+            best_src = NULL;
             if (slot_i < n_plan) n_space = hone_proposer_space(&prop, plan[slot_i]);
             continue;
         }
@@ -478,8 +521,14 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
         sr->tried++;
         char shapes[512], profile[256];
         prompt_lines(rows, n_rows, slot, info[slot_i], shapes, sizeof shapes, profile, sizeof profile);
-        hone_proposer_request rq = {.slot = slot, .index = next_point++, .shapes = shapes, .profile = profile};
-        tune_round tr = {&o, out, sr, kernels_dir, log, prog, o.report_dir ? &report : NULL};
+        char best_summary[128] = "";
+        if (best_src)
+            snprintf(best_summary, sizeof best_summary, "candidate %.12s: %s tier, %.2fx", sr->best_hash,
+                     sr->best_tier, sr->best_speedup);
+        hone_proposer_request rq = {.slot = slot, .index = next_point++, .shapes = shapes, .profile = profile,
+                                    .kernels_dir = o.kernels_dir, .best_source = best_src,
+                                    .best_summary = best_src ? best_summary : NULL};
+        tune_round tr = {&o, out, sr, kernels_dir, log, &best_src, prog, o.report_dir ? &report : NULL};
         hone_round_hooks hooks = {.user = &tr, .on_proposed = on_proposed, .on_guarded = on_guarded};
         hone_progress_candidate(prog, out->candidates, hone_slots_name(slot));
         hone_progress_begin(prog, "propose");
@@ -489,10 +538,13 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
         hone_round_result_clear(&rr);
     }
 
-    out->tok_s_after = out->tok_s_before;
     int any = 0;
     for (int i = 0; i < out->n_slots; i++) any |= out->slots[i].accepted > 0;
-    if (any) TUNE_STEP(prog, "decode after", measure_after(out, be, m, kernels_dir, &kl));
+    hone_progress_begin(prog, any ? "decode after" : "decode");
+    if (any) rc = measure_after(out, be, m, kernels_dir, &kl);
+    else rc = measure(out, be, m, hone_backend_slots(be), NULL);
+    hone_progress_end(prog, any ? "decode after" : "decode", rc ? "failed" : NULL);
+    hone_progress_clear(prog);
     if (rc) goto done;
     if (log) report_table(out, log);
     if (o.report_dir && (rc = tune_report_write(&report, o.report_dir, out, m, log))) goto done;
@@ -507,6 +559,8 @@ done:
     hone_proposer_free(&prop);
     hone_backend_free(be);   /* before the loader: the table points into its objects */
     hone_kernel_loader_free(kl);
+    hone_kernel_loader_free(served);
+    free(best_src);
     hone_model_free(m);
     if (have_tmp && hone_file_remove_tree(tmpdir) && log) fprintf(log, "tune: %s\n", hone_error_last());
     return rc;

@@ -17,6 +17,9 @@ typedef struct {
     int budget;                 /* candidates in all; default 6 */
     const char *state_dir;      /* NULL: the store's default */
     const char *repo;           /* kernels repository for review branches; NULL: the source tree's */
+    const char *kernels_dir;    /* the approved kernels tree to start from (--kernels DIR): the
+                                 * engine serves it while profiling and measuring, and the guard's
+                                 * incumbent is the kernel it serves; NULL: the shipped baselines */
     int commit;                 /* 1: commit accepted candidates for review (default) */
     double threshold;           /* speed gate; default 1.05 */
     int n_threads;              /* 0: all CPUs */
@@ -40,7 +43,9 @@ typedef struct {
     int candidates;             /* proposals made (<= budget) */
     int no_code;                /* LLM replies without usable code */
     int llm_errors;             /* failed LLM calls (HTTP errors, timeouts) */
-    double tok_s_before, tok_s_after; /* decode tokens/s, median of runs */
+    double tok_s_before, tok_s_after; /* decode tokens/s, medians of alternated runs (one protocol) */
+    double tok_s_before_spread, tok_s_after_spread; /* max / min - 1 over those runs */
+    int measure_runs;
 } hone_tune_result;
 
 /* Runs the loop; the progress line, one line per candidate and the final table go to log.

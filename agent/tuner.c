@@ -602,6 +602,15 @@ static void after_round(hone_tuner *t, hone_slot_id slot, int rc, const hone_rou
         pthread_mutex_unlock(&t->mu);
         return;
     }
+    if (r->duplicate) {
+        pthread_mutex_lock(&t->mu);
+        t->rejected++;
+        t->slots[slot_of(t, name)].rejected++;
+        count_reason(t, "duplicate");
+        log_event(t, "rejected", name, NULL, "duplicate: %s", r->duplicate_of);
+        pthread_mutex_unlock(&t->mu);
+        return;
+    }
     if (r->guard_rc || !r->guard.accepted) return;
     pthread_mutex_lock(&t->mu);
     int i = slot_of(t, name);
@@ -623,13 +632,13 @@ static void *tuner_main(void *arg)
 {
     hone_tuner *t = arg;
     set_low_priority();
-    int rc = t->kind == HONE_PROPOSER_SEARCH
-                 ? hone_proposer_search_new(&t->prop)
-                 : hone_proposer_llm_new(&t->prop, t->kind == HONE_PROPOSER_SELF ? t->self_url : t->llm_url,
-                                         t->kind == HONE_PROPOSER_SELF && !t->o.llm_model && t->self_model[0]
-                                             ? t->self_model : t->o.llm_model,
-                                         t->kind == HONE_PROPOSER_SELF && t->api_key[0] ? t->api_key : NULL,
-                                         t->o.llm_timeout_ms);
+    int self = t->kind == HONE_PROPOSER_SELF;
+    /* self: the model this server serves, its key, answers to the end of its context */
+    hone_proposer_llm_opts lo = {.url = self ? t->self_url : t->llm_url,
+                                 .model = self && !t->o.llm_model && t->self_model[0] ? t->self_model : t->o.llm_model,
+                                 .api_key = self && t->api_key[0] ? t->api_key : NULL,
+                                 .timeout_ms = t->o.llm_timeout_ms, .max_tokens = self ? -1 : 0};
+    int rc = t->kind == HONE_PROPOSER_SEARCH ? hone_proposer_search_new(&t->prop) : hone_proposer_llm_new(&t->prop, &lo);
     if (rc) {
         pthread_mutex_lock(&t->mu);
         log_event(t, "error", NULL, NULL, "LLM client: %s", hone_error_last());
@@ -641,6 +650,7 @@ static void *tuner_main(void *arg)
     ro.model_path = t->o.model_path;
     ro.state_dir = t->o.state_dir;
     ro.repo = t->o.repo;
+    ro.kernels_dir = t->o.kernels_dir;
     ro.threshold = t->o.threshold;
     ro.e2e_slack = t->o.e2e_slack;
     ro.history_cap = 8;
@@ -674,7 +684,8 @@ static void *tuner_main(void *arg)
         int point = t->live[i].next_point++;
         k = ++t->proposed;
         pthread_mutex_unlock(&t->mu);
-        hone_proposer_request rq = {.slot = slot, .index = point, .shapes = shapes, .profile = profile};
+        hone_proposer_request rq = {.slot = slot, .index = point, .shapes = shapes, .profile = profile,
+                                    .kernels_dir = t->o.kernels_dir};
         rc = hone_round_run(&rr, &ro, &t->prop, &rq, k, &hist, &hooks);
         after_round(t, slot, rc, &rr, k);
         hone_round_result_clear(&rr);

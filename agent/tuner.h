@@ -52,6 +52,8 @@ typedef struct {
     int min_steps;            /* served steps profiled before the first pick; default 16 */
     const char *repo;         /* review repository; NULL: the source tree's */
     const char *state_dir;    /* candidate store; NULL: the store's default */
+    const char *kernels_dir;  /* the tree the server serves (serve --kernels DIR): the guard's
+                               * incumbents; NULL: the shipped baselines */
     double threshold;         /* the guard's speed gate; default 1.05 */
     double e2e_slack;         /* the guard's end-to-end slack; 0: its default (0.05) */
     const char *slot;         /* only this slot (when it is in the live profile); NULL: the ranking's */

@@ -21,4 +21,15 @@ int hone_cli_review(int argc, char **argv);  /* candidates/review.c */
 int hone_cli_tune(int argc, char **argv);    /* agent/tune.c */
 int hone_cli_guard(int argc, char **argv);   /* guard/guard.c */
 
+struct hone_backend;
+struct hone_model;
+struct hone_kernel_loader;
+
+/* --kernels DIR (generate, logits, serve): the approved CPU kernels of DIR replace the baselines
+ * they differ from in be's slot table (candidates/kernel_loader.h); *kl owns their objects and
+ * is freed after the backend. A backend without a CPU slot table keeps its own kernels (a line
+ * on stderr). Returns 0 or a negative HONE_E* code. */
+int hone_cli_load_kernels(struct hone_kernel_loader **kl, struct hone_backend *be, const struct hone_model *m,
+                          const char *dir);
+
 #endif

@@ -15,7 +15,9 @@ static int usage(void)
     fprintf(stderr,
             "usage: hone guard -m MODEL --slot SLOT --backend cpu|cuda FILE [--state-dir DIR]\n"
             "                  [--evidence OUT.json] [--threshold 1.05] [--seed S (testing only)]\n"
-            "                  [--prompts N] [--steps N] [--reps N] [--quiet]\n");
+            "                  [--prompts N] [--steps N] [--reps N] [--kernels DIR] [--quiet]\n"
+            "  --kernels DIR: the incumbent is what DIR serves (DIR/cpu/<slot>.c, as --kernels of\n"
+            "                 generate and serve), not the shipped baseline\n");
     return 2;
 }
 
@@ -29,6 +31,7 @@ int hone_guard_cli_parse_opts(hone_guard_opts *o, const char **file, int argc, c
         else if (ARG("--slot")) o->slot = v;
         else if (ARG("--backend")) o->backend = v;
         else if (ARG("--state-dir")) o->state_dir = v;
+        else if (ARG("--kernels")) o->kernels_dir = v;
         else if (ARG("--evidence")) o->evidence_path = v;
         else if (ARG("--threshold")) o->threshold = atof(v);
         else if (ARG("--seed")) o->seed = strtoll(v, NULL, 0);

@@ -324,24 +324,6 @@ static int prompt_ids(const options *o, const hone_model *m, hone_tokenizer *tok
     return rc;
 }
 
-/* --kernels DIR: approved CPU kernels replace the baselines they differ from
- * (candidates/kernel_loader.h); *kl owns them and is freed after the backend. */
-static int load_kernels(const options *o, const hone_model *m, hone_backend *be,
-                        hone_kernel_loader **kl)
-{
-    if (!o->kernels) return 0;
-    hone_slot_table *slots = hone_backend_slots(be);
-    if (!slots) {
-        fprintf(stderr, "hone: --kernels: only CPU kernels are loaded at present; %s keeps its own\n",
-                hone_backend_describe(be));
-        return 0;
-    }
-    hone_kernel_loader_opts ko = HONE_KERNEL_LOADER_OPTS_INIT;
-    ko.kernels_dir = o->kernels;
-    ko.model = m;
-    return hone_kernel_loader_new(kl, slots, &ko);
-}
-
 static int cmd_generate(const options *o)
 {
     hone_model *m = NULL;
@@ -358,7 +340,7 @@ static int cmd_generate(const options *o)
     hone_ctx_opts co = ctx_options(o);
     if (hone_model_load(&m, o->model) || hone_tokenizer_new(&tok, hone_model_gguf(m)) ||
         prompt_ids(o, m, tok, &ids, &n) ||
-        hone_backend_new(&be, m, (hone_device)o->device, &co) || load_kernels(o, m, be, &kl) ||
+        hone_backend_new(&be, m, (hone_device)o->device, &co) || hone_cli_load_kernels(&kl, be, m, o->kernels) ||
         hone_sampler_new(&smp, &o->sp, (int32_t)hone_model_hparams(m)->n_vocab) ||
         hone_detok_new(&dt, tok, 0)) {
         die(NULL);
@@ -470,7 +452,7 @@ static int cmd_logits(const options *o)
         die(NULL);
         goto done;
     }
-    if (hone_backend_new(&be, m, (hone_device)o->device, &co) || load_kernels(o, m, be, &kl)) {
+    if (hone_backend_new(&be, m, (hone_device)o->device, &co) || hone_cli_load_kernels(&kl, be, m, o->kernels)) {
         die(NULL);
         goto done;
     }

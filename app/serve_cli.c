@@ -12,6 +12,7 @@
 
 #include "agent/tuner.h"
 #include "app/cli.h"
+#include "candidates/kernel_loader.h"
 #include "engine/backend.h"
 #include "engine/error.h"
 #include "engine/forward.h"
@@ -25,13 +26,15 @@ static const char serve_usage[] =
     "usage: hone serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY] [--ctx N]\n"
     "                  [--max-batch N] [--kv-blocks N] [-t THREADS] [--log-requests]\n"
     "                  [--step-tokens N] [--max-queue N] [--timeout SECONDS] [--model-name NAME]\n"
-    "                  [--no-prefix-cache] [--no-profile] [--device cpu|cuda|auto]\n"
+    "                  [--no-prefix-cache] [--no-profile] [--device cpu|cuda|auto] [--kernels DIR]\n"
     "                  [--tune [--llm URL|self|none] [--llm-model NAME] [--auto-apply]\n"
     "                   [--tune-budget N] [--tune-interval S] [--tune-watch S] [--tune-spot S]\n"
     "                   [--tune-margin X] [--tune-e2e-slack X] [--tune-slot SLOT] [--tune-repo DIR] [--tune-state-dir DIR]]\n"
     "  --tune: a low-priority thread (nice 19, SCHED_IDLE) tunes the hottest served slots and\n"
     "  commits accepted kernels for review; --auto-apply (staging only) also hot-swaps them\n"
     "  at a step boundary and rolls them back on a regression (agent/tuner.h).\n"
+    "  --kernels DIR: serve the approved CPU kernels DIR/cpu/<slot>.c (vetted by their evidence,\n"
+    "  self-checked) instead of the baselines they differ from; --tune then improves on them.\n"
     "  --device: cpu (the default) or cuda (one sequence per step; fails without a usable GPU).\n"
     "  --port 0 picks a free port (printed on stderr). The API key may also come from\n"
     "  $HONE_API_KEY. SIGTERM or SIGINT: stop accepting, finish in-flight requests, exit 0.\n";
@@ -97,6 +100,7 @@ int hone_cli_serve(int argc, char **argv)
     int tune = 0, profile = 1;
     hone_device device = HONE_DEVICE_CPU;
     int64_t v, kv_blocks = 0;
+    const char *kernels_dir = NULL;
     so.api_key = getenv("HONE_API_KEY");
     if (so.api_key && !*so.api_key) so.api_key = NULL;
     for (int i = 1; i < argc; i++) {
@@ -129,6 +133,7 @@ int hone_cli_serve(int argc, char **argv)
         else if (IS("--timeout")) { if (parse_int(a, val, 1, 86400 * 7, &v)) return 2; sco.timeout_s = (double)v; }
         else if (IS("--llm")) to.llm = val;
         else if (IS("--llm-model")) to.llm_model = val;
+        else if (IS("--kernels")) kernels_dir = val;
         else if (IS("--tune-repo")) to.repo = val;
         else if (IS("--tune-slot")) to.slot = val;
         else if (IS("--tune-state-dir")) to.state_dir = val;
@@ -149,6 +154,7 @@ int hone_cli_serve(int argc, char **argv)
     hone_scheduler *sched = NULL;
     hone_server *srv = NULL;
     hone_tuner *tuner = NULL;
+    hone_kernel_loader *kl = NULL;
     hone_profile *prof = NULL;
     hone_chat_template tmpl;
     int have_tmpl = 0, rc = 1;
@@ -181,6 +187,7 @@ int hone_cli_serve(int argc, char **argv)
     co.kv_blocks = kv_blocks;
     if (hone_backend_new(&be, m, device, &co)) goto fail;
     int on_gpu = hone_backend_device(be) == HONE_DEVICE_CUDA;
+    if (hone_cli_load_kernels(&kl, be, m, kernels_dir)) goto fail;
     if (on_gpu && sco.max_batch > 1) {
         /* its forward batch takes the rows of one sequence (engine/backend.h) */
         fprintf(stderr, "hone serve: the CUDA backend runs one sequence per step: --max-batch 1\n");
@@ -211,6 +218,7 @@ int hone_cli_serve(int argc, char **argv)
             goto fail;
         }
         to.model_path = model_path;
+        to.kernels_dir = kl ? kernels_dir : NULL; /* the incumbents: what is served */
         if (hone_tuner_new(&tuner, sched, be, &to)) goto fail; /* swaps in the backend's table */
         so.tuning_json = hone_tuner_json;
         so.tuning_metrics = hone_tuner_metrics;
@@ -253,6 +261,7 @@ fail:
     if (prof && hone_backend_device(be) == HONE_DEVICE_CPU) hone_backend_set_slot_hook(be, NULL, NULL);
     hone_profile_free(prof);
     hone_backend_free(be);
+    hone_kernel_loader_free(kl); /* after the backend: its table called into the objects */
     if (have_tmpl) hone_chat_clear(&tmpl);
     hone_tokenizer_free(tok);
     hone_model_free(m);

@@ -11,9 +11,13 @@
 static const char tune_usage[] =
     "usage: hone tune -m MODEL [--llm URL|self|none] [--llm-model NAME] [--budget N] [--slot SLOT]\n"
     "                 [--state-dir DIR] [--repo DIR] [--no-commit] [--threshold X] [-t THREADS]\n"
-    "                 [--device cpu] [--report DIR] [--no-progress]\n"
-    "--report DIR: a report to open in a browser (DIR/index.html, charts by gnuplot) of every slot's\n"
-    "best accepted kernel; the progress line is a bar on a terminal, plain lines otherwise\n";
+    "                 [--kernels DIR] [--device cpu] [--report DIR] [--no-progress]\n"
+    "  --kernels DIR: start from an approved kernels tree (DIR/cpu/<slot>.c, as serve --kernels):\n"
+    "                 it serves while profiling and measuring, and each candidate must beat the\n"
+    "                 kernel it serves\n"
+    "  --report DIR:  a report to open in a browser (DIR/index.html, charts by gnuplot) of every\n"
+    "                 slot's best accepted kernel\n"
+    "  the progress line is a bar on a terminal, plain lines otherwise (--no-progress: none)\n";
 
 int hone_cli_tune(int argc, char **argv)
 {
@@ -32,6 +36,7 @@ int hone_cli_tune(int argc, char **argv)
         else if (!strcmp(a, "--slot")) o.slot = v;
         else if (!strcmp(a, "--state-dir")) o.state_dir = v;
         else if (!strcmp(a, "--repo")) o.repo = v;
+        else if (!strcmp(a, "--kernels")) o.kernels_dir = v;
         else if (!strcmp(a, "--threshold")) o.threshold = atof(v);
         else if (!strcmp(a, "-t")) o.n_threads = atoi(v);
         else if (!strcmp(a, "--device")) o.backend = v;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "candidates/compile.h"
+#include "candidates/kernel_loader.h"
 #include "candidates/sha256.h"
 #include "candidates/store.h"
 #include "candidates/worker.h"
@@ -156,6 +157,8 @@ typedef struct {
     case_data main;        /* the slot's cases */
     case_data fresh;       /* the same shapes with other inputs, run at main's addresses */
     void *inc_fn;
+    hone_slot_table served;    /* the incumbent table: the baselines, or what opts->kernels_dir serves */
+    hone_kernel_loader *kl;    /* owns the served tree's objects */
     int verdict_done;
     double bound_worst;    /* faithful: the largest error / (slack x a-priori bound) seen */
     int cuda;              /* the candidate is a CUDA kernel */
@@ -1199,6 +1202,7 @@ static int mworker(void *argp)
     if (hone_backend_new(&b, r->model, HONE_DEVICE_CPU, &co) != 0) return 6;
     int64_t V = hone_model_hparams(r->model)->n_vocab;
     hone_slot_table *t = hone_backend_slots(b);
+    *t = r->served;
     void *inc = hone_slots_get(t, r->slot);
     if (hone_worker_enter_filter(-1) != 0) return 4;
     if (a->mode == 0) {
@@ -1341,6 +1345,7 @@ static int model_gates(run_state *r, int do_e2e)
         reject(r, HONE_GUARD_INTERNAL, "model context: %s", hone_error_last());
         goto done;
     }
+    *hone_backend_slots(bk) = r->served;
     inc = malloc(mp.lbytes);
     cand = hone_worker_shared_new(mp.lbytes);
     if (!inc || !cand) {
@@ -1900,6 +1905,28 @@ static void write_evidence(run_state *r, hone_store *st, double t_start)
     cJSON_Delete(root);
 }
 
+/* The incumbent table: the shipped baselines, with what opts->kernels_dir serves installed
+ * through the kernel loader (its self-check and the evidence's object hash: served = vetted).
+ * A kernel of the tree the loader refuses is not served, so its baseline is the incumbent. */
+static int served_table(run_state *r)
+{
+    hone_slots_cpu_baseline(&r->served);
+    if (!r->o->kernels_dir) return 0;
+    hone_kernel_loader_opts ko = HONE_KERNEL_LOADER_OPTS_INIT;
+    ko.kernels_dir = r->o->kernels_dir;
+    ko.model = r->model;
+    ko.quiet = 1;
+    int rc = hone_kernel_loader_new(&r->kl, &r->served, &ko);
+    if (rc) return rc;
+    hone_kernel_state ks = hone_kernel_loader_state(r->kl, r->slot);
+    gate(r, "incumbent", "pass", "%s serves %d approved kernel(s), %d refused; %s: %s%s", r->o->kernels_dir,
+         hone_kernel_loader_n_installed(r->kl), hone_kernel_loader_n_refused(r->kl), hone_slots_name(r->slot),
+         ks == HONE_KERNEL_INSTALLED ? "the served kernel " : ks == HONE_KERNEL_REFUSED ? "refused there, the baseline: "
+                                                                                       : "the baseline",
+         ks == HONE_KERNEL_BASELINE ? "" : hone_kernel_loader_detail(r->kl, r->slot));
+    return 0;
+}
+
 int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *report)
 {
     double t_start = mono_s();
@@ -1939,7 +1966,9 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
 
     /* 1. freeze: hash and store, then draw the seed */
     char inc_path[4400] = "", inc_dir[4096], inc_hash[65] = "";
-    if (!cuda)
+    if (!cuda && opts->kernels_dir) /* the served kernel when the tree has one */
+        snprintf(inc_path, sizeof inc_path, "%s/cpu/%s.c", opts->kernels_dir, opts->slot);
+    if (!cuda && (!inc_path[0] || access(inc_path, R_OK) != 0))
         snprintf(inc_path, sizeof inc_path, "%s/kernels/cpu/%s.c", HONE_SOURCE_DIR, opts->slot);
     else if (hone_cuda_kernels_dir(inc_dir, sizeof inc_dir) == 0) /* $HONE_KERNELS_DIR, as the engine */
         snprintf(inc_path, sizeof inc_path, "%s/%s.cu", inc_dir, opts->slot);
@@ -2021,11 +2050,8 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
     /* 4. kernel parity */
     progress(&r, "kernel-parity", 0, NULL);
     if ((rc = hone_model_load(&r.model, opts->model_path)) != 0) goto done;
-    {
-        hone_slot_table base;
-        hone_slots_cpu_baseline(&base);
-        r.inc_fn = hone_slots_get(&base, r.slot);
-    }
+    if ((rc = served_table(&r)) != 0) goto done;
+    r.inc_fn = hone_slots_get(&r.served, r.slot);
     if ((rc = case_sets_new(&r, r.inc_fn)) != 0) goto done;
     if ((rc = kernel_parity_gate(&r)) != 0) goto done;
     if (r.verdict_done) goto verdict;
@@ -2075,6 +2101,7 @@ done:
     case_data_free(&r.main);
     case_data_free(&r.fresh);
     hone_cuda_exec_kernels_free(r.kroot);
+    hone_kernel_loader_free(r.kl); /* no backend of the run holds the table any more */
     hone_model_free(r.model);
     hone_store_free(st);
     cJSON_Delete(r.gates);

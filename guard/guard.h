@@ -80,6 +80,10 @@ typedef struct {
     const char *name;           /* what the report and the evidence call it, e.g. its file path;
                                  * NULL: "(in memory)" */
     const char *state_dir;      /* NULL: the store's default */
+    const char *kernels_dir;    /* CPU: the served kernels tree (--kernels DIR: DIR/cpu/<slot>.c,
+                                 * loaded through the kernel loader, served = vetted); the
+                                 * incumbent of every gate is then what that tree serves, for the
+                                 * slot and for the rest of the model; NULL: the shipped baselines */
     const char *evidence_path;  /* NULL: none written besides the store */
     double threshold;           /* median speedup needed; default 1.05 */
     double e2e_slack;           /* end to end: accepted when the decode ratio's CI low >= 1 - this;

@@ -89,6 +89,8 @@ def _set():
     s["tiny-mistral-f32"] = dict(BASE, arch="mistral", tokenizer="spm", template="mistral",
                                  family="tiny-mistral")
     s["tiny-llama-spm-f32"] = dict(BASE, tokenizer="spm", template="llama2", family="tiny-llama-spm")
+    # a long context: the tuner's own prompt fits it (tune --llm self on loopback)
+    s["tiny-llama-long-f32"] = dict(BASE, ctx=16384, family="tiny-llama-long")
     return s
 
 

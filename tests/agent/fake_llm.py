@@ -3,6 +3,7 @@
 a remote LLM in tests. It answers requests in order from a script (a JSON list of steps):
   {"reply": "text"}             200 with a chat completion whose content is text
   {"reply_file": "path"}        the same, content read from a file
+  "finish_reason": "length"     (with reply / reply_file) a reply cut at the token limit
   {"status": 500, "body": "…"}  an HTTP error
   {"sleep": 5}                  waits before answering the next step (a timeout)
   {"garbage": "…"}              200 with a body that is not a chat completion
@@ -75,7 +76,7 @@ def main():
                     text = f.read()
             self.send(200, json.dumps({
                 "id": "chatcmpl-%d" % i, "object": "chat.completion", "model": "fake",
-                "choices": [{"index": 0, "finish_reason": "stop",
+                "choices": [{"index": 0, "finish_reason": step.get("finish_reason", "stop"),
                              "message": {"role": "assistant", "content": text}}],
                 "usage": {"prompt_tokens": len(req) // 4, "completion_tokens": len(text) // 4,
                           "total_tokens": len(req) // 4 + len(text) // 4}}))

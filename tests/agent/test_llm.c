@@ -185,6 +185,31 @@ static void test_extract(void)
     CHECK_EQ_INT(hone_extract_code(bad, HONE_SLOT_ADD, "cpu", &code, &st), 0);
     CHECK_EQ_INT(st, HONE_EXTRACT_BAD_SIGNATURE);
     CHECK_STR_CONTAINS(hone_error_last(), "the slot's are");
+    /* a kernel for another slot says which slot it is for */
+    const char *other = "```c\nvoid hone_cpu_swiglu(float *out, const float *g, const float *u, int64_t n, int ith, int nth)\n{ }\n```";
+    CHECK_EQ_INT(hone_extract_code(other, HONE_SLOT_ADD, "cpu", &code, &st), 0);
+    CHECK_EQ_INT(st, HONE_EXTRACT_NO_ENTRY);
+    CHECK_STR_CONTAINS(hone_error_last(), "defines hone_cpu_swiglu, the entry point of slot swiglu; this slot is add");
+    /* a block cut off at the token limit: no closing fence, unbalanced braces */
+    const char *cut = "Here:\n```c\nvoid hone_cpu_add(float *y, const float *a, const float *b, int64_t n, int ith, int nth)\n"
+                      "{\n    for (int64_t i = 0; i < n; i++) {\n        y[i] = a[i] /* { */ + b";
+    CHECK_EQ_INT(hone_extract_code(cut, HONE_SLOT_ADD, "cpu", &code, &st), 0);
+    CHECK_EQ_INT(st, HONE_EXTRACT_PARTIAL);
+    CHECK(code == NULL);
+    CHECK_STR_CONTAINS(hone_error_last(), "is cut off");
+    /* an unterminated fence around a complete function is still the kernel */
+    const char *open_fence = "```c\nvoid hone_cpu_add(float *y, const float *a, const float *b, int64_t n, int ith, int nth)\n"
+                             "{\n    const char *s = \"}\"; (void)s; /* } */\n}\n";
+    CHECK_EQ_INT(hone_extract_code(open_fence, HONE_SLOT_ADD, "cpu", &code, &st), 0);
+    CHECK_EQ_INT(st, HONE_EXTRACT_OK);
+    free(code);
+    /* prose with several blocks: a shell line, a helper, then the kernel; the kernel's block wins */
+    const char *several = "First compile with\n```sh\ngcc -O3 add.c\n```\nA helper:\n```c\nstatic inline float twice(float x) { return 2 * x; }\n```\n"
+                          "And the kernel:\n```c\nvoid hone_cpu_add(float *y, const float *a, const float *b, int64_t n, int ith, int nth)\n{ (void)y; }\n```\nDone.";
+    CHECK_EQ_INT(hone_extract_code(several, HONE_SLOT_ADD, "cpu", &code, &st), 0);
+    CHECK_EQ_INT(st, HONE_EXTRACT_OK);
+    CHECK(code && strstr(code, "hone_cpu_add") && !strstr(code, "gcc") && !strstr(code, "twice"));
+    free(code);
     /* every shipped baseline, fenced, extracts with its own signature */
     for (int s = 0; s < HONE_SLOT_COUNT; s++) {
         char path[512];

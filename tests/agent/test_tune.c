@@ -144,6 +144,75 @@ static void test_scripted_llm(void)
     free(out);
 }
 
+/* The LLM proposer on realistic replies, on the tiny model: prose around several code blocks (the
+ * kernel's block is guarded), a wrong signature, code cut off at the token limit, the first
+ * kernel proposed again (not guarded twice), a kernel for another slot. Each is a verdict with
+ * its reason; the prompts carry the profile with its roofline and the rejections so far. */
+static void test_realistic_replies(void)
+{
+    char model[512], script[512], log[512], kernel[512], cmd[8192];
+    snprintf(model, sizeof model, "%s/tiny-llama-f32.gguf", HONE_TEST_DATA_DIR);
+    snprintf(script, sizeof script, "%s/script2.json", tmpdir);
+    snprintf(log, sizeof log, "%s/requests2.jsonl", tmpdir);
+    snprintf(kernel, sizeof kernel, "%s/kernel.md", tmpdir);
+    FILE *f = fopen(kernel, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs("To build it:\n```sh\ncc -O3 -c swiglu.c\n```\nA helper you could use:\n```c\n"
+          "static inline float silu(float g) { return g / (1.0f + expf(-g)); }\n```\nThe kernel:\n```c\n"
+          "#include \"kernels/cpu/common.h\"\n\n"
+          "void hone_cpu_swiglu(float *out, const float *gate, const float *up, int64_t n, int ith, int nth)\n"
+          "{\n    int64_t i0, i1;\n    hone_cpu_share(n, ith, nth, &i0, &i1);\n"
+          "    for (int64_t i = i0; i < i1; i++) {\n        float g = gate[i];\n"
+          "        out[i] = g / (1.0f + expf(-g)) * up[i];\n    }\n}\n```\nIt keeps the incumbent's order.\n", f);
+    fclose(f);
+    f = fopen(script, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fprintf(f, "[{\"reply_file\": \"%s\"},\n"
+               " {\"reply\": \"```c\\nvoid hone_cpu_swiglu(float *out, const float *gate, int64_t n, int ith, int nth)\\n{ }\\n```\"},\n"
+               " {\"finish_reason\": \"length\", \"reply\": \"```c\\nvoid hone_cpu_swiglu(float *out, const float *gate, const float *up, int64_t n, int ith, int nth)\\n{\\n    for (int64_t i = 0; i < n; i++) {\\n        out[i] = gate[i] *\"},\n"
+               " {\"reply_file\": \"%s\"},\n"
+               " {\"reply\": \"Try this rmsnorm:\\n```c\\nvoid hone_cpu_rmsnorm(float *y, const float *x, const float *w, int64_t n, int64_t dim, float eps, int ith, int nth)\\n{ }\\n```\"}]\n",
+            kernel, kernel);
+    fclose(f);
+    int port = start_server(script, log);
+    CHECK(port > 0);
+    snprintf(cmd, sizeof cmd, "%s tune -m %s --llm http://127.0.0.1:%d/v1 --llm-model scripted --slot swiglu "
+             "--budget 5 --no-commit --state-dir %s/state2", HONE_BIN, model, port, tmpdir);
+    char *out = NULL;
+    CHECK_EQ_INT(run(cmd, &out), 0);
+    kill(server_pid, SIGKILL);
+    waitpid(server_pid, NULL, 0);
+    server_pid = 0;
+    /* 1: the kernel's block reached the guard (a verdict with its hash, not "no code") */
+    const char *first = out ? strstr(out, "[1/5] swiglu           ") : NULL;
+    char hash[13] = "";
+    CHECK(first && sscanf(first, "[1/5] swiglu %12s", hash) == 1 && strlen(hash) == 12);
+    CHECK(first && !strncmp(first + 23, hash, 12) && !strstr(out, "[1/5] swiglu           rejected: no"));
+    CHECK_STR_CONTAINS(out, "[2/5] swiglu           rejected: bad signature");
+    CHECK_STR_CONTAINS(out, "[3/5] swiglu           rejected: partial code");
+    CHECK_STR_CONTAINS(out, "(the reply stopped at the token limit)");
+    char dup[128];
+    snprintf(dup, sizeof dup, "[4/5] swiglu           rejected: duplicate of candidate %s, guarded before", hash);
+    CHECK_STR_CONTAINS(out, dup);
+    CHECK_STR_CONTAINS(out, "[5/5] swiglu           rejected: no entry point");
+    CHECK_STR_CONTAINS(out, "the entry point of slot rmsnorm; this slot is swiglu");
+    CHECK_STR_CONTAINS(out, "5 candidates, 3 without usable code, 0 LLM errors");
+    free(out);
+    /* five requests, each prompt with the profile and its roofline; the last one learns from the
+     * bad signature, the cut-off block and the duplicate */
+    char *reqs = slurp(log);
+    int lines = 0;
+    for (char *q = reqs; q && *q; q++) lines += *q == '\n';
+    CHECK_EQ_INT(lines, 5);
+    char *last = reqs ? strrchr(reqs, '{') : NULL;
+    while (last && last > reqs && last[-1] != '\n') last--;
+    CHECK(reqs && strstr(reqs, "of the measured roofline"));
+    CHECK(last && strstr(last, "bad signature") && strstr(last, "partial code") && strstr(last, "duplicate"));
+    free(reqs);
+}
+
 static void test_search_none(void)
 {
     char model[512], repo[512], cmd[4096];
@@ -172,15 +241,22 @@ static void test_search_none(void)
     CHECK_EQ_INT(run(cmd, &out), 1);
     CHECK_STR_CONTAINS(out, "no template for swiglu");
     free(out);
-    /* --llm self asks the engine's own server for the model it serves (it answered 404 "The
-     * model 'default' does not exist" before); the tiny model's 256-token context then refuses
-     * the request's 4096 max_tokens: a clear 400, counted as an LLM error */
+    /* --llm self: the engine serves its own model to the tuner on loopback (the model it serves,
+     * its whole trained context, no max_tokens: it answers to the end of its context) and a
+     * round runs through it: the tiny random model's reply holds no code, a verdict of the round */
+    snprintf(model, sizeof model, "%s/tiny-llama-long-f32.gguf", HONE_TEST_DATA_DIR);
     snprintf(cmd, sizeof cmd, "%s tune -m %s --llm self --slot swiglu --budget 1 --no-commit "
              "--state-dir %s/state", HONE_BIN, model, tmpdir);
     CHECK_EQ_INT(run(cmd, &out), 0);
     CHECK_STR_CONTAINS(out, "proposer: self (this model on loopback)");
-    CHECK(out && !strstr(out, "does not exist"));
-    CHECK_STR_CONTAINS(out, "HTTP 400: 'max_tokens' is 4096");
+    CHECK(out && !strstr(out, "does not exist") && !strstr(out, "LLM call failed"));
+    CHECK_STR_CONTAINS(out, "[1/1] swiglu           rejected: no code");
+    CHECK_STR_CONTAINS(out, "from llm tiny-llama-long-f32 via http://127.0.0.1:");
+    const char *via = out ? strstr(out, "/v1/chat/completions, ") : NULL;
+    long long pt = 0, ct = -1;
+    CHECK(via && sscanf(via, "/v1/chat/completions, %lld prompt + %lld completion tokens", &pt, &ct) == 2);
+    CHECK_MSG(pt > 1000 && ct >= 0, "prompt %lld, completion %lld tokens", pt, ct); /* the whole prompt went */
+    CHECK_STR_CONTAINS(out, "1 without usable code, 0 LLM errors");
     free(out);
 }
 
@@ -196,6 +272,7 @@ int main(int argc, char **argv)
 {
     if (!mkdtemp(tmpdir)) return 1;
     atexit(cleanup);
-    static const harness_case cases[] = {TEST_CASE(test_scripted_llm), TEST_CASE(test_search_none)};
-    return harness_run(cases, 2, argc, argv);
+    static const harness_case cases[] = {TEST_CASE(test_scripted_llm), TEST_CASE(test_realistic_replies),
+                                         TEST_CASE(test_search_none)};
+    return harness_run(cases, 3, argc, argv);
 }
