@@ -950,6 +950,7 @@ static int shapes_timing(run_state *r)
         wo.timeout_s = 120;
         wo.cpu_s = 120;
         hone_worker_result w;
+        memset(&w, 0, sizeof w);
         if (hone_worker_run(&w, &wo, kworker, &a) == 0 && w.ok && sh->done) {
             hone_evidence *ev = &r->res->ev;
             for (int k = 0; k < sh->n && ev->n_shapes < HONE_EVIDENCE_MAX_SHAPES; k++) {
@@ -965,7 +966,7 @@ static int shapes_timing(run_state *r)
                  sh->n, sh->reps, mono_s() - t0);
         } else {
             gate(r, "speed-shapes", "skipped", "the per-shape timing worker did not finish: %s (evidence only)",
-                 w.ok ? "no result" : w.reason);
+                 w.ok ? "no result" : w.reason[0] ? w.reason : hone_error_last());
         }
     }
     hone_worker_shared_free(sp, sizeof *sp);
