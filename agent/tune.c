@@ -66,7 +66,7 @@ static int decode_rate(hone_backend *be, const hone_model *m, double *out)
 
 /* Profiles a prompt and some decode steps; fills the ranking. */
 static int profile_model(hone_backend *be, const hone_model *m, int n_threads, hone_profile_row *rows,
-                         int cap, int *n, FILE *log)
+                         int cap, int *n)
 {
     hone_profile *p = NULL;
     hone_profile_opts po = HONE_PROFILE_OPTS_INIT;
@@ -92,16 +92,20 @@ static int profile_model(hone_backend *be, const hone_model *m, int n_threads, h
     free(logits);
     hone_profile_detach(p, be);
     if (!rc) rc = hone_profile_ranking(p, rows, cap, n);
-    if (!rc && log) {
-        fprintf(log, "tune: profile of %s (top slots by expected gain):\n", hone_model_name(m));
-        for (int i = 0; i < *n && i < 5 && i < cap; i++)
-            fprintf(log, "  %d. %-18s %-14s %5.1f%% of step time, %5.1f%% of roofline, gain %.1f%%\n",
-                    i + 1, rows[i].name, rows[i].shape, 100 * rows[i].share, 100 * rows[i].roofline,
-                    100 * rows[i].gain);
-    }
 done:
     hone_profile_free(p);
     return rc;
+}
+
+/* The ranking's top rows on log (after the progress step, whose bar shares the stream). */
+static void print_profile(const hone_model *m, const hone_profile_row *rows, int n, int cap, FILE *log)
+{
+    if (!log) return;
+    fprintf(log, "tune: profile of %s (top slots by expected gain):\n", hone_model_name(m));
+    for (int i = 0; i < n && i < 5 && i < cap; i++)
+        fprintf(log, "  %d. %-18s %-14s %5.1f%% of step time, %5.1f%% of roofline, gain %.1f%%\n",
+                i + 1, rows[i].name, rows[i].shape, 100 * rows[i].share, 100 * rows[i].roofline,
+                100 * rows[i].gain);
 }
 
 /* --kernels DIR: the approved tree serves from the start (the kernel loader's checks); the
@@ -451,8 +455,9 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
     hone_profile_row rows[64];
     int n_rows = 0;
     hone_progress_candidate(prog, 0, hone_model_name(m));
-    TUNE_STEP(prog, "profile", profile_model(be, m, o.n_threads, rows, 64, &n_rows, log));
+    TUNE_STEP(prog, "profile", profile_model(be, m, o.n_threads, rows, 64, &n_rows));
     if (rc) goto done;
+    print_profile(m, rows, n_rows, 64, log);
     if (n_rows > 64) n_rows = 64;
     hone_slot_id plan[16];
     const hone_profile_row *info[16];
