@@ -129,6 +129,60 @@ static const char *fmt_num(char *buf, size_t cap, const char *fmt, double v)
     return buf;
 }
 
+/* The rows of the fields the report reads: end to end, noise, machine, LLM cost, reproduce. */
+static void md_report_rows(sbuf *b, const hone_evidence *ev)
+{
+    char v[1200], a[64], c[64], q[3][32];
+    if (isfinite(ev->e2e_incumbent_tok_s) || isfinite(ev->e2e_candidate_tok_s)) {
+        snprintf(v, sizeof v, "%s -> %s tok/s (step ratio %s, 95%% CI %s .. %s, %d steps)",
+                 fmt_num(a, sizeof a, "%.1f", ev->e2e_incumbent_tok_s), fmt_num(c, sizeof c, "%.1f", ev->e2e_candidate_tok_s),
+                 fmt_num(q[0], 32, "%.3f", ev->e2e_ratio_median), fmt_num(q[1], 32, "%.3f", ev->e2e_ratio_ci_low),
+                 fmt_num(q[2], 32, "%.3f", ev->e2e_ratio_ci_high), ev->e2e_steps);
+        md_row(b, "decode end to end (incumbent -> candidate)", v);
+    }
+    if (isfinite(ev->ab_ratio_iqr_rel)) {
+        snprintf(v, sizeof v, "A/B ratio IQR %.1f%% of the median; bandwidth probe %s / %s GB/s; %d preempted pairs",
+                 100 * ev->ab_ratio_iqr_rel, fmt_num(a, sizeof a, "%.1f", ev->bandwidth_gbps_before),
+                 fmt_num(c, sizeof c, "%.1f", ev->bandwidth_gbps_after), ev->preempted_reps);
+        md_row(b, "noise", v);
+    }
+    const hone_evidence_machine *m = &ev->machine;
+    if (m->cpu_model[0] || m->os[0]) {
+        snprintf(v, sizeof v, "%s; %d cores / %d threads; %s; %s; %s", m->cpu_model[0] ? m->cpu_model : "unknown CPU",
+                 m->cores, m->threads, m->cpu_flags[0] ? m->cpu_flags : "no ISA flags read",
+                 m->compiler[0] ? m->compiler : "compiler unknown", m->os[0] ? m->os : "OS unknown");
+        md_row(b, "machine", v);
+    }
+    if (ev->llm_prompt_tokens >= 0 || ev->llm_completion_tokens >= 0 || isfinite(ev->llm_cost_usd)) {
+        snprintf(v, sizeof v, "%d prompt / %d completion tokens, cost %s", ev->llm_prompt_tokens,
+                 ev->llm_completion_tokens, fmt_num(a, sizeof a, "$%.4f", ev->llm_cost_usd));
+        md_row(b, "LLM", v);
+    }
+    if (ev->reproduce[0]) {
+        snprintf(v, sizeof v, "`%s`", ev->reproduce);
+        md_row(b, "reproduce", v);
+    }
+}
+
+/* Per shape: time, speedup and % of roofline before and after. */
+static void md_shapes(sbuf *b, const hone_evidence *ev)
+{
+    if (ev->n_shapes <= 0) return;
+    sb_puts(b, "\n| shape | incumbent ns | candidate ns | speedup (95% CI) | % of roofline before -> after |\n"
+               "|---|---|---|---|---|\n");
+    for (int i = 0; i < ev->n_shapes && i < HONE_EVIDENCE_MAX_SHAPES; i++) {
+        const hone_evidence_shape *s = &ev->shape[i];
+        char t0[32], t1[32], sp[32], lo[32], hi[32], r0[32], r1[32];
+        sb_puts(b, "| ");
+        put_one_line(b, s->desc, 1);
+        sb_printf(b, "%s | %s | %s | %sx (%s .. %s) | %s -> %s |\n", s->gate ? " (gate)" : "",
+                  fmt_num(t0, 32, "%.0f", s->incumbent_ns), fmt_num(t1, 32, "%.0f", s->candidate_ns),
+                  fmt_num(sp, 32, "%.3f", s->speedup), fmt_num(lo, 32, "%.3f", s->ci_low),
+                  fmt_num(hi, 32, "%.3f", s->ci_high), fmt_num(r0, 32, "%.1f%%", 100 * s->incumbent_roofline),
+                  fmt_num(r1, 32, "%.1f%%", 100 * s->candidate_roofline));
+    }
+}
+
 int hone_review_evidence_to_markdown(char **out, const hone_evidence *ev, const char *slot,
                                      const char *backend)
 {
@@ -182,6 +236,8 @@ int hone_review_evidence_to_markdown(char **out, const hone_evidence *ev, const 
     md_row(&b, "origin", v);
     if (ev->seed >= 0) { snprintf(v, sizeof v, "%lld", (long long)ev->seed); md_row(&b, "input seed", v); }
     if (isfinite(ev->guard_seconds)) md_row(&b, "guard time", fmt_num(v, sizeof v, "%.1f s", ev->guard_seconds));
+    md_report_rows(&b, ev);
+    md_shapes(&b, ev);
     return sb_finish(&b, out);
 }
 
@@ -671,8 +727,9 @@ done:
     return rc;
 }
 
-int hone_review_read_candidate(char **out, size_t *len, char slot[64], char backend[16],
-                               const hone_review_opts *opts, const char *branch)
+/* The bytes of kernels/<backend>/<slot>.<suffix> on the branch (NUL-terminated) into *out. */
+static int read_branch_file(char **out, size_t *len, char slot[64], char backend[16], const hone_review_opts *opts,
+                            const char *branch, int evidence)
 {
     git_repository *repo = NULL;
     git_commit *tip = NULL;
@@ -683,7 +740,7 @@ int hone_review_read_candidate(char **out, size_t *len, char slot[64], char back
     *len = 0;
     git_libgit2_init();
     TRY(open_branch(&repo, &tip, name, sizeof name, slot, backend, opts, branch));
-    snprintf(kpath, sizeof kpath, "kernels/%s/%s.%s", backend, slot, kernel_ext(backend));
+    snprintf(kpath, sizeof kpath, "kernels/%s/%s.%s", backend, slot, evidence ? "evidence.json" : kernel_ext(backend));
     git_oid id;
     if ((rc = blob_at(&id, tip, kpath)) != 0) {
         if (rc == 1) rc = hone_error_set(HONE_EINVAL, "review: branch %s has no %s", name, kpath);
@@ -703,6 +760,19 @@ done:
     git_repository_free(repo);
     git_libgit2_shutdown();
     return rc;
+}
+
+int hone_review_read_candidate(char **out, size_t *len, char slot[64], char backend[16],
+                               const hone_review_opts *opts, const char *branch)
+{
+    return read_branch_file(out, len, slot, backend, opts, branch, 0);
+}
+
+int hone_review_read_evidence(char **out, const hone_review_opts *opts, const char *branch)
+{
+    char slot[64], backend[16];
+    size_t len;
+    return read_branch_file(out, &len, slot, backend, opts, branch, 1);
 }
 
 int hone_review_delete(const hone_review_opts *opts, const char *branch)

@@ -73,6 +73,10 @@ int hone_review_show(char **out, const hone_review_opts *opts, const char *branc
 int hone_review_read_candidate(char **out, size_t *len, char slot[64], char backend[16],
                                const hone_review_opts *opts, const char *branch);
 
+/* The evidence JSON a branch commits (kernels/<backend>/<slot>.evidence.json; malloc'd,
+ * NUL-terminated): what `hone review show --report` renders (agent/report.h). */
+int hone_review_read_evidence(char **out, const hone_review_opts *opts, const char *branch);
+
 /* Deletes one hone/... branch (never another branch, never the checked-out one). */
 int hone_review_delete(const hone_review_opts *opts, const char *branch);
 

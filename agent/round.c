@@ -3,6 +3,7 @@
 #include "round.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,7 +83,15 @@ int hone_round_run(hone_round_result *out, const hone_round_opts *opts, const ho
     go.origin_kind = pr->origin_kind;
     go.origin = pr->origin;
     go.quiet = 1;
+    go.progress = opts->progress;
+    go.progress_user = opts->progress_user;
     out->guard_rc = hone_guard_run(&out->guard, &go, NULL);
+    /* the proposer's LLM usage joins the evidence the review commits (-1 / NaN: unknown) */
+    out->guard.ev.llm_prompt_tokens = pr->llm_prompt_tokens >= 0 && pr->llm_prompt_tokens <= INT32_MAX
+                                          ? (int)pr->llm_prompt_tokens : -1;
+    out->guard.ev.llm_completion_tokens = pr->llm_completion_tokens >= 0 && pr->llm_completion_tokens <= INT32_MAX
+                                              ? (int)pr->llm_completion_tokens : -1;
+    out->guard.ev.llm_cost_usd = pr->llm_cost_usd;
     const hone_guard_result *gr = &out->guard;
     if (!out->guard_rc && hist && hist->n_seen < HONE_ROUND_MAX_SEEN) {
         snprintf(hist->seen[hist->n_seen], sizeof hist->seen[0], "%s", gr->hash);

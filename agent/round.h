@@ -28,6 +28,8 @@ typedef struct {
     const char *push_remote;  /* non-NULL: push each committed branch to this remote, a name or a
                                  URL (agent/review_push.h); NULL: keep branches local */
     int history_cap;          /* rejections kept for the next prompts, <= HONE_ROUND_MAX_HISTORY */
+    void (*progress)(void *user, const char *gate, int end, const char *status); /* the guard's */
+    void *progress_user;      /* (hone_guard_opts.progress); NULL: none */
 } hone_round_opts;
 
 #define HONE_ROUND_OPTS_INIT                                                                  \

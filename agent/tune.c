@@ -16,7 +16,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "agent/progress.h"
 #include "agent/proposer.h"
+#include "agent/report.h"
 #include "agent/round.h"
 #include "agent/search.h"
 #include "agent/search_memory.h"
@@ -68,7 +70,7 @@ static int decode_rate(hone_backend *be, const hone_model *m, double *out)
 
 /* Profiles a prompt and some decode steps; fills the ranking. */
 static int profile_model(hone_backend *be, const hone_model *m, int n_threads, hone_profile_row *rows,
-                         int cap, int *n, FILE *log)
+                         int cap, int *n)
 {
     hone_profile *p = NULL;
     hone_profile_opts po = HONE_PROFILE_OPTS_INIT;
@@ -94,16 +96,20 @@ static int profile_model(hone_backend *be, const hone_model *m, int n_threads, h
     free(logits);
     hone_profile_detach(p, be);
     if (!rc) rc = hone_profile_ranking(p, rows, cap, n);
-    if (!rc && log) {
-        fprintf(log, "tune: profile of %s (top slots by expected gain):\n", hone_model_name(m));
-        for (int i = 0; i < *n && i < 5 && i < cap; i++)
-            fprintf(log, "  %d. %-18s %-14s %5.1f%% of step time, %5.1f%% of roofline, gain %.1f%%\n",
-                    i + 1, rows[i].name, rows[i].shape, 100 * rows[i].share, 100 * rows[i].roofline,
-                    100 * rows[i].gain);
-    }
 done:
     hone_profile_free(p);
     return rc;
+}
+
+/* The ranking's top rows on log (after the progress step, whose bar shares the stream). */
+static void print_profile(const hone_model *m, const hone_profile_row *rows, int n, int cap, FILE *log)
+{
+    if (!log) return;
+    fprintf(log, "tune: profile of %s (top slots by expected gain):\n", hone_model_name(m));
+    for (int i = 0; i < n && i < 5 && i < cap; i++)
+        fprintf(log, "  %d. %-18s %-14s %5.1f%% of step time, %5.1f%% of roofline, gain %.1f%%\n",
+                i + 1, rows[i].name, rows[i].shape, 100 * rows[i].share, 100 * rows[i].roofline,
+                100 * rows[i].gain);
 }
 
 /* --kernels DIR: the approved tree serves from the start (the kernel loader's checks); the
@@ -204,6 +210,61 @@ static int plan_slots(const hone_tune_opts *o, int search, const hone_profile_ro
     return k;
 }
 
+/* ---- --report and the progress line ---- */
+
+/* The evidence JSON of each slot's best accepted candidate (index: out->slots), for --report. */
+typedef struct {
+    char *json[HONE_TUNE_MAX_SLOTS];
+} tune_report;
+
+static void tune_report_keep(tune_report *tr, int slot_i, const hone_round_result *r)
+{
+    char *json = NULL;
+    if (!tr || slot_i < 0 || slot_i >= HONE_TUNE_MAX_SLOTS ||
+        hone_evidence_to_json(&json, &r->guard.ev, r->slot, "cpu") != 0)
+        return;
+    free(tr->json[slot_i]);
+    tr->json[slot_i] = json;
+}
+
+/* Writes the report of the kept records into dir; a line on log says where. */
+static int tune_report_write(const tune_report *tr, const char *dir, const hone_tune_result *out,
+                             const hone_model *m, FILE *log)
+{
+    const char *recs[HONE_TUNE_MAX_SLOTS];
+    int n = 0;
+    for (int i = 0; i < out->n_slots && i < HONE_TUNE_MAX_SLOTS; i++)
+        if (tr->json[i]) recs[n++] = tr->json[i];
+    char title[384];
+    snprintf(title, sizeof title, "hone tune: %s", hone_model_name(m));
+    hone_report_opts ro = HONE_REPORT_OPTS_INIT;
+    ro.title = title;
+    if (n) {
+        ro.tok_s_before = out->tok_s_before;
+        ro.tok_s_after = out->tok_s_after;
+    }
+    hone_report_result rr;
+    int rc = hone_report_write(&rr, dir, recs, n, &ro);
+    if (!rc && log)
+        fprintf(log, "tune: report of %d accepted slot%s: %s/index.html (%d chart%s)%s%s\n", n, n == 1 ? "" : "s",
+                dir, rr.charts, rr.charts == 1 ? "" : "s", rr.note[0] ? "; " : "", rr.note);
+    return rc;
+}
+
+static void tune_report_clear(tune_report *tr)
+{
+    for (int i = 0; i < HONE_TUNE_MAX_SLOTS; i++) free(tr->json[i]);
+}
+
+/* The progress line's step around fn (profile, measurements). */
+#define TUNE_STEP(prog, name, call)                                                                  \
+    do {                                                                                             \
+        hone_progress_begin((prog), (name));                                                         \
+        rc = (call);                                                                                 \
+        hone_progress_end((prog), (name), rc ? "failed" : NULL);                                     \
+        hone_progress_clear(prog);                                                                   \
+    } while (0)
+
 /* A round's report lines and tallies (the hook runs between the guard and the commit). */
 typedef struct {
     const hone_tune_opts *o;
@@ -212,13 +273,22 @@ typedef struct {
     const char *kernels_dir;    /* the accepted kernels, for the final measurement */
     FILE *log;
     char **best;                /* the slot's best accepted source so far (malloc'd), for the prompt */
+    hone_progress *prog;        /* the live line (NULL: none) */
+    tune_report *report;        /* --report's records (NULL: no report) */
 } tune_round;
+
+static void on_proposed(void *user, const hone_round_result *r)
+{
+    tune_round *t = user;
+    hone_progress_end(t->prog, "propose", r->proposal.status == HONE_PROPOSAL_CODE ? "code" : "no code");
+}
 
 static int on_guarded(void *user, const hone_round_result *r)
 {
     tune_round *t = user;
     const hone_guard_result *gr = &r->guard;
     FILE *log = t->log;
+    hone_progress_clear(t->prog);
     if (r->guard_rc) {
         if (log) fprintf(log, "tune: [%d/%d] %-16s guard could not run: %s\n", r->number, t->o->budget,
                          r->slot, r->guard_error);
@@ -233,6 +303,7 @@ static int on_guarded(void *user, const hone_round_result *r)
     }
     /* only a new best of its slot is kept (for the end-to-end measurement) and committed */
     if (!hone_round_tally_count(t->sr, r)) return 0;
+    tune_report_keep(t->report, (int)(t->sr - t->out->slots), r);
     free(*t->best);
     *t->best = strdup(r->proposal.source);
     if (hone_round_kernel_write(t->kernels_dir, r->slot, r->proposal.source) && log)
@@ -245,6 +316,7 @@ static void report_round(tune_round *t, const hone_round_result *r)
 {
     const hone_proposal *pr = &r->proposal;
     FILE *log = t->log;
+    hone_progress_clear(t->prog);
     if (pr->status == HONE_PROPOSAL_LLM_FAILED) {
         t->out->llm_errors++;
         if (log) fprintf(log, "tune: [%d/%d] %-16s LLM call failed: %s\n", r->number, t->o->budget, r->slot, pr->why);
@@ -547,6 +619,10 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
     pid_t self_pid = -1;
     char tmpdir[] = "/tmp/hone-tune-XXXXXX";
     int have_tmp = 0, rc;
+    hone_progress *prog = NULL;
+    static tune_report report; /* one tuning run per process */
+    memset(&report, 0, sizeof report);
+    if (log && o.progress && (rc = hone_progress_new(&prog, log, o.budget, o.progress < 0 ? -1 : 1))) return rc;
     hone_ctx_opts co = HONE_CTX_OPTS_INIT;
     co.n_threads = o.n_threads;
     co.n_ctx = 160;
@@ -561,7 +637,10 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
 
     hone_profile_row rows[64];
     int n_rows = 0;
-    if ((rc = profile_model(be, m, o.n_threads, rows, 64, &n_rows, log))) goto done;
+    hone_progress_candidate(prog, 0, hone_model_name(m));
+    TUNE_STEP(prog, "profile", profile_model(be, m, o.n_threads, rows, 64, &n_rows));
+    if (rc) goto done;
+    print_profile(m, rows, n_rows, 64, log);
     if (n_rows > 64) n_rows = 64;
     hone_slot_id plan[16];
     const hone_profile_row *info[16];
@@ -600,6 +679,8 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
     ro.threshold = o.threshold;
     ro.commit = o.commit;
     ro.push_remote = o.push;
+    ro.progress = prog ? hone_progress_guard_cb : NULL;
+    ro.progress_user = prog;
     static hone_round_history hist; /* large; one tuning run per process */
     memset(&hist, 0, sizeof hist);
     char kernels_dir[sizeof tmpdir + 16];
@@ -611,7 +692,7 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
             hone_tune_slot_result *sr = hone_round_tally_of(out->slots, &out->n_slots, HONE_TUNE_MAX_SLOTS,
                                                             hone_slots_name(plan[i]));
             char *best = NULL; /* the slot's best accepted source (on_guarded keeps it) */
-            tune_round tr = {&o, out, sr, kernels_dir, log, &best};
+            tune_round tr = {&o, out, sr, kernels_dir, log, &best, prog, o.report_dir ? &report : NULL};
             int cap = screen_left / (n_plan - i);
             if (cap < 4 && screen_left >= 4) cap = 4;
             int before = out->screened;
@@ -655,8 +736,10 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
         hone_proposer_request rq = {.slot = slot, .index = next_point++, .shapes = shapes, .profile = profile,
                                     .kernels_dir = o.kernels_dir, .best_source = best_src,
                                     .best_summary = best_src ? best_summary : NULL};
-        tune_round tr = {&o, out, sr, kernels_dir, log, &best_src};
-        hone_round_hooks hooks = {.user = &tr, .on_guarded = on_guarded};
+        tune_round tr = {&o, out, sr, kernels_dir, log, &best_src, prog, o.report_dir ? &report : NULL};
+        hone_round_hooks hooks = {.user = &tr, .on_proposed = on_proposed, .on_guarded = on_guarded};
+        hone_progress_candidate(prog, out->candidates, hone_slots_name(slot));
+        hone_progress_begin(prog, "propose");
         static hone_round_result rr; /* large; one tuning run per process */
         if ((rc = hone_round_run(&rr, &ro, &prop, &rq, out->candidates, &hist, &hooks))) goto done;
         report_round(&tr, &rr);
@@ -666,12 +749,18 @@ int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log)
 measured:; /* the search path joins here */
     int any = 0;
     for (int i = 0; i < out->n_slots; i++) any |= out->slots[i].accepted > 0;
+    hone_progress_begin(prog, any ? "decode after" : "decode");
     if (any) rc = measure_after(out, be, m, kernels_dir, &kl);
     else rc = measure(out, be, m, hone_backend_slots(be), NULL);
+    hone_progress_end(prog, any ? "decode after" : "decode", rc ? "failed" : NULL);
+    hone_progress_clear(prog);
     if (rc) goto done;
     if (log) report_table(out, log);
+    if (o.report_dir && (rc = tune_report_write(&report, o.report_dir, out, m, log))) goto done;
     rc = 0;
 done:
+    hone_progress_free(prog);
+    tune_report_clear(&report);
     if (self_pid > 0) {
         kill(self_pid, SIGTERM);
         waitpid(self_pid, NULL, 0);

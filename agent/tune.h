@@ -30,9 +30,13 @@ typedef struct {
     int n_threads;              /* 0: all CPUs */
     long llm_timeout_ms;        /* 0: 120 s */
     int quiet;
+    const char *report_dir;     /* NULL: none; else a browser report of every slot's best accepted
+                                 * candidate (agent/report.h) is written there at the end */
+    int progress;               /* the live progress line on log (agent/progress.h): -1 a bar when
+                                 * log is a terminal, plain lines otherwise (default); 0 none */
 } hone_tune_opts;
 
-#define HONE_TUNE_OPTS_INIT {.backend = "cpu", .budget = 6, .commit = 1, .threshold = 1.05}
+#define HONE_TUNE_OPTS_INIT {.backend = "cpu", .budget = 6, .commit = 1, .threshold = 1.05, .progress = -1}
 
 #define HONE_TUNE_MAX_SLOTS 8
 
@@ -51,7 +55,7 @@ typedef struct {
     int measure_runs;
 } hone_tune_result;
 
-/* Runs the loop; progress lines (one per candidate) and the final table go to log.
+/* Runs the loop; the progress line, one line per candidate and the final table go to log.
  * Returns 0 when the loop ran (whatever was accepted), a negative HONE_E* code otherwise. */
 int hone_tune_run(hone_tune_result *out, const hone_tune_opts *opts, FILE *log);
 

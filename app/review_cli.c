@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent/report.h"
 #include "agent/review.h"
 #include "agent/review_pr.h"
 #include "agent/review_push.h"
@@ -21,7 +22,7 @@
 
 static const char review_usage[] =
     "usage: hone review list [--repo DIR] [--base REF] [--all]\n"
-    "       hone review show BRANCH [--repo DIR]\n"
+    "       hone review show BRANCH [--repo DIR] [--report OUT]\n"
     "       hone review verify BRANCH -m MODEL [--repo DIR] [-- GUARD-OPTIONS]\n"
     "       hone review prune [--merged | --all] [--repo DIR] [--base REF] [--dry-run]\n"
     "       hone review push [BRANCH... | --all] [--remote NAME|URL] [--ssh-key FILE] [--repo DIR]\n"
@@ -32,7 +33,8 @@ static const char review_usage[] =
     "  SSH: --ssh-key or $HONE_SSH_KEY, else the agent; host key in ~/.ssh/known_hosts or\n"
     "  $HONE_SSH_HOST_KEY=SHA256:...; HTTPS: $HONE_GIT_TOKEN (or $GITHUB_TOKEN, $GH_TOKEN)\n"
     "pr: prints the title, a blank line and the Markdown body; writes them to\n"
-    "  <git dir>/hone/pr/<slot>.<backend>.<hash>.title and .md (or into --out DIR)\n";
+    "  <git dir>/hone/pr/<slot>.<backend>.<hash>.title and .md (or into --out DIR)\n"
+    "OUT: a directory for a report to open in a browser (OUT/index.html, charts by gnuplot)\n";
 
 static void fmt_age(char *buf, size_t cap, int64_t secs)
 {
@@ -230,10 +232,35 @@ static int cli_status(const hone_review_opts *o, const hone_review_status_opts *
     return 0;
 }
 
+/* `show --report OUT`: the branch's evidence as a browser report (agent/report.h). */
+static int cli_report(const hone_review_opts *o, const char *branch, const char *dir)
+{
+    char *ev = NULL;
+    if (hone_review_read_evidence(&ev, o, branch)) {
+        fprintf(stderr, "hone review show: %s\n", hone_error_last());
+        return 1;
+    }
+    char title[512];
+    snprintf(title, sizeof title, "Hone review: %s", branch);
+    hone_report_opts ro = HONE_REPORT_OPTS_INIT;
+    ro.title = title;
+    hone_report_result rr;
+    const char *recs[1] = {ev};
+    int rc = hone_report_write(&rr, dir, recs, 1, &ro);
+    free(ev);
+    if (rc) {
+        fprintf(stderr, "hone review show: report: %s\n", hone_error_last());
+        return 1;
+    }
+    fprintf(stderr, "hone review show: report written to %s/index.html (%d chart%s)%s%s\n", dir, rr.charts,
+            rr.charts == 1 ? "" : "s", rr.note[0] ? "; " : "", rr.note);
+    return 0;
+}
+
 int hone_cli_review(int argc, char **argv)
 {
     hone_review_opts o = HONE_REVIEW_OPTS_INIT;
-    const char *sub = argc > 1 ? argv[1] : NULL, *branch = NULL, *model = NULL;
+    const char *sub = argc > 1 ? argv[1] : NULL, *branch = NULL, *model = NULL, *report = NULL;
     int all = 0, merged = 0, dry_run = 0, nextra = 0, nbranches = 0;
     char **extra = NULL;
     const char *branches[256], *outdir = NULL;
@@ -257,10 +284,12 @@ int hone_cli_review(int argc, char **argv)
             else outdir = v;
             i++;
         }
-        else if ((!strcmp(a, "--repo") || !strcmp(a, "--base") || !strcmp(a, "-m") || !strcmp(a, "--model"))) {
+        else if ((!strcmp(a, "--repo") || !strcmp(a, "--base") || !strcmp(a, "-m") || !strcmp(a, "--model") ||
+                  !strcmp(a, "--report"))) {
             if (!v) { fprintf(stderr, "hone review %s: %s needs a value\n", sub, a); return 2; }
             if (!strcmp(a, "--repo")) o.repo = v;
             else if (!strcmp(a, "--base")) o.base_ref = v;
+            else if (!strcmp(a, "--report")) report = v;
             else model = v;
             i++;
         } else if (a[0] != '-' && (!branch || !strcmp(sub, "push"))) {
@@ -294,7 +323,7 @@ int hone_cli_review(int argc, char **argv)
         }
         fputs(text, stdout);
         free(text);
-        return 0;
+        return report ? cli_report(&o, branch, report) : 0;
     }
     fprintf(stderr, "hone review: unknown subcommand '%s'\n%s", sub, review_usage);
     return 2;

@@ -12,7 +12,7 @@ static const char tune_usage[] =
     "usage: hone tune -m MODEL [--llm URL|self|none] [--llm-model NAME] [--budget N] [--slot SLOT]\n"
     "                 [--state-dir DIR] [--repo DIR] [--no-commit] [--threshold X] [-t THREADS]\n"
     "                 [--kernels DIR] [--device cpu] [--screen N] [--screen-reps R]\n"
-    "                 [--push | --push-to REMOTE]\n"
+    "                 [--push | --push-to REMOTE] [--report DIR] [--no-progress]\n"
     "  --kernels DIR: start from an approved kernels tree (DIR/cpu/<slot>.c, as serve --kernels):\n"
     "                 it serves while profiling and measuring, and each candidate must beat the\n"
     "                 kernel it serves\n"
@@ -26,7 +26,10 @@ static const char tune_usage[] =
     "                 search-memory.json, so a second run skips the points screened before\n"
     "  --screen-reps R: timed pairs of a first screen (default 5)\n"
     "  --push: push each committed review branch to origin as it is committed (--push-to: a remote\n"
-    "  by name or URL; credentials as `hone review push`)\n";
+    "  by name or URL; credentials as `hone review push`)\n"
+    "  --report DIR:  a report to open in a browser (DIR/index.html, charts by gnuplot) of every\n"
+    "                 slot's best accepted kernel\n"
+    "  the progress line is a bar on a terminal, plain lines otherwise (--no-progress: none)\n";
 
 int hone_cli_tune(int argc, char **argv)
 {
@@ -36,6 +39,7 @@ int hone_cli_tune(int argc, char **argv)
         if (!strcmp(a, "--no-commit")) { o.commit = 0; continue; }
         if (!strcmp(a, "--quiet")) { o.quiet = 1; continue; }
         if (!strcmp(a, "--push")) { o.push = "origin"; continue; }
+        if (!strcmp(a, "--no-progress")) { o.progress = 0; continue; }
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(tune_usage, stdout); return 0; }
         if (!v) { fprintf(stderr, "hone tune: %s needs a value\n%s", a, tune_usage); return 2; }
         if (!strcmp(a, "-m")) o.model_path = v;
@@ -52,6 +56,7 @@ int hone_cli_tune(int argc, char **argv)
         else if (!strcmp(a, "--screen-reps")) o.screen_reps = atoi(v);
         else if (!strcmp(a, "-t")) o.n_threads = atoi(v);
         else if (!strcmp(a, "--device")) o.backend = v;
+        else if (!strcmp(a, "--report")) o.report_dir = v;
         else if (!strcmp(a, "--llm-timeout")) o.llm_timeout_ms = (long)(atof(v) * 1000);
         else { fprintf(stderr, "hone tune: unknown option %s\n%s", a, tune_usage); return 2; }
         i++;

@@ -137,6 +137,14 @@ static int compiler_identity(char *out, size_t cap, const char *cc)
     return rc;
 }
 
+int hone_compile_cpu_compiler(char *out, size_t cap)
+{
+    char line[512];
+    int rc = compiler_identity(line, sizeof line, compiler());
+    snprintf(out, cap, "%s: %s", compiler(), rc ? "unknown" : line);
+    return rc;
+}
+
 /* The content key (see hone_compile_cpu_result.key); each part NUL-terminated so that no two
  * different inputs concatenate to the same bytes. */
 static int content_key(char out[65], const char *cc, const char *src, size_t len, const char *root)

@@ -73,6 +73,11 @@ int hone_compile_cpu_cached(hone_compile_cpu_result *out, char *so_path, size_t 
 /* The SHA-256 of a file's bytes (e.g. an object to compare with evidence). */
 int hone_compile_file_hash(char out[65], const char *path);
 
+/* The CPU compiler hone_compile_cpu runs, as "<name>: <first line of its --version>"
+ * ("cc: gcc (Debian 12.2.0-14) 12.2.0"): what the evidence records as the compiler. 0, or
+ * HONE_EIO when it cannot be run. */
+int hone_compile_cpu_compiler(char *out, size_t cap);
+
 /* The NVRTC options of every CUDA candidate, besides the architecture: the engine's own, so
  * the compile gate compiles what the engine would run. */
 #define HONE_COMPILE_CUDA_FLAGS HONE_CUDA_NVRTC_FLAGS

@@ -166,7 +166,18 @@ typedef struct {
     int cuda;              /* the candidate is a CUDA kernel */
     hone_cuda_exec_device gpu;
     char kroot[4200];      /* CUDA: the candidate's kernels root (cuda_exec.h) */
+    double speed_bw, speed_gflops; /* the speed gate's roofs, for the other shapes' evidence */
+    const char *gate_open; /* the gate the progress callback was last told began */
 } run_state;
+
+/* Tells opts->progress that gate name begins (end 0) or ended (end 1, with its status). */
+static void progress(run_state *r, const char *name, int end, const char *status)
+{
+    if (!r->o->progress) return;
+    if (!end) r->gate_open = name;
+    else if (r->gate_open && strcmp(r->gate_open, name) == 0) r->gate_open = NULL;
+    r->o->progress(r->o->progress_user, name, end, status);
+}
 
 static cJSON *gate(run_state *r, const char *name, const char *status, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -184,6 +195,7 @@ static cJSON *gate(run_state *r, const char *name, const char *status, const cha
     cJSON_AddStringToObject(g, "detail", detail);
     cJSON_AddItemToArray(r->gates, g);
     if (r->rep) fprintf(r->rep, "  %-14s %-8s %s\n", name, status, detail);
+    progress(r, name, 1, status);
     return g;
 }
 
@@ -206,8 +218,9 @@ static void reject(run_state *r, hone_guard_code code, const char *fmt, ...)
 
 typedef struct {
     const run_state *r;
-    int phase;               /* 0: parity runs; 1: timing + re-check */
+    int phase;               /* 0: parity runs; 1: timing + re-check; 2: every shape's timing */
     volatile struct speed_shm *speed;
+    volatile struct shapes_shm *shapes; /* phase 2 */
 } kworker_arg;
 
 /* Filled by the worker's trusted code, read by the parent, which alone judges them. (Code of
@@ -222,6 +235,16 @@ struct speed_shm {
     uint32_t mxcsr0, mxcsr;
     uint16_t fpcw0, fpcw;
     int fp_case;
+};
+
+/* Phase 2 (the evidence's per-shape timings): SHAPE_REPS pairs of each non-edge case but the
+ * gate's own, which the speed gate timed already. */
+#define SHAPE_REPS 21
+struct shapes_shm {
+    int n, reps, done;
+    int case_i[HONE_EVIDENCE_MAX_SHAPES];
+    double inc_ns[HONE_EVIDENCE_MAX_SHAPES][SHAPE_REPS], cand_ns[HONE_EVIDENCE_MAX_SHAPES][SHAPE_REPS];
+    double inc_cpu[HONE_EVIDENCE_MAX_SHAPES][SHAPE_REPS], cand_cpu[HONE_EVIDENCE_MAX_SHAPES][SHAPE_REPS];
 };
 
 /* MXCSR and the x87 control word: what a kernel must leave as it found them (FTZ/DAZ, rounding
@@ -318,6 +341,100 @@ static void flush_range(const uint8_t *p, size_t n)
     for (size_t k = 0; k < n; k += 64) _mm_clflush(p + k);
 }
 
+/* A case prepared for timing: copies of its bytes outside the shared region, enough that one
+ * rep lasts >= 20 us (at most 16). */
+typedef struct {
+    const hone_case *tc;
+    size_t lo, span;
+    int inner;
+    uint8_t *copies[16];
+} timed_case;
+
+static int timed_case_prepare(timed_case *x, const run_state *r, const hone_case *tc)
+{
+    const hone_case_set *s = &r->main.cs;
+    size_t lo, hi;
+    hone_cases_span(tc, &lo, &hi);
+    x->tc = tc;
+    x->lo = lo;
+    x->span = hi - lo;
+    /* calibrate: copies so that one rep lasts >= 20 us */
+    uint8_t *one = malloc(x->span);
+    if (!one) return 5;
+    const uint8_t *b1 = one - lo;
+    hone_cases_copy((uint8_t *)b1, s->base, tc, 0);
+    hone_cases_call(r->inc_fn, tc, b1, (float *)(b1 + tc->out_off[0]), (float *)(b1 + tc->scratch_off), 0, 1);
+    uint64_t t0 = mono_ns();
+    hone_cases_call(r->inc_fn, tc, b1, (float *)(b1 + tc->out_off[0]), (float *)(b1 + tc->scratch_off), 0, 1);
+    uint64_t t1 = mono_ns();
+    free(one);
+    int inner = (int)(20000.0 / (double)(t1 - t0 + 1)) + 1;
+    x->inner = inner > 16 ? 16 : inner;
+    for (int k = 0; k < x->inner; k++) {
+        x->copies[k] = malloc(x->span);
+        if (!x->copies[k]) return 5;
+        hone_cases_copy(x->copies[k] - lo, s->base, tc, 0); /* (no guard pages in the copies) */
+    }
+    return 0;
+}
+
+/* 3 warm-up pairs, then reps interleaved pairs (AB, BA, ...), every copy flushed before each
+ * rep: per-call wall and thread CPU ns into the arrays. 1 when a call changed the FP state. */
+static int timed_case_run(const timed_case *x, void *fns[2], int reps, volatile double *inc_ns,
+                          volatile double *cand_ns, volatile double *inc_cpu, volatile double *cand_cpu,
+                          volatile struct speed_shm *sp, uint32_t m0, uint16_t c0)
+{
+    const hone_case *tc = x->tc;
+    int inner = x->inner;
+    for (int rep = -3; rep < reps; rep++) { /* 3 warm-up pairs */
+        for (int w = 0; w < 2; w++) {
+            int which = (rep & 1) ? 1 - w : w; /* alternate the order: AB, BA, ... */
+            for (int k = 0; k < inner; k++) flush_range(x->copies[k], x->span);
+            _mm_mfence();
+            uint64_t a0 = mono_ns(), u0 = thread_cpu_ns();
+            for (int k = 0; k < inner; k++) {
+                const uint8_t *bk = x->copies[k] - x->lo;
+                hone_cases_call(fns[which], tc, bk, (float *)(bk + tc->out_off[0]),
+                                (float *)(bk + tc->scratch_off), 0, 1);
+            }
+            uint64_t a1 = mono_ns(), u1 = thread_cpu_ns();
+            if (fp_changed(sp, m0, c0, -1)) return 1;
+            if (rep >= 0) {
+                double ns = (double)(a1 - a0) / inner, cpu = (double)(u1 - u0) / inner;
+                if (which == 0) inc_ns[rep] = ns, inc_cpu[rep] = cpu;
+                else cand_ns[rep] = ns, cand_cpu[rep] = cpu;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Phase 2: every non-edge case but the gate's, SHAPE_REPS pairs each (evidence only). */
+static int time_shapes(kworker_arg *a, void *fns[2])
+{
+    const run_state *r = a->r;
+    const hone_case_set *s = &r->main.cs;
+    volatile struct shapes_shm *sh = a->shapes;
+    static timed_case tcx[HONE_EVIDENCE_MAX_SHAPES]; /* static: large, and the worker is a fork of its own */
+    int n = 0;
+    for (int i = 0; i < s->n && n < HONE_EVIDENCE_MAX_SHAPES - 1; i++) {
+        if (s->c[i].shape.edge || s->c[i].timing) continue;
+        if (timed_case_prepare(&tcx[n], r, &s->c[i]) != 0) return 5;
+        sh->case_i[n++] = i;
+    }
+    if (hone_worker_enter_timing() != 0) return 4;
+    uint32_t m0 = mxcsr_get();
+    uint16_t c0 = fpcw_get();
+    for (int k = 0; k < n; k++)
+        if (timed_case_run(&tcx[k], fns, SHAPE_REPS, sh->inc_ns[k], sh->cand_ns[k], sh->inc_cpu[k],
+                           sh->cand_cpu[k], a->speed, m0, c0))
+            return 9;
+    sh->n = n;
+    sh->reps = SHAPE_REPS;
+    sh->done = 1;
+    return 0;
+}
+
 static int kworker(void *argp)
 {
     kworker_arg *a = argp;
@@ -330,53 +447,16 @@ static int kworker(void *argp)
     }
     /* timing: copies of the timing case, each flushed from every cache level before a rep */
     const hone_case_set *s = &r->main.cs;
-    const hone_case *tc = hone_cases_timing(s);
-    size_t lo, hi;
-    hone_cases_span(tc, &lo, &hi);
-    size_t span = hi - lo;
-    /* calibrate: copies so that one rep lasts >= 20 us */
-    uint8_t *one = malloc(span);
-    if (!one) return 5;
-    const uint8_t *b1 = one - lo;
-    hone_cases_copy((uint8_t *)b1, s->base, tc, 0);
-    hone_cases_call(r->inc_fn, tc, b1, (float *)(b1 + tc->out_off[0]), (float *)(b1 + tc->scratch_off), 0, 1);
-    uint64_t t0 = mono_ns();
-    hone_cases_call(r->inc_fn, tc, b1, (float *)(b1 + tc->out_off[0]), (float *)(b1 + tc->scratch_off), 0, 1);
-    uint64_t t1 = mono_ns();
-    free(one);
-    int inner = (int)(20000.0 / (double)(t1 - t0 + 1)) + 1;
-    if (inner > 16) inner = 16;
-    uint8_t *copies[16];
-    for (int k = 0; k < inner; k++) {
-        copies[k] = malloc(span);
-        if (!copies[k]) return 5;
-        hone_cases_copy(copies[k] - lo, s->base, tc, 0); /* (no guard pages in the copies) */
-    }
-    int reps = speed_reps(r);
-    if (hone_worker_enter_timing() != 0) return 4;
     void *fns[2] = {r->inc_fn, fn};
+    if (a->phase == 2) return time_shapes(a, fns);
+    timed_case tcx;
+    if (timed_case_prepare(&tcx, r, hone_cases_timing(s)) != 0) return 5;
+    int reps = speed_reps(r), inner = tcx.inner;
+    if (hone_worker_enter_timing() != 0) return 4;
     uint32_t m0 = mxcsr_get();
     uint16_t c0 = fpcw_get();
-    for (int rep = -3; rep < reps; rep++) { /* 3 warm-up pairs */
-        for (int w = 0; w < 2; w++) {
-            int which = (rep & 1) ? 1 - w : w; /* alternate the order: AB, BA, ... */
-            for (int k = 0; k < inner; k++) flush_range(copies[k], span);
-            _mm_mfence();
-            uint64_t a0 = mono_ns(), u0 = thread_cpu_ns();
-            for (int k = 0; k < inner; k++) {
-                const uint8_t *bk = copies[k] - lo;
-                hone_cases_call(fns[which], tc, bk, (float *)(bk + tc->out_off[0]),
-                                (float *)(bk + tc->scratch_off), 0, 1);
-            }
-            uint64_t a1 = mono_ns(), u1 = thread_cpu_ns();
-            if (fp_changed(a->speed, m0, c0, -1)) return 9;
-            if (rep >= 0) {
-                double ns = (double)(a1 - a0) / inner, cpu = (double)(u1 - u0) / inner;
-                if (which == 0) a->speed->inc_ns[rep] = ns, a->speed->inc_cpu[rep] = cpu;
-                else a->speed->cand_ns[rep] = ns, a->speed->cand_cpu[rep] = cpu;
-            }
-        }
-    }
+    volatile struct speed_shm *sp = a->speed;
+    if (timed_case_run(&tcx, fns, reps, sp->inc_ns, sp->cand_ns, sp->inc_cpu, sp->cand_cpu, sp, m0, c0)) return 9;
     a->speed->reps = reps;
     a->speed->inner = inner;
     /* correctness again, after the timing loop */
@@ -612,7 +692,7 @@ static int kernel_parity_gate(run_state *r)
     double t0 = mono_s();
     struct speed_shm *sp = hone_worker_shared_new(sizeof *sp);
     if (!sp) return HONE_ENOMEM;
-    kworker_arg a = {r, 0, sp};
+    kworker_arg a = {r, 0, sp, NULL};
     hone_worker_opts wo = HONE_WORKER_OPTS_INIT;
     wo.timeout_s = r->o->kernel_timeout_s > 0 ? r->o->kernel_timeout_s : 10.0;
     wo.cpu_s = (int)wo.timeout_s + 2;
@@ -737,7 +817,7 @@ static void speedups(const run_state *r, const timings *t, double *med, double *
 static int timing_worker(run_state *r, struct speed_shm *sp, timings *t, const char *gname, double timeout_s)
 {
     memset(sp, 0, sizeof *sp);
-    kworker_arg a = {r, 1, sp};
+    kworker_arg a = {r, 1, sp, NULL};
     hone_worker_opts wo = HONE_WORKER_OPTS_INIT;
     wo.timeout_s = timeout_s;
     wo.cpu_s = (int)timeout_s;
@@ -807,12 +887,168 @@ static int speed_gate(run_state *r)
         if (speed_decide(med, lo, hi, r->o->threshold) != 0 || mono_s() - t0 > SPEED_BUDGET_S) break;
     }
     double bw1 = peak_bw_gbps();
+    r->res->ev.bandwidth_gbps_before = bw0;
+    r->res->ev.bandwidth_gbps_after = bw1;
     rc = judge_speed(r, t, bw0 > bw1 ? bw0 : bw1, hone_membw_fma_peak_gflops(), "the measured read bandwidth",
                      "caches flushed by clflush", t0);
 done:
     hone_worker_shared_free(sp, sizeof *sp);
     free(t);
     return rc;
+}
+
+/* ---- the evidence's measurements beside the verdicts (guard/evidence.h) ------------------ */
+
+/* One shape's entry from its interleaved pairs (CPU-time ns where measured): medians, the
+ * pairs' speedup and its CI, quantiles, and the fraction of the shape's roofline reached
+ * (bytes / bw GB/s or flops / gflops, the higher; 0: that roof unknown). */
+static void evidence_shape(hone_evidence_shape *e, const run_state *r, const hone_case *c, const double *inc,
+                           const double *cand, int n, double bw, double gflops)
+{
+    double ratio[MAX_REPS * SPEED_ROUNDS];
+    if (n > MAX_REPS * SPEED_ROUNDS) n = MAX_REPS * SPEED_ROUNDS;
+    for (int i = 0; i < n; i++) ratio[i] = inc[i] / cand[i];
+    snprintf(e->desc, sizeof e->desc, "%s", c->desc);
+    e->reps = n;
+    e->incumbent_ns = median(inc, n);
+    e->candidate_ns = median(cand, n);
+    e->speedup = median(ratio, n);
+    bootstrap_ci(ratio, n, r->seed + 2, &e->ci_low, &e->ci_high);
+    hone_evidence_quantiles(e->incumbent_q, inc, n);
+    hone_evidence_quantiles(e->candidate_q, cand, n);
+    e->bytes = hone_cases_cost(c, &e->flops);
+    double bw_ns = bw > 0 ? e->bytes / bw : 0, fl_ns = gflops > 0 ? e->flops / gflops : 0;
+    e->roofline_ns = bw_ns > fl_ns ? bw_ns : fl_ns;
+    e->incumbent_roofline = e->roofline_ns > 0 ? e->roofline_ns / e->incumbent_ns : NAN;
+    e->candidate_roofline = e->roofline_ns > 0 ? e->roofline_ns / e->candidate_ns : NAN;
+}
+
+/* The gate's own shape (first in ev.shape) and the noise of its A/B ratios. */
+static void evidence_gate_shape(run_state *r, const timings *t, double bw, double gflops, int preempted)
+{
+    hone_evidence *ev = &r->res->ev;
+    const double *inc = t->have_cpu ? t->inc_cpu : t->inc_ns, *cand = t->have_cpu ? t->cand_cpu : t->cand_ns;
+    hone_evidence_shape *e = &ev->shape[0];
+    evidence_shape(e, r, hone_cases_timing(&r->main.cs), inc, cand, t->n, bw, gflops);
+    e->gate = 1;
+    ev->n_shapes = 1;
+    double ratio[MAX_REPS * SPEED_ROUNDS];
+    for (int i = 0; i < t->n; i++) ratio[i] = inc[i] / cand[i];
+    hone_evidence_quantiles(ev->ab_ratio_q, ratio, t->n);
+    ev->ab_ratio_iqr_rel = (ev->ab_ratio_q[4] - ev->ab_ratio_q[2]) / ev->ab_ratio_q[3];
+    ev->preempted_reps = preempted;
+    r->speed_bw = bw;
+    r->speed_gflops = gflops;
+}
+
+/* The end-to-end gate's decode steps (ns per step, incumbent and candidate) as tokens/s. */
+static void evidence_e2e(run_state *r, const double *ti, const double *tc, int n, double med, double lo, double hi)
+{
+    hone_evidence *ev = &r->res->ev;
+    double *rate = malloc(sizeof *rate * (size_t)(n > 0 ? n : 1));
+    if (!rate) return;
+    for (int i = 0; i < n; i++) rate[i] = 1e9 / ti[i];
+    hone_evidence_quantiles(ev->e2e_incumbent_q, rate, n);
+    for (int i = 0; i < n; i++) rate[i] = 1e9 / tc[i];
+    hone_evidence_quantiles(ev->e2e_candidate_q, rate, n);
+    free(rate);
+    ev->e2e_incumbent_tok_s = 1e9 / median(ti, n);
+    ev->e2e_candidate_tok_s = 1e9 / median(tc, n);
+    ev->e2e_ratio_median = med;
+    ev->e2e_ratio_ci_low = lo;
+    ev->e2e_ratio_ci_high = hi;
+    ev->e2e_steps = n;
+}
+
+/* After the speed gate passed: every other non-edge shape timed in one worker (SHAPE_REPS
+ * pairs each) for the evidence; a failure here is recorded in the gate list, not a verdict. */
+static int shapes_timing(run_state *r)
+{
+    if (r->cuda || r->res->ev.n_shapes != 1) return 0;
+    double t0 = mono_s();
+    progress(r, "speed-shapes", 0, NULL);
+    struct speed_shm *sp = hone_worker_shared_new(sizeof *sp);
+    struct shapes_shm *sh = hone_worker_shared_new(sizeof *sh);
+    if (sp && sh) {
+        memset(sp, 0, sizeof *sp);
+        memset(sh, 0, sizeof *sh);
+        kworker_arg a = {r, 2, sp, sh};
+        hone_worker_opts wo = HONE_WORKER_OPTS_INIT;
+        wo.timeout_s = 120;
+        wo.cpu_s = 120;
+        hone_worker_result w;
+        memset(&w, 0, sizeof w);
+        if (hone_worker_run(&w, &wo, kworker, &a) == 0 && w.ok && sh->done) {
+            hone_evidence *ev = &r->res->ev;
+            for (int k = 0; k < sh->n && ev->n_shapes < HONE_EVIDENCE_MAX_SHAPES; k++) {
+                double inc[SHAPE_REPS], cand[SHAPE_REPS];
+                for (int i = 0; i < sh->reps; i++) {
+                    inc[i] = sh->inc_cpu[k][i] > 0 ? sh->inc_cpu[k][i] : sh->inc_ns[k][i];
+                    cand[i] = sh->cand_cpu[k][i] > 0 ? sh->cand_cpu[k][i] : sh->cand_ns[k][i];
+                }
+                evidence_shape(&ev->shape[ev->n_shapes++], r, &r->main.cs.c[sh->case_i[k]], inc, cand, sh->reps,
+                               r->speed_bw, r->speed_gflops);
+            }
+            gate(r, "speed-shapes", "pass", "%d more shapes timed for the evidence, %d A/B pairs each (%.2f s)",
+                 sh->n, sh->reps, mono_s() - t0);
+        } else {
+            gate(r, "speed-shapes", "skipped", "the per-shape timing worker did not finish: %s (evidence only)",
+                 w.ok ? "no result" : w.reason[0] ? w.reason : hone_error_last());
+        }
+    }
+    hone_worker_shared_free(sp, sizeof *sp);
+    hone_worker_shared_free(sh, sizeof *sh);
+    return 0;
+}
+
+/* Shell-quotes s into b (single quotes; ' as '\''), for the reproduce command. */
+static size_t put_quoted(char *b, size_t o, size_t cap, const char *s)
+{
+    int plain = *s != 0;
+    for (const char *p = s; *p; p++)
+        plain &= (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+                 strchr("/._-+=:,", *p) != NULL;
+    if (o + 1 >= cap) return o;
+    if (plain) {
+        int k = snprintf(b + o, cap - o, "%s", s);
+        return (size_t)k >= cap - o ? cap - 1 : o + (size_t)k;
+    }
+    b[o++] = '\'';
+    for (; *s && o + 5 < cap; s++) {
+        if (*s == '\'') { memcpy(b + o, "'\\''", 4); o += 4; }
+        else b[o++] = *s;
+    }
+    if (o + 1 < cap) b[o++] = '\'';
+    b[o] = 0;
+    return o;
+}
+
+/* The command that runs the same gates on the same inputs: the stored source, the model, the
+ * seed and every option that changes a verdict. */
+static void evidence_reproduce(run_state *r, hone_store *st)
+{
+    const hone_guard_opts *o = r->o;
+    hone_evidence *ev = &r->res->ev;
+    char src[4400], model[4200], *b = ev->reproduce;
+    size_t cap = sizeof ev->reproduce, n;
+    hone_store_path(st, r->res->hash, r->cuda ? "source.cu" : "source.c", src, sizeof src);
+    if (!o->model_path || !realpath(o->model_path, model)) snprintf(model, sizeof model, "%s", o->model_path ? o->model_path : "");
+    n = (size_t)snprintf(b, cap, "hone guard");
+    if (model[0]) {
+        n += (size_t)snprintf(b + n, cap - n, " -m ");
+        n = put_quoted(b, n, cap, model);
+    }
+    n += (size_t)snprintf(b + n, cap - n, " --slot %s --backend %s ", o->slot, o->backend);
+    n = put_quoted(b, n, cap, src);
+    if (n < cap) n += (size_t)snprintf(b + n, cap - n, " --seed %lld", (long long)ev->seed);
+    if (n < cap && o->threshold != 1.05) n += (size_t)snprintf(b + n, cap - n, " --threshold %g", o->threshold);
+    if (n < cap && o->reps > 0) n += (size_t)snprintf(b + n, cap - n, " --reps %d", o->reps);
+    if (n < cap && o->model_prompts > 0) n += (size_t)snprintf(b + n, cap - n, " --prompts %d", o->model_prompts);
+    if (n < cap && o->model_steps > 0) n += (size_t)snprintf(b + n, cap - n, " --steps %d", o->model_steps);
+    if (n < cap && o->state_dir) {
+        n += (size_t)snprintf(b + n, cap - n, " --state-dir ");
+        put_quoted(b, n, cap, o->state_dir);
+    }
 }
 
 /* The speed verdict on timings in hand, for both backends: the re-check (output 7 against
@@ -858,6 +1094,7 @@ static int judge_speed(run_state *r, const timings *t, double bw, double gflops,
     ev->candidate_ns = cand_ns;
     ev->reps = n;
     ev->threshold = r->o->threshold;
+    evidence_gate_shape(r, t, bw, gflops, preempted);
     const char *status = "pass";
     int decision = speed_decide(med, lo, hi, r->o->threshold);
     if (floor_ns > 0 && cand_ns < floor_ns) {
@@ -1258,6 +1495,7 @@ static int model_gates(run_state *r, int do_e2e)
             }
             if (ok) {
                 double ti = median(ti_all, n), tc = median(tc_all, n);
+                evidence_e2e(r, ti_all, tc_all, n, med, lo, hi);
                 cJSON *g = gate(r, "e2e", decision > 0 ? "pass" : "fail",
                                 "decode: incumbent %.1f tok/s, candidate %.1f tok/s; median step ratio %.3f, 95%% CI "
                                 "[%.3f, %.3f] over %d alternated steps in %d rounds (rule: accepted when the CI's low "
@@ -1570,11 +1808,13 @@ static int cuda_exec_gates(run_state *r, hone_store *st, const char *src, size_t
         return 0;
     }
     /* 4. kernel parity */
+    progress(r, "kernel-parity", 0, NULL);
     if ((rc = case_sets_new(r, NULL)) != 0) return rc;
     if ((rc = cuda_incumbent(r)) || r->verdict_done) return rc;
     if ((rc = cuda_kernel_parity_gate(r)) || r->verdict_done) return rc;
     hone_store_set_state(st, r->res->hash, HONE_STORE_KERNEL_PARITY, NULL, NULL);
     /* 5. model parity */
+    progress(r, "model-parity", 0, NULL);
     if ((rc = cuda_model_gate(r)) || r->verdict_done) return rc;
     hone_store_set_state(st, r->res->hash, HONE_STORE_MODEL_PARITY, NULL, NULL);
     if (r->o->skip_speed) {
@@ -1582,6 +1822,7 @@ static int cuda_exec_gates(run_state *r, hone_store *st, const char *src, size_t
         return 0;
     }
     /* 6. speed (the end-to-end decode comparison is the CPU's alone for now) */
+    progress(r, "speed", 0, NULL);
     if ((rc = cuda_speed_gate(r)) || r->verdict_done) return rc;
     hone_store_set_state(st, r->res->hash, HONE_STORE_SPEED, NULL, NULL);
     gate(r, "e2e", "skipped", "not built for the CUDA backend: the kernel speed gate decides");
@@ -1697,7 +1938,9 @@ static void write_evidence(run_state *r, hone_store *st, double t_start)
     cJSON_AddStringToObject(root, "candidate_hash", res->hash);
     if (res->so_hash[0]) cJSON_AddStringToObject(root, "so_hash", res->so_hash);
     cJSON_AddStringToObject(root, "file", source_name(r->o));
-    cJSON_AddNumberToObject(root, "seed", (double)r->seed);
+    char seed[32]; /* a string: a double cannot hold a 63-bit seed (guard/evidence.h) */
+    snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->seed);
+    cJSON_AddStringToObject(root, "seed", seed);
     cJSON_AddStringToObject(root, "seed_source", r->o->seed >= 0 ? "--seed (testing)" : "getrandom after the candidate was hashed");
     cJSON_AddStringToObject(root, "tier", res->tier);
     cJSON_AddStringToObject(root, "compile_flags",
@@ -1838,6 +2081,7 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
         goto verdict;
     }
     /* 2. static scan */
+    progress(&r, "scan", 0, NULL);
     char why[512];
     if (opts->skip_scan) {
         gate(&r, "scan", "skipped", "--skip-scan (testing only)");
@@ -1849,6 +2093,7 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
         gate(&r, "scan", "pass", "headers on the whitelist; no asm, system calls, processes, files, clocks, threads or allocation");
     }
     /* 3. compile + ELF */
+    progress(&r, "compile", 0, NULL);
     {
         char cmd[8192], so[4400], srcp[4400];
         hone_store_path(st, out->hash, "candidate.so", so, sizeof so);
@@ -1881,6 +2126,7 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
              cmd, mono_s() - tc);
     }
     /* 4. kernel parity */
+    progress(&r, "kernel-parity", 0, NULL);
     if ((rc = hone_model_load(&r.model, opts->model_path)) != 0) goto done;
     if ((rc = served_table(&r)) != 0) goto done;
     r.inc_fn = hone_slots_get(&r.served, r.slot);
@@ -1894,6 +2140,7 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
         goto verdict;
     }
     /* 5. model parity */
+    progress(&r, "model-parity", 0, NULL);
     if ((rc = model_gates(&r, 0)) != 0) goto done;
     if (r.verdict_done) goto verdict;
     hone_store_set_state(st, out->hash, HONE_STORE_MODEL_PARITY, NULL, NULL);
@@ -1902,8 +2149,11 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
         goto verdict;
     }
     /* 6. speed: kernel, then end to end */
+    progress(&r, "speed", 0, NULL);
     if ((rc = speed_gate(&r)) != 0) goto done;
     if (r.verdict_done) goto verdict;
+    shapes_timing(&r);
+    progress(&r, "e2e", 0, NULL);
     hone_store_set_state(st, out->hash, HONE_STORE_SPEED, NULL, NULL);
     if ((rc = model_gates(&r, 1)) != 0) goto done;
 
@@ -1922,6 +2172,9 @@ verdict:
     out->ev.device = out->ev_device;
     snprintf(out->ev_model, sizeof out->ev_model, "%s", r.model ? hone_model_name(r.model) : (opts->model_path ? opts->model_path : ""));
     out->ev.model = out->ev_model;
+    hone_evidence_machine_detect(&out->ev.machine);
+    evidence_reproduce(&r, st);
+    if (r.gate_open) progress(&r, r.gate_open, 1, "done"); /* a gate that ended without a line */
     write_evidence(&r, st, t_start);
     if (r.rep)
         fprintf(r.rep, "verdict: %s (%s) - %s [%.1f s]\n",

@@ -107,6 +107,11 @@ typedef struct {
      * keeps the candidate without marking it accepted or rejected. A search uses it to rank
      * points before spending full guard runs on the best. */
     int screen;
+    /* Called as each gate begins (end 0, status NULL) and ends (end 1, status "pass", "fail",
+     * "skipped", ...), gate being "scan", "compile", "kernel-parity", "model-parity", "speed",
+     * "speed-shapes", "e2e"; from the guard's thread. NULL: none. */
+    void (*progress)(void *user, const char *gate, int end, const char *status);
+    void *progress_user;
 } hone_guard_opts;
 
 #define HONE_GUARD_OPTS_INIT {.backend = "cpu", .threshold = 1.05, .seed = -1, .origin_kind = "file"}

@@ -8,7 +8,7 @@ set -euo pipefail
 # package also enables its own ssh service; disable it if this machine should not accept SSH).
 need_apt=()
 for pkg in build-essential cmake pkg-config git python3 python3-pip libpcre2-dev libcjson-dev \
-           libgit2-dev libmicrohttpd-dev libcurl4-openssl-dev libcapstone-dev openssh-server; do
+           libgit2-dev libmicrohttpd-dev libcurl4-openssl-dev libcapstone-dev openssh-server gnuplot-nox; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if ((${#need_apt[@]})); then
