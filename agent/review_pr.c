@@ -123,13 +123,21 @@ done:
     return rc;
 }
 
-/* The guard's input seed, every digit: the JSON holds it as a double (exact below 2^53 only), the
- * Markdown table beside it (| input seed | N |) as an integer. "" when neither has it. */
+/* The guard's input seed, every digit: the evidence JSON holds it as a decimal string (exact);
+ * older evidence as a double (exact below 2^53 only), with the Markdown table beside it
+ * (| input seed | N |) as an integer. "" when none has it. */
 static void seed_text(char *buf, size_t cap, const cJSON *ev, const char *md)
 {
+    const cJSON *js = cJSON_GetObjectItemCaseSensitive(ev, "seed");
+    buf[0] = 0;
+    if (cJSON_IsString(js)) {
+        char *end;
+        long long s = strtoll(js->valuestring, &end, 10);
+        if (end != js->valuestring && !*end) snprintf(buf, cap, "%lld", s);
+        return;
+    }
     const char *row = md ? strstr(md, "| input seed | ") : NULL;
     double v = num(ev, "seed");
-    buf[0] = 0;
     if (row) {
         char *end;
         long long s = strtoll(row + 15, &end, 10);

@@ -330,6 +330,14 @@ static void test_replicas_at_once(void)
 
 /* ---- pull request ------------------------------------------------------------------------------------- */
 
+/* The evidence's seed: a decimal string (exact). */
+static long long jseed(const cJSON *root)
+{
+    const cJSON *v = cJSON_GetObjectItem(root, "seed");
+    CHECK_MSG(cJSON_IsString(v), "evidence .seed is a string");
+    return cJSON_IsString(v) ? strtoll(v->valuestring, NULL, 10) : -1;
+}
+
 static double jnum(const cJSON *root, const char *obj, const char *key)
 {
     const cJSON *o = obj ? cJSON_GetObjectItem(root, obj) : root;
@@ -367,14 +375,14 @@ static void check_numbers(const char *body, const char *evjson, const char *bran
     CHECK_STR_CONTAINS(body, want);
     snprintf(want, sizeof want, "Tier **%s**", cJSON_GetObjectItem(cJSON_GetObjectItem(ev, "kernel_parity"), "tier")->valuestring);
     CHECK_STR_CONTAINS(body, want);
-    snprintf(want, sizeof want, "- device: %s\n- model: %s\n- input seed: %.0f\n- guard time: %.1f s",
+    snprintf(want, sizeof want, "- device: %s\n- model: %s\n- input seed: %lld\n- guard time: %.1f s",
              cJSON_GetObjectItem(ev, "device")->valuestring, cJSON_GetObjectItem(ev, "model")->valuestring,
-             jnum(ev, NULL, "seed"), jnum(ev, NULL, "guard_seconds"));
+             jseed(ev), jnum(ev, NULL, "guard_seconds"));
     CHECK_STR_CONTAINS(body, want);
     snprintf(want, sizeof want, "- candidate: `%s`",
              cJSON_GetObjectItem(cJSON_GetObjectItem(ev, "candidate"), "hash")->valuestring);
     CHECK_STR_CONTAINS(body, want);
-    snprintf(want, sizeof want, "hone review verify %s -m MODEL.gguf -- --seed %.0f", branch, jnum(ev, NULL, "seed"));
+    snprintf(want, sizeof want, "hone review verify %s -m MODEL.gguf -- --seed %lld", branch, jseed(ev));
     CHECK_STR_CONTAINS(body, want);
     snprintf(want, sizeof want, "hone review show %s --report DIR", branch);
     CHECK_STR_CONTAINS(body, want);
