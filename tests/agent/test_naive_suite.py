@@ -52,7 +52,7 @@ def main():
             shutil.copy(os.path.join(NAIVE, "cpu", s + ".c"), os.path.join(tree, "cpu", s + ".c"))
         for s in slots:
             cmd = [BIN, "tune", "-m", model, "--kernels", tree, "--llm", "none", "--slot", s,
-                   "--budget", "2", "--no-commit", "--state-dir", os.path.join(work, "state")]
+                   "--budget", "1", "--screen", "12", "--no-commit", "--state-dir", os.path.join(work, "state")]
             p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
             out = p.stdout + p.stderr
             sys.stderr.write("$ %s\n%s\n" % (" ".join(cmd), out))
