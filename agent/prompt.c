@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "candidates/kernel_loader.h"
 #include "engine/error.h"
 #include "engine/file.h"
 
@@ -304,19 +305,16 @@ int hone_prompt_build(const hone_prompt_opts *o, char **out_system, char **out_u
 {
     const char *dir = o->source_dir ? o->source_dir : HONE_SOURCE_DIR;
     int cuda = o->backend && !strcmp(o->backend, "cuda");
-    char path[4096], entry[96];
+    char path[4096], inc_path[4096], entry[96];
     *out_system = *out_user = NULL;
     snprintf(entry, sizeof entry, "hone_%s_%s", cuda ? "cuda" : "cpu", hone_slots_name(o->slot));
-    snprintf(path, sizeof path, "%s/kernels/%s/%s.%s", dir, cuda ? "cuda" : "cpu",
-             hone_slots_name(o->slot), cuda ? "cu" : "c");
-    char served[4096] = "";
-    if (!cuda && o->kernels_dir) {
-        snprintf(served, sizeof served, "%s/cpu/%s.c", o->kernels_dir, hone_slots_name(o->slot));
-        if (access(served, R_OK) == 0) snprintf(path, sizeof path, "%s", served);
-        else served[0] = 0;
-    }
-    char *incumbent = slurp(path);
-    if (!incumbent) return hone_error_set(HONE_EIO, "cannot read the incumbent %s", path);
+    int served = 0;
+    if (cuda)
+        snprintf(inc_path, sizeof inc_path, "%s/kernels/cuda/%s.cu", dir, hone_slots_name(o->slot));
+    else
+        served = hone_kernel_loader_source(inc_path, sizeof inc_path, o->kernels_dir, dir, hone_slots_name(o->slot));
+    char *incumbent = slurp(inc_path);
+    if (!incumbent) return hone_error_set(HONE_EIO, "cannot read the incumbent %s", inc_path);
     snprintf(path, sizeof path, "%s/kernels/%s/common.%s", dir, cuda ? "cuda" : "cpu", cuda ? "cuh" : "h");
     char *common = slurp(path);
     char *contract = hone_prompt_contract(o->slot);
@@ -336,8 +334,8 @@ int hone_prompt_build(const hone_prompt_opts *o, char **out_system, char **out_u
     fprintf(m, "\n# Where the time goes\n%s\n\n", o->profile ? o->profile : "(no profile)");
     fprintf(m, "# Shapes this model calls it with\n%s\n\n", o->shapes ? o->shapes : "(unknown)");
     fprintf(m, "# Device\n%s\n\n", o->device ? o->device : "(unknown)");
-    if (served[0])
-        fprintf(m, "# The incumbent: the approved kernel served now (%s)\n```c\n%s```\n\n", served, incumbent);
+    if (served)
+        fprintf(m, "# The incumbent: the approved kernel served now (%s)\n```c\n%s```\n\n", inc_path, incumbent);
     else
         fprintf(m, "# The incumbent (kernels/%s/%s.%s)\n```%s\n%s```\n\n", cuda ? "cuda" : "cpu",
                 hone_slots_name(o->slot), cuda ? "cu" : "c", cuda ? "cuda" : "c", incumbent);

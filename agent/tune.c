@@ -408,11 +408,8 @@ static void shapes_key(const hone_profile_row *rows, int n_rows, hone_slot_id sl
     char path[4400], hash[65] = "none";
     char *src = NULL;
     size_t len = 0;
-    snprintf(path, sizeof path, "%s/cpu/%s.c", kernels_dir ? kernels_dir : "", hone_slots_name(slot));
-    if (!kernels_dir || hone_file_read(path, &src, &len) != 0) { /* the tree serves the baseline */
-        snprintf(path, sizeof path, "%s/kernels/cpu/%s.c", HONE_SOURCE_DIR, hone_slots_name(slot));
-        if (hone_file_read(path, &src, &len) != 0) src = NULL;
-    }
+    hone_kernel_loader_source(path, sizeof path, kernels_dir, HONE_SOURCE_DIR, hone_slots_name(slot));
+    if (hone_file_read(path, &src, &len) != 0) src = NULL;
     if (src) hone_sha256_hex(src, len, hash);
     free(src);
     int o = snprintf(out, cap, "%s; incumbent %.12s:", hone_model_name(m), hash);

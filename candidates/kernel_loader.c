@@ -56,6 +56,17 @@ static const char *source_dir(const hone_kernel_loader_opts *o)
     return o && o->source_dir ? o->source_dir : HONE_SOURCE_DIR;
 }
 
+int hone_kernel_loader_source(char *buf, size_t cap, const char *kernels_dir, const char *source_dir,
+                              const char *slot)
+{
+    if (kernels_dir) {
+        snprintf(buf, cap, "%s/cpu/%s.c", kernels_dir, slot);
+        if (access(buf, R_OK) == 0) return 1;
+    }
+    snprintf(buf, cap, "%s/kernels/cpu/%s.c", source_dir ? source_dir : HONE_SOURCE_DIR, slot);
+    return 0;
+}
+
 /* ---- compile ------------------------------------------------------------------------------------ */
 
 static int compile_cached(hone_compile_cpu_result *r, char *so_path, size_t cap, const char *src_path,

@@ -55,6 +55,13 @@ hone_kernel_state hone_kernel_loader_state(const hone_kernel_loader *l, hone_slo
  * shared object an installed slot runs from; "" for a baseline. Borrowed from l. */
 const char *hone_kernel_loader_detail(const hone_kernel_loader *l, hone_slot_id id);
 
+/* The CPU kernel file that serves slot: kernels_dir/cpu/<slot>.c when kernels_dir holds a readable
+ * one, else the shipped baseline source_dir/kernels/cpu/<slot>.c (source_dir NULL:
+ * HONE_SOURCE_DIR), into buf. Returns 1 for the tree's file, 0 for the baseline. (Which file is
+ * meant; whether the loader installs it is hone_kernel_loader_state's.) */
+int hone_kernel_loader_source(char *buf, size_t cap, const char *kernels_dir, const char *source_dir,
+                              const char *slot);
+
 /* Compiles the CPU kernel file src_path through hone_compile_cpu_cached into the loader's cache
  * (reused when already there) and writes the object's path into so_path. On failure the error
  * message holds the compiler's first error line. */

@@ -1045,6 +1045,11 @@ static void evidence_reproduce(run_state *r, hone_store *st)
     if (n < cap && o->reps > 0) n += (size_t)snprintf(b + n, cap - n, " --reps %d", o->reps);
     if (n < cap && o->model_prompts > 0) n += (size_t)snprintf(b + n, cap - n, " --prompts %d", o->model_prompts);
     if (n < cap && o->model_steps > 0) n += (size_t)snprintf(b + n, cap - n, " --steps %d", o->model_steps);
+    if (n < cap && o->kernels_dir) { /* the incumbent was what that tree serves */
+        char kd[4200];
+        n += (size_t)snprintf(b + n, cap - n, " --kernels ");
+        n = put_quoted(b, n, cap, realpath(o->kernels_dir, kd) ? kd : o->kernels_dir);
+    }
     if (n < cap && o->state_dir) {
         n += (size_t)snprintf(b + n, cap - n, " --state-dir ");
         put_quoted(b, n, cap, o->state_dir);
@@ -2044,10 +2049,8 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
 
     /* 1. freeze: hash and store, then draw the seed */
     char inc_path[4400] = "", inc_dir[4096], inc_hash[65] = "";
-    if (!cuda && opts->kernels_dir) /* the served kernel when the tree has one */
-        snprintf(inc_path, sizeof inc_path, "%s/cpu/%s.c", opts->kernels_dir, opts->slot);
-    if (!cuda && (!inc_path[0] || access(inc_path, R_OK) != 0))
-        snprintf(inc_path, sizeof inc_path, "%s/kernels/cpu/%s.c", HONE_SOURCE_DIR, opts->slot);
+    if (!cuda) /* the served kernel when the tree has one */
+        hone_kernel_loader_source(inc_path, sizeof inc_path, opts->kernels_dir, HONE_SOURCE_DIR, opts->slot);
     else if (hone_cuda_kernels_dir(inc_dir, sizeof inc_dir) == 0) /* $HONE_KERNELS_DIR, as the engine */
         snprintf(inc_path, sizeof inc_path, "%s/%s.cu", inc_dir, opts->slot);
     size_t ilen = 0;

@@ -604,7 +604,26 @@ static void test_verifier_refuses(void)
     kdir_free(&k);
 }
 
-TEST_MAIN(TEST_CASE(test_verifier_refuses), TEST_CASE(test_installs_good_kernel), TEST_CASE(test_baseline_copy_is_not_compiled),
+/* The file that serves a slot: the tree's when it has one, else the shipped baseline. */
+static void test_source_path(void)
+{
+    char *root = tmpdir(), cpu[4200], buf[4400], want[4400];
+    snprintf(cpu, sizeof cpu, "%s/cpu", root);
+    CHECK_EQ_INT(mkdir(cpu, 0700), 0);
+    write_file(cpu, "swiglu.c", "/* served */\n");
+    CHECK_EQ_INT(hone_kernel_loader_source(buf, sizeof buf, root, "/src", "swiglu"), 1);
+    snprintf(want, sizeof want, "%s/cpu/swiglu.c", root);
+    CHECK_MSG(!strcmp(buf, want), "%s", buf);
+    CHECK_EQ_INT(hone_kernel_loader_source(buf, sizeof buf, root, "/src", "rmsnorm"), 0);
+    CHECK_MSG(!strcmp(buf, "/src/kernels/cpu/rmsnorm.c"), "%s", buf);
+    CHECK_EQ_INT(hone_kernel_loader_source(buf, sizeof buf, NULL, "/src", "swiglu"), 0);
+    CHECK_MSG(!strcmp(buf, "/src/kernels/cpu/swiglu.c"), "%s", buf);
+    snprintf(buf, sizeof buf, "rm -rf %s", root);
+    CHECK_EQ_INT(system(buf), 0);
+    free(root);
+}
+
+TEST_MAIN(TEST_CASE(test_source_path), TEST_CASE(test_verifier_refuses), TEST_CASE(test_installs_good_kernel), TEST_CASE(test_baseline_copy_is_not_compiled),
           TEST_CASE(test_refusals), TEST_CASE(test_compile_and_check_api), TEST_CASE(test_model_logits),
           TEST_CASE(test_cli_kernels_flag), TEST_CASE(test_every_baseline_copy_is_bitwise),
           TEST_CASE(test_evidence_object_hash))
