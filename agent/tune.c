@@ -116,13 +116,8 @@ static void print_profile(const hone_model *m, const hone_profile_row *rows, int
  * guard's incumbents come from the same tree (hone_round_opts.kernels_dir). */
 static int load_served(hone_kernel_loader **kl, hone_backend *be, const hone_model *m, const char *dir, FILE *log)
 {
-    if (!dir) return 0;
-    hone_kernel_loader_opts ko = HONE_KERNEL_LOADER_OPTS_INIT;
-    ko.kernels_dir = dir;
-    ko.model = m;
-    ko.quiet = log == NULL;
-    int rc = hone_kernel_loader_new(kl, hone_backend_slots(be), &ko);
-    if (rc) return rc;
+    int rc = hone_kernel_loader_serve(kl, be, m, dir, log == NULL);
+    if (rc || !*kl) return rc;
     if (log) fprintf(log, "tune: serving %s: %d approved kernel(s) installed, %d refused\n", dir,
                      hone_kernel_loader_n_installed(*kl), hone_kernel_loader_n_refused(*kl));
     return 0;

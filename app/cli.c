@@ -2,11 +2,7 @@
 #include "app/cli.h"
 
 #include <stddef.h>
-#include <stdio.h>
 #include <string.h>
-
-#include "candidates/kernel_loader.h"
-#include "engine/backend.h"
 
 const hone_cli_command hone_cli_commands[] = {
     {"profile", hone_cli_profile,
@@ -33,21 +29,6 @@ const hone_cli_command hone_cli_commands[] = {
      "                          candidate, commit the accepted ones to review branches\n"},
     {NULL, NULL, NULL},
 };
-
-int hone_cli_load_kernels(hone_kernel_loader **kl, hone_backend *be, const hone_model *m, const char *dir)
-{
-    if (!dir) return 0;
-    hone_slot_table *slots = hone_backend_slots(be);
-    if (!slots) {
-        fprintf(stderr, "hone: --kernels: only CPU kernels are loaded at present; %s keeps its own\n",
-                hone_backend_describe(be));
-        return 0;
-    }
-    hone_kernel_loader_opts ko = HONE_KERNEL_LOADER_OPTS_INIT;
-    ko.kernels_dir = dir;
-    ko.model = m;
-    return hone_kernel_loader_new(kl, slots, &ko);
-}
 
 int hone_cli_wants_help(int argc, char **argv)
 {

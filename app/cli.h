@@ -25,15 +25,4 @@ int hone_cli_guard(int argc, char **argv);   /* guard/guard.c */
  * any "--". The command then prints it on stdout and exits 0. */
 int hone_cli_wants_help(int argc, char **argv);
 
-struct hone_backend;
-struct hone_model;
-struct hone_kernel_loader;
-
-/* --kernels DIR (generate, logits, serve): the approved CPU kernels of DIR replace the baselines
- * they differ from in be's slot table (candidates/kernel_loader.h); *kl owns their objects and
- * is freed after the backend. A backend without a CPU slot table keeps its own kernels (a line
- * on stderr). Returns 0 or a negative HONE_E* code. */
-int hone_cli_load_kernels(struct hone_kernel_loader **kl, struct hone_backend *be, const struct hone_model *m,
-                          const char *dir);
-
 #endif

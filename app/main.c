@@ -416,7 +416,7 @@ static int cmd_generate(const options *o)
     hone_ctx_opts co = ctx_options(o);
     if (hone_model_load(&m, o->model) || hone_tokenizer_new(&tok, hone_model_gguf(m)) ||
         prompt_ids(o, m, tok, &ids, &n) ||
-        hone_backend_new(&be, m, (hone_device)o->device, &co) || hone_cli_load_kernels(&kl, be, m, o->kernels) ||
+        hone_backend_new(&be, m, (hone_device)o->device, &co) || hone_kernel_loader_serve(&kl, be, m, o->kernels, 0) ||
         hone_sampler_new(&smp, &o->sp, (int32_t)hone_model_hparams(m)->n_vocab) ||
         hone_detok_new(&dt, tok, 0)) {
         die(NULL);
@@ -528,7 +528,7 @@ static int cmd_logits(const options *o)
         die(NULL);
         goto done;
     }
-    if (hone_backend_new(&be, m, (hone_device)o->device, &co) || hone_cli_load_kernels(&kl, be, m, o->kernels)) {
+    if (hone_backend_new(&be, m, (hone_device)o->device, &co) || hone_kernel_loader_serve(&kl, be, m, o->kernels, 0)) {
         die(NULL);
         goto done;
     }

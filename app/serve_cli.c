@@ -235,7 +235,7 @@ int hone_cli_serve(int argc, char **argv)
     co.kv_blocks = kv_blocks;
     if (hone_backend_new(&be, m, device, &co)) goto fail;
     int on_gpu = hone_backend_device(be) == HONE_DEVICE_CUDA;
-    if (hone_cli_load_kernels(&kl, be, m, kernels_dir)) goto fail;
+    if (hone_kernel_loader_serve(&kl, be, m, kernels_dir, 0)) goto fail;
     if (on_gpu && sco.max_batch > 1) {
         /* its forward batch takes the rows of one sequence (engine/backend.h) */
         fprintf(stderr, "hone serve: the CUDA backend runs one sequence per step: --max-batch 1\n");

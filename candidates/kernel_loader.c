@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "candidates/compile.h"
+#include "engine/backend.h"
 #include "engine/dtype.h"
 #include "engine/error.h"
 #include "engine/file.h"
@@ -54,6 +55,24 @@ static void cache_dir(char *buf, size_t cap, const hone_kernel_loader_opts *o)
 static const char *source_dir(const hone_kernel_loader_opts *o)
 {
     return o && o->source_dir ? o->source_dir : HONE_SOURCE_DIR;
+}
+
+int hone_kernel_loader_serve(hone_kernel_loader **out, hone_backend *be, const hone_model *m, const char *dir,
+                             int quiet)
+{
+    if (!dir) return 0;
+    hone_slot_table *slots = hone_backend_slots(be);
+    if (!slots) {
+        if (!quiet)
+            fprintf(stderr, "hone: --kernels: only CPU kernels are loaded at present; %s keeps its own\n",
+                    hone_backend_describe(be));
+        return 0;
+    }
+    hone_kernel_loader_opts ko = HONE_KERNEL_LOADER_OPTS_INIT;
+    ko.kernels_dir = dir;
+    ko.model = m;
+    ko.quiet = quiet;
+    return hone_kernel_loader_new(out, slots, &ko);
 }
 
 int hone_kernel_loader_source(char *buf, size_t cap, const char *kernels_dir, const char *source_dir,

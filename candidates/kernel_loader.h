@@ -48,6 +48,16 @@ int hone_kernel_loader_new(hone_kernel_loader **out, hone_slot_table *t,
                            const hone_kernel_loader_opts *opts);
 void hone_kernel_loader_free(hone_kernel_loader *l);
 
+struct hone_backend;
+
+/* --kernels DIR for a backend (generate, logits, serve, tune): the approved CPU kernels of dir
+ * installed in be's slot table as hone_kernel_loader_new does (with m's shapes; quiet: no log
+ * lines); *out owns their objects and is freed after the backend. dir NULL: nothing, *out
+ * untouched. A backend without a CPU slot table keeps its own kernels (a line on stderr unless
+ * quiet). Returns 0 or a negative HONE_E* code. */
+int hone_kernel_loader_serve(hone_kernel_loader **out, struct hone_backend *be, const hone_model *m,
+                             const char *dir, int quiet);
+
 int hone_kernel_loader_n_installed(const hone_kernel_loader *l);
 int hone_kernel_loader_n_refused(const hone_kernel_loader *l);
 hone_kernel_state hone_kernel_loader_state(const hone_kernel_loader *l, hone_slot_id id);
