@@ -2,7 +2,8 @@
  * bandwidth measured in the same run (profiler/membw, before the first rep and after each rep;
  * a rep's roofline is the higher probe on either side of it, so a neighbour's load that comes
  * and goes lowers both) and the median fraction of that roofline each dtype reaches (weights
- * read per decoded token x tokens/s / bandwidth). Prints JSON.
+ * read per decoded token x tokens/s / bandwidth), and prefill's GFLOP/s as a fraction of the f32
+ * FMA peak measured in the same run (profiler/membw's probe times the threads). Prints JSON.
  * With --device cuda: the same on the GPU, against the device's DRAM (HBM) peak bandwidth.
  *
  *   decode [-m MODEL]... [-t THREADS] [--prompt N] [--tokens N] [--reps N] [--device cpu|cuda]
@@ -28,11 +29,6 @@
 #include "profiler/membw.h"
 
 #define MAX_MODELS 16
-
-/* Published figures of a mature C++ engine for SmolLM2-135M's shapes on this 2-core machine
- * (2 threads; it rounds or quantises activations): the targets Hone must beat exactly. */
-static const struct { const char *dtype; double tok_s; } reference_engine[] = {
-    {"f32", 40.0}, {"f16", 61.0}, {"q4_1", 127.0}};
 
 /* The CPU roofline: the read bandwidth of the STREAM-like probe on the bench's threads. */
 static int probe_cpu(int n_threads, double *out)
@@ -108,6 +104,7 @@ static cJSON *stats_json(stats s)
 }
 
 static const char *kernels_dir; /* --kernels DIR, or NULL for the shipped baselines */
+static double fma_peak;          /* the f32 FMA peak of the bench's threads, GFLOP/s (CPU only) */
 
 static int bench_model(const char *path, hone_device device, int n_threads, int n_prompt,
                        int n_tokens, int reps, double bw_gbps, double *bw_best, cJSON *results)
@@ -199,15 +196,23 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
     cJSON_AddNumberToObject(o, "roofline_fraction", sf.median);
     cJSON_AddItemToObject(o, "roofline_fraction_per_rep", stats_json(sf));
     cJSON_AddNumberToObject(o, "roofline_fraction_of_best_probe", gbps / sb.max);
-    for (size_t i = 0; hone_backend_device(be) == HONE_DEVICE_CPU && i < sizeof reference_engine / sizeof reference_engine[0]; i++)
-        if (strcmp(reference_engine[i].dtype, dt) == 0) {
-            cJSON_AddNumberToObject(o, "reference_engine_tok_s", reference_engine[i].tok_s);
-            cJSON_AddNumberToObject(o, "speedup_vs_reference", sd.median / reference_engine[i].tok_s);
-        }
+    /* prefill's FLOPs: 2 per weight element of the layers for every prompt token, plus the LM
+     * head once a prompt (Hone computes the last position's logits only) */
+    double elems_layers = 0, elems_head = (double)hp->n_vocab * hp->dim;
+    for (int64_t l = 0; l < hp->n_layers; l++) {
+        const hone_layer *L = hone_model_layer(m, l);
+        const hone_weight *w[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t k = 0; k < sizeof w / sizeof w[0]; k++) elems_layers += (double)w[k]->rows * (double)w[k]->cols;
+    }
+    double prefill_gflops = (2 * elems_layers * n_prompt + 2 * elems_head) / 1e9 * sp.median / n_prompt;
+    cJSON_AddNumberToObject(o, "weight_elements_per_token", elems_layers);
+    cJSON_AddNumberToObject(o, "prefill_gflops", prefill_gflops);
+    if (fma_peak > 0) cJSON_AddNumberToObject(o, "prefill_fma_fraction", prefill_gflops / fma_peak);
     cJSON_AddItemToArray(results, o);
-    fprintf(stderr, "decode: %-5s %7.1f tok/s decode (%.1f-%.1f), %7.1f tok/s prefill, %.1f GB/s, %.0f%% of "
-            "the roofline (median per rep; roofline median %.1f GB/s, probes %.1f-%.1f)\n", dt, sd.median,
-            sd.min, sd.max, sp.median, gbps, 100 * sf.median, sr.median, sb.min, sb.max);
+    fprintf(stderr, "decode: %-5s %7.1f tok/s decode (%.1f-%.1f), %7.1f tok/s prefill (%.0f GFLOP/s, %.0f%% of "
+            "the FMA peak), %.1f GB/s, %.0f%% of the roofline (median per rep; roofline median %.1f GB/s, probes "
+            "%.1f-%.1f)\n", dt, sd.median, sd.min, sd.max, sp.median, prefill_gflops,
+            fma_peak > 0 ? 100 * prefill_gflops / fma_peak : 0.0, gbps, 100 * sf.median, sr.median, sb.min, sb.max);
 done:
     free(logits);
     free(prompt);
@@ -301,6 +306,12 @@ int main(int argc, char **argv)
     cJSON *machine = cJSON_AddObjectToObject(root, "machine");
     char *cpu = cpu_model(), *commit = run_line("git -C " HONE_SOURCE_DIR " rev-parse --short HEAD 2>/dev/null");
     cJSON_AddStringToObject(machine, "cpu", cpu ? cpu : "unknown");
+    if (device != HONE_DEVICE_CUDA && n_gpu <= 0) {
+        /* per-thread probe times the threads the forward pass runs (one per core here) */
+        int nt = n_threads > 0 ? n_threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
+        fma_peak = hone_membw_fma_peak_gflops() * nt;
+        cJSON_AddNumberToObject(machine, "fma_peak_gflops", fma_peak);
+    }
     cJSON_AddNumberToObject(machine, "online_cpus", (double)sysconf(_SC_NPROCESSORS_ONLN));
     cJSON *bw_item = cJSON_AddNumberToObject(machine, "read_bandwidth_gbps", bw);
     if (n_gpu > 0) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Convert a GGUF model so that every 2-D weight is f32, f16 or bf16.
+"""Convert a GGUF model so that every 2-D weight is f32, f16, bf16, q8_0, q4_0 or q4_1.
 
-  convert_gguf.py SRC DST --dtype f32|f16|bf16 [--force]
+  convert_gguf.py SRC DST --dtype f32|f16|bf16|q8_0|q4_0|q4_1 [--force]
 
 Each tensor is dequantised exactly (in float64, from its raw block bytes:
 F32, F16, BF16, Q8_0, Q4_0, Q4_1) and then rounded once, to nearest-even, to
@@ -23,6 +23,9 @@ TARGETS = {
     "f32": (QT.F32, gguf.LlamaFileType.ALL_F32),
     "f16": (QT.F16, gguf.LlamaFileType.MOSTLY_F16),
     "bf16": (QT.BF16, gguf.LlamaFileType.MOSTLY_BF16),
+    "q8_0": (QT.Q8_0, gguf.LlamaFileType.MOSTLY_Q8_0),
+    "q4_0": (QT.Q4_0, gguf.LlamaFileType.MOSTLY_Q4_0),
+    "q4_1": (QT.Q4_1, gguf.LlamaFileType.MOSTLY_Q4_1),
 }
 
 
@@ -105,6 +108,11 @@ def convert(src, dst, dtype):
         x = x.reshape(list(reversed(shape)))
         if x.ndim < 2 or qt == QT.F32:
             w.add_tensor(t.name, x.astype(np.float32))
+        elif qt in (QT.Q8_0, QT.Q4_0, QT.Q4_1):
+            if x.shape[-1] % 32:
+                w.add_tensor(t.name, x.astype(np.float32))
+            else:
+                w.add_tensor(t.name, gguf.quants.quantize(x.astype(np.float32), qt), raw_dtype=qt)
         elif qt == QT.F16:
             w.add_tensor(t.name, x.astype(np.float16))  # numpy rounds double->half directly
         else:
