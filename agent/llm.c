@@ -15,6 +15,7 @@
 struct hone_llm {
     hone_llm_opts o;
     char *url, *endpoint, *model, *auth; /* auth: "Authorization: Bearer ..." (never logged) */
+    size_t base_len;                     /* endpoint's length without "/chat/completions" */
 };
 
 typedef struct {
@@ -73,6 +74,7 @@ int hone_llm_new(hone_llm **out, const hone_llm_opts *opts)
     if (l->endpoint) {
         memcpy(l->endpoint, url, ul);
         strcpy(l->endpoint + ul, has_suffix ? "" : suffix);
+        l->base_len = strlen(l->endpoint) - strlen(suffix);
     }
     if (key && *key) {
         l->auth = malloc(strlen(key) + 32);
@@ -185,14 +187,10 @@ static int error_message(const char *body, char *buf, size_t cap)
     return ctx;
 }
 
-int hone_llm_chat(hone_llm *l, const hone_llm_msg *msgs, int n, char **out, hone_llm_usage *usage)
+/* POSTs body to url with the retries; *reply: the 2xx answer's body (malloc'd). */
+static int post(hone_llm *l, const char *url, const char *body, char **reply, hone_llm_usage *usage)
 {
-    hone_llm_usage local;
-    if (!usage) usage = &local;
-    memset(usage, 0, sizeof *usage);
-    *out = NULL;
-    char *body = request_body(l, msgs, n);
-    if (!body) return hone_error_set(HONE_ENOMEM, "out of memory");
+    *reply = NULL;
     CURL *curl = curl_easy_init();
     struct curl_slist *hdr = NULL;
     hdr = curl_slist_append(hdr, "Content-Type: application/json");
@@ -205,7 +203,7 @@ int hone_llm_chat(hone_llm *l, const hone_llm_msg *msgs, int n, char **out, hone
         buffer resp = {0};
         curl_err[0] = 0;
         curl_easy_reset(curl);
-        curl_easy_setopt(curl, CURLOPT_URL, l->endpoint);
+        curl_easy_setopt(curl, CURLOPT_URL, url);
         curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdr);
         curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
@@ -222,23 +220,22 @@ int hone_llm_chat(hone_llm *l, const hone_llm_msg *msgs, int n, char **out, hone
         usage->http_status = status;
         int retry = 0;
         if (cc != CURLE_OK) {
-            rc = hone_error_set(HONE_EIO, "LLM endpoint %s unreachable: %s", l->endpoint,
+            rc = hone_error_set(HONE_EIO, "LLM endpoint %s unreachable: %s", url,
                                 curl_err[0] ? curl_err : curl_easy_strerror(cc));
             retry = 1;
         } else if (status == 429 || status >= 500) {
             char msg[256];
             error_message(resp.data, msg, sizeof msg);
-            rc = hone_error_set(HONE_EIO, "LLM endpoint %s answered HTTP %ld: %s", l->endpoint,
-                                status, msg);
+            rc = hone_error_set(HONE_EIO, "LLM endpoint %s answered HTTP %ld: %s", url, status, msg);
             retry = 1;
         } else if (status >= 400 || status < 200) {
             char msg[256];
             usage->context_exceeded = error_message(resp.data, msg, sizeof msg);
-            rc = hone_error_set(HONE_EINVAL, "LLM endpoint %s answered HTTP %ld: %s", l->endpoint,
-                                status, msg);
+            rc = hone_error_set(HONE_EINVAL, "LLM endpoint %s answered HTTP %ld: %s", url, status, msg);
         } else {
-            *out = parse_reply(resp.data ? resp.data : "", usage);
-            rc = *out ? 0 : HONE_EFORMAT;
+            *reply = resp.data ? resp.data : strdup("");
+            resp.data = NULL;
+            rc = *reply ? 0 : hone_error_set(HONE_ENOMEM, "out of memory");
         }
         free(resp.data);
         if (!retry || attempt == l->o.max_retries) break;
@@ -249,6 +246,38 @@ int hone_llm_chat(hone_llm *l, const hone_llm_msg *msgs, int n, char **out, hone
     usage->seconds = now_s() - t0;
     curl_slist_free_all(hdr);
     curl_easy_cleanup(curl);
+    return rc;
+}
+
+int hone_llm_chat(hone_llm *l, const hone_llm_msg *msgs, int n, char **out, hone_llm_usage *usage)
+{
+    hone_llm_usage local;
+    if (!usage) usage = &local;
+    memset(usage, 0, sizeof *usage);
+    *out = NULL;
+    char *body = request_body(l, msgs, n), *reply = NULL;
+    if (!body) return hone_error_set(HONE_ENOMEM, "out of memory");
+    int rc = post(l, l->endpoint, body, &reply, usage);
+    if (rc == 0) {
+        *out = parse_reply(reply, usage);
+        rc = *out ? 0 : HONE_EFORMAT;
+    }
+    free(reply);
     free(body);
+    return rc;
+}
+
+int hone_llm_post(hone_llm *l, const char *path, const char *body, char **reply, hone_llm_usage *usage)
+{
+    hone_llm_usage local;
+    if (!usage) usage = &local;
+    memset(usage, 0, sizeof *usage);
+    *reply = NULL;
+    size_t n = l->base_len + strlen(path) + 1;
+    char *url = malloc(n);
+    if (!url) return hone_error_set(HONE_ENOMEM, "out of memory");
+    snprintf(url, n, "%.*s%s", (int)l->base_len, l->endpoint, path);
+    int rc = post(l, url, body, reply, usage);
+    free(url);
     return rc;
 }

@@ -55,4 +55,9 @@ const char *hone_llm_endpoint(const hone_llm *l);
  * usage (may be NULL) is filled in every case. */
 int hone_llm_chat(hone_llm *l, const hone_llm_msg *msgs, int n, char **out, hone_llm_usage *usage);
 
+/* POSTs a JSON body to the base URL + path ("/completions": the base is the URL without its
+ * "/chat/completions") with the same timeouts, retries and errors as hone_llm_chat, and returns
+ * the 2xx reply's body as it came (malloc'd, caller frees). */
+int hone_llm_post(hone_llm *l, const char *path, const char *body, char **reply, hone_llm_usage *usage);
+
 #endif

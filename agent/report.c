@@ -666,3 +666,32 @@ done:
     free(rs);
     return rc;
 }
+
+/* ---- shared with other pages (hone verify's report) -------------------------------------- */
+
+void hone_report_escape(FILE *f, const char *s) { esc(f, s); }
+
+void hone_report_page_begin(FILE *f, const char *title)
+{
+    fputs(page_head, f);
+    esc(f, title);
+    fputs(page_style, f);
+}
+
+int hone_report_run_charts(const char *gnuplot, const char *dir, double timeout_s, int *found, char *note, size_t cap)
+{
+    hone_report_opts o = HONE_REPORT_OPTS_INIT;
+    o.gnuplot = gnuplot;
+    char gpbuf[4096];
+    const char *gp = find_gnuplot(&o, gpbuf, sizeof gpbuf);
+    *found = gp != NULL;
+    if (!gp) {
+        snprintf(note, cap, "The charts need gnuplot (Debian: apt-get install gnuplot-nox), which was not found.");
+        return -1;
+    }
+    return run_gnuplot(gp, dir, timeout_s > 0 ? timeout_s : 60, note, cap);
+}
+
+int hone_report_is_png(const char *dir, const char *name) { return is_png(dir, name); }
+
+int hone_report_write_text(const char *dir, const char *name, const char *text) { return write_file(dir, name, text); }

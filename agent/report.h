@@ -6,6 +6,8 @@
 #define HONE_REPORT_H
 
 #include <math.h>
+#include <stdio.h>
+#include <stddef.h>
 
 typedef struct {
     const char *title;          /* the page's heading; NULL: "Hone kernel report" */
@@ -34,5 +36,16 @@ typedef struct {
  * DIR not writable); gnuplot failing is not an error (out->note says why). */
 int hone_report_write(hone_report_result *out, const char *dir, const char *const *evidence_json, int n,
                       const hone_report_opts *opts);
+
+/* The pieces other pages share (hone verify's report): s HTML-escaped (NULL: "unknown"); the
+ * page's head (strict CSP, no scripts) and style up to <body>, with title escaped; gnuplot
+ * (opts-style: NULL = from PATH, "" = none) run on DIR/charts.gp in DIR, killed after
+ * timeout_s, *found set, 0 when it exited 0 (else note says why); 1 when DIR/name is a PNG. */
+void hone_report_escape(FILE *f, const char *s);
+void hone_report_page_begin(FILE *f, const char *title);
+int hone_report_run_charts(const char *gnuplot, const char *dir, double timeout_s, int *found, char *note, size_t cap);
+int hone_report_is_png(const char *dir, const char *name);
+/* Writes text to DIR/name; HONE_EIO naming the path. */
+int hone_report_write_text(const char *dir, const char *name, const char *text);
 
 #endif

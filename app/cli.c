@@ -27,6 +27,10 @@ const hone_cli_command hone_cli_commands[] = {
      "  tune -m MODEL [--llm URL|self|none] [--budget N] [--slot SLOT] [--no-commit]\n"
      "                          profile, rewrite the hottest slot (LLM or search), guard every\n"
      "                          candidate, commit the accepted ones to review branches\n"},
+    {"verify", hone_cli_verify,
+     "  verify --reference R --candidate C [--prompts FILE.jsonl] [--steps N] [--report DIR]\n"
+     "                          how close a candidate (GGUF file or OpenAI-compatible URL) is to\n"
+     "                          a reference: KL, top-1 agreement, flip rate, survival\n"},
     {NULL, NULL, NULL},
 };
 

@@ -20,6 +20,7 @@ int hone_cli_serve(int argc, char **argv);   /* app/serve_cli.c */
 int hone_cli_review(int argc, char **argv);  /* candidates/review.c */
 int hone_cli_tune(int argc, char **argv);    /* agent/tune.c */
 int hone_cli_guard(int argc, char **argv);   /* guard/guard.c */
+int hone_cli_verify(int argc, char **argv);  /* app/verify_cli.c */
 
 /* 1 when a subcommand's arguments (argv[0] its name) ask for its usage: -h or --help before
  * any "--". The command then prints it on stdout and exits 0. */

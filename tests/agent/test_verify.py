@@ -1,0 +1,277 @@
+#!/usr/bin/env python3
+"""`hone verify` end to end.
+
+1. Same function: SmolLM2 Q4_1 against its exact f32 dequantisation (tools/convert_gguf.py):
+   KL 0 at every position, top-1 agreement 100%, max |dlogit| 0, p = 0, every greedy output
+   identical. A tiny model against a lossy re-quantisation of itself: KL > 0, and the summary's
+   figures are consistent (p = 1 - agreement, survival = (1-p)^n, the report's files written).
+2. A scripted endpoint: an OpenAI-style /v1/completions (echo + logprobs, and greedy) that
+   serves SmolLM2's logits from `hone logits` plus a known bias on a few tokens. The KL hone
+   verify measures at each position equals the KL this test computes from the same logits and
+   the bias over the same partition (the endpoint's top-k, the rest lumped), top-1 agreement
+   equals the positions where the bias moves the argmax, and the first free-running divergence
+   is where the biased greedy decode leaves the reference's.
+3. Bad input: an unreachable endpoint and a prompts file that is not JSONL are clear errors.
+Exit 77 without the hone binary or SmolLM2."""
+import http.server
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
+from hone_logits import read_logits  # noqa: E402
+
+HONE = os.environ.get("HONE_BIN", "")
+SRC = os.environ.get("HONE_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+DATA = os.environ.get("HONE_TEST_DATA", os.path.join(SRC, "build", "testdata"))
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def run(cmd, timeout=900):
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if p.returncode:
+        print("$", " ".join(cmd), "\n", p.stdout[-3000:], p.stderr[-3000:], flush=True)
+    return p
+
+
+def verify(tmp, ref, cand, *extra):
+    out = os.path.join(tmp, "v.json")
+    p = run([HONE, "verify", "--reference", ref, "--candidate", cand, "--json", out, "--quiet", *extra])
+    if p.returncode:
+        return None, p
+    with open(out) as f:
+        return json.load(f), p
+
+
+def byte_decoder():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + \
+        list(range(ord("\xae"), ord("\xff") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+class Model:
+    """SmolLM2 through the hone CLI: ids, pieces, logits."""
+
+    def __init__(self, path):
+        import gguf
+        self.path = path
+        r = gguf.GGUFReader(path)
+        f = r.fields["tokenizer.ggml.tokens"]
+        types = r.fields["tokenizer.ggml.token_type"].contents()
+        dec = byte_decoder()
+        self.pieces = []
+        for i, idx in enumerate(f.data):
+            t = bytes(f.parts[idx]).decode()
+            if types[i] in (3, 4):  # control / user-defined: their text
+                self.pieces.append(t)
+            else:
+                self.pieces.append(bytes(dec[c] for c in t).decode("utf-8", errors="replace"))
+        self.eog = {0, 2}
+
+    def tokenize(self, text):
+        p = run([HONE, "tokenize", "-m", self.path, "-p", text])
+        return [int(x) for x in p.stdout.split()]
+
+    def logits(self, ids, tmp):
+        out = os.path.join(tmp, "l.bin")
+        run([HONE, "logits", "-m", self.path, "-t", "2", "--prompt-tokens", ",".join(map(str, ids)), "--steps", "1",
+             "--all-positions", "--out", out])
+        return read_logits(out).logits.astype(np.float64)  # row j predicts token j + 1
+
+
+def log_softmax(x):
+    m = x.max()
+    return x - (m + math.log(np.exp(x - m).sum()))
+
+
+def scripted_endpoint(model, bias, top_k, tmp, log):
+    class H(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            assert self.path == "/v1/completions", self.path
+            text = req["prompt"]
+            ids = model.tokenize(text)
+            if req.get("echo"):
+                L = model.logits(ids, tmp) + bias
+                toks, tlp, top, off, at = [], [], [], [], 0
+                for j, t in enumerate(ids):
+                    toks.append(model.pieces[t])
+                    off.append(at)
+                    at += len(model.pieces[t])
+                    if j == 0:
+                        tlp.append(None)
+                        top.append(None)
+                        continue
+                    lp = log_softmax(L[j - 1])
+                    tlp.append(float(lp[t]))
+                    best = np.argsort(-lp, kind="stable")[:top_k]
+                    top.append({model.pieces[b]: float(lp[b]) for b in best})
+                log.append({"text": text, "ids": ids})
+                lps = {"tokens": toks, "token_logprobs": tlp, "top_logprobs": top, "text_offset": off}
+            else:
+                out = []
+                seq = list(ids)
+                for _ in range(req["max_tokens"]):
+                    nxt = int(np.argmax(model.logits(seq, tmp)[-1] + bias))
+                    if nxt in model.eog:
+                        break
+                    out.append(nxt)
+                    seq.append(nxt)
+                lps = {"tokens": [model.pieces[t] for t in out]}
+            body = json.dumps({"object": "text_completion", "choices": [{"index": 0, "text": "".join(lps["tokens"]),
+                                                                      "logprobs": lps, "finish_reason": "stop"}]})
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def main():
+    if not HONE or not os.access(HONE, os.X_OK):
+        return 77
+    found = run([sys.executable, os.path.join(SRC, "tools", "find_smollm2.py")])
+    if found.returncode != 0:
+        print("SmolLM2 not installed: skipping")
+        return 77
+    smol = found.stdout.strip()
+    tmp = tempfile.mkdtemp(prefix="hone-verify-")
+    try:
+        # 1. the same function
+        f32 = os.path.join(tmp, "smol.f32.gguf")
+        run([sys.executable, os.path.join(SRC, "tools", "convert_gguf.py"), smol, f32, "--dtype", "f32"])
+        r, _ = verify(tmp, smol, f32, "--steps", "8", "--max-prompts", "3")
+        check(r is not None, "verify Q4_1 vs f32 ran")
+        if r:
+            s = r["summary"]
+            check(r["exact"] is True, "both files: exact KL")
+            check(s["positions"] > 0 and all(k == 0 for p in r["prompts"] for k in p["kl"]),
+                  f"Q4_1 vs its f32 dequantisation: KL 0 at all {s['positions']} positions")
+            check(s["top1_agreement"] == 1 and s["flip_rate"] == 0 and s["max_abs_dlogit"] == 0,
+                  "agreement 100%, p = 0, max |dlogit| 0")
+            check(s["greedy_identical"] == s["prompts"] == 3, "every free-running output identical")
+            check(s["survival_model"]["100"] == 1, "(1-p)^100 = 1")
+        tiny = os.path.join(DATA, "tiny-llama-f32.gguf")
+        lossy = os.path.join(tmp, "tiny.q4_0.gguf")
+        run([sys.executable, os.path.join(SRC, "tools", "convert_gguf.py"), tiny, lossy, "--dtype", "q4_0"])
+        rep = os.path.join(tmp, "report")
+        r, _ = verify(tmp, tiny, lossy, "--steps", "8", "--max-prompts", "4", "--report", rep)
+        check(r is not None, "verify tiny f32 vs q4_0 ran")
+        if r:
+            s = r["summary"]
+            check(s["kl_mean"] > 0, f"lossy re-quantisation: KL mean {s['kl_mean']:.3g} > 0")
+            check(abs(s["flip_rate"] - (1 - s["top1_agreement"])) < 1e-12, "p = 1 - top-1 agreement")
+            check(abs(s["survival_model"]["50"] - (1 - s["flip_rate"]) ** 50) < 1e-12, "survival = (1-p)^50")
+            kls = [k for p in r["prompts"] for k in p["kl"]]
+            check(abs(s["kl_mean"] - sum(kls) / len(kls)) < 1e-12 and abs(s["kl_max"] - max(kls)) == 0,
+                  "summary KL mean and max over the per-position values")
+            check(len(r["greedy_survival"]) == 8 and all(0 <= x <= 1 for x in r["greedy_survival"]),
+                  "measured survival per step")
+            check(os.path.exists(os.path.join(rep, "index.html")) and os.path.exists(os.path.join(rep, "verify.json")),
+                  "report page and JSON written")
+            if shutil.which("gnuplot"):
+                check(all(open(os.path.join(rep, n), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+                          for n in ("kl.png", "flips.png", "survival.png")), "three charts drawn")
+
+        # 2. the scripted endpoint
+        model = Model(smol)
+        bias = np.zeros(len(model.pieces))
+        for piece in (" the", ",", ".", " a", " is"):
+            if piece in model.pieces:
+                bias[model.pieces.index(piece)] = 2.5
+        k = 5
+        log = []
+        srv = scripted_endpoint(model, bias, k, tmp, log)
+        url = f"http://127.0.0.1:{srv.server_address[1]}/v1"
+        prompts = os.path.join(tmp, "p.jsonl")
+        texts = ["The capital of France is", "Water boils at a temperature of"]
+        with open(prompts, "w") as f:
+            for i, t in enumerate(texts):
+                f.write(json.dumps({"id": f"p{i}", "set": "t", "prompt": t}) + "\n")
+        r, _ = verify(tmp, smol, url, "--steps", "6", "--prompts", prompts, "--top-k", str(k))
+        srv.shutdown()
+        check(r is not None, "verify file vs scripted endpoint ran")
+        if r:
+            check(r["exact"] is False and "lower bound" in r["kl_kind"], "an endpoint side: KL stated as a lower bound")
+            for i, t in enumerate(texts):
+                pr = r["prompts"][i]
+                echo = next(e for e in log if e["text"].startswith(t))
+                n_p = len(model.tokenize(t))
+                L = model.logits(echo["ids"], tmp)
+                want_kl, want_top1 = [], []
+                for j in range(n_p, len(echo["ids"])):
+                    lp, lq = log_softmax(L[j - 1]), log_softmax(L[j - 1] + bias)
+                    S = set(np.argsort(-lq, kind="stable")[:k].tolist()) | {echo["ids"][j]}
+                    kl = sum(math.exp(lp[s]) * (lp[s] - lq[s]) for s in S)
+                    rp = 1 - sum(math.exp(lp[s]) for s in S)
+                    rq = 1 - sum(math.exp(lq[s]) for s in S)
+                    if rp > 1e-12:
+                        kl += rp * (math.log(rp) - math.log(max(rq, 1e-300)))
+                    want_kl.append(max(kl, 0.0))
+                    want_top1.append(int(np.argmax(L[j - 1]) == np.argmax(L[j - 1] + bias)))
+                got = pr["kl"]
+                check(len(got) == len(want_kl) and all(abs(a - b) <= 1e-9 + 1e-6 * abs(b) for a, b in zip(got, want_kl)),
+                      f"{pr['id']}: KL per position matches the bias ({[round(x, 5) for x in got]} vs "
+                      f"{[round(x, 5) for x in want_kl]})")
+                check(pr["top1"] == want_top1, f"{pr['id']}: top-1 agreement where the bias keeps the argmax "
+                      f"({pr['top1']} vs {want_top1})")
+                # free-running: the biased greedy decode against the reference's continuation
+                ref_ids = echo["ids"][n_p:]
+                seq, div = model.tokenize(t), -1
+                for step in range(len(ref_ids)):
+                    nxt = int(np.argmax(model.logits(seq, tmp)[-1] + bias))
+                    if nxt != ref_ids[step]:
+                        div = step
+                        break
+                    seq.append(nxt)
+                check(pr["first_divergence"] == div, f"{pr['id']}: first divergence {pr['first_divergence']} "
+                      f"(expected {div})")
+            flips = sum(1 - x for p in r["prompts"] for x in p["top1"])
+            n = sum(len(p["top1"]) for p in r["prompts"])
+            check(abs(r["summary"]["flip_rate"] - flips / n) < 1e-12, "p from the flipped positions")
+
+        # 3. bad input
+        p = run([HONE, "verify", "--reference", smol, "--candidate", "http://127.0.0.1:9/v1", "--max-prompts", "1",
+                 "--timeout-ms", "2000", "--quiet"])
+        check(p.returncode == 1 and "unreachable" in p.stderr, "an unreachable endpoint is a clear error")
+        bad = os.path.join(tmp, "bad.jsonl")
+        with open(bad, "w") as f:
+            f.write("not json\n")
+        p = run([HONE, "verify", "--reference", smol, "--candidate", smol, "--prompts", bad, "--quiet"])
+        check(p.returncode == 1 and "bad.jsonl:1" in p.stderr, "a prompts file that is not JSONL names its line")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
