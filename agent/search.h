@@ -39,12 +39,11 @@ int hone_search_point_eq(hone_search_point a, hone_search_point b);
 int hone_search_space_add(hone_search_point *pts, int *n, int cap, hone_search_point p,
                           hone_search_point skip);
 
-/* The C text of an AVX-512 expf over 8 doubles that gives bitwise glibc's expf (the FMA
- * variant that x86-64 glibc selects on FMA machines) for |x| < 88, and the helper
- * `hone_search_expf16(float *e, const float *x)` that uses it for 16 values (scalar expf for a
- * vector holding any |x| >= 88 or NaN). Templates that include it still reach the exact tier
- * only where the guard finds the bits equal; the table is computed at render time.
- * Returns a malloc'd string. */
+/* The C text of the helper `hone_search_expf16(float *e, const float *x)`: 16 exps through
+ * kernels/cpu/common.h's hone_cpu_expf16 (glibc's expf algorithm, bitwise libm's on every float
+ * where libm is glibc's FMA build, as tests/kernels/test_expf.c checks). Templates that include
+ * it still reach the exact tier only where the guard finds the bits equal. Returns a malloc'd
+ * string. */
 char *hone_search_expf_text(void);
 
 /* 0 when lo[i] <= p.v[i] <= hi[i] for i < n, else HONE_EINVAL ("search point out of range"). */

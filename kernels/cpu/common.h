@@ -168,6 +168,56 @@ hone_cpu_matmul_generic(float *restrict Y, const void *W, const float *restrict 
     }
 }
 
+/* ---- expf: glibc's algorithm, in the kernels' own code -----------------------------------
+ * glibc's expf (sysdeps/ieee754/flt-32/e_expf.c as x86-64's FMA build runs it): x * 32 / ln 2 =
+ * k + r, 2^(k/32) from a 32-entry table with k's high bits added to the exponent field, a cubic
+ * in r, all in double, rounded once to float. Written here so that every path (the vector one
+ * below, the scalar one, any libm) gives the same bits; tests/kernels/test_expf.c checks both
+ * against libm's expf on every float where libm is glibc's FMA build. */
+static const uint64_t hone_cpu_exp2f_tab[32] = {
+    0x3ff0000000000000ull, 0x3fefd9b0d3158574ull, 0x3fefb5586cf9890full, 0x3fef9301d0125b51ull,
+    0x3fef72b83c7d517bull, 0x3fef54873168b9aaull, 0x3fef387a6e756238ull, 0x3fef1e9df51fdee1ull,
+    0x3fef06fe0a31b715ull, 0x3feef1a7373aa9cbull, 0x3feedea64c123422ull, 0x3feece086061892dull,
+    0x3feebfdad5362a27ull, 0x3feeb42b569d4f82ull, 0x3feeab07dd485429ull, 0x3feea47eb03a5585ull,
+    0x3feea09e667f3bcdull, 0x3fee9f75e8ec5f74ull, 0x3feea11473eb0187ull, 0x3feea589994cce13ull,
+    0x3feeace5422aa0dbull, 0x3feeb737b0cdc5e5ull, 0x3feec49182a3f090ull, 0x3feed503b23e255dull,
+    0x3feee89f995ad3adull, 0x3feeff76f2fb5e47ull, 0x3fef199bdd85529cull, 0x3fef3720dcef9069ull,
+    0x3fef5818dcfba487ull, 0x3fef7c97337b9b5full, 0x3fefa4afa2a490daull, 0x3fefd0765b6e4540ull,
+};
+#define HONE_CPU_EXPF_INVLN2N (0x1.71547652b82fep+0 * 32)
+#define HONE_CPU_EXPF_SHIFT 0x1.8p+52
+#define HONE_CPU_EXPF_C0 (0x1.c6af84b912394p-5 / 32 / 32 / 32)
+#define HONE_CPU_EXPF_C1 (0x1.ebfce50fac4f3p-3 / 32 / 32)
+#define HONE_CPU_EXPF_C2 (0x1.62e42ff0c52d6p-1 / 32)
+
+static inline float hone_cpu_expf(float x)
+{
+    uint32_t ux;
+    memcpy(&ux, &x, 4);
+    uint32_t abstop = (ux >> 20) & 0x7ff;
+    if (abstop >= 0x42b) {                          /* |x| >= 88 (top 12 bits of 88.0f), or NaN */
+        if (ux == 0xff800000u) return 0.0f;         /* -inf */
+        if (abstop >= 0x7f8) return x + x;          /* inf, NaN */
+        if (x > 0x1.62e42ep6f) return (float)INFINITY;
+        if (x < -0x1.9fe368p6f) return 0.0f;
+    }
+    double xd = (double)x, z = HONE_CPU_EXPF_INVLN2N * xd, kd = z + HONE_CPU_EXPF_SHIFT;
+    uint64_t ki, t;
+    memcpy(&ki, &kd, 8);
+    kd -= HONE_CPU_EXPF_SHIFT;
+    double r = fma(HONE_CPU_EXPF_INVLN2N, xd, -kd);
+    t = hone_cpu_exp2f_tab[ki % 32] + (ki << 47);
+    double sc;
+    memcpy(&sc, &t, 8);
+    double zz = fma(HONE_CPU_EXPF_C0, r, HONE_CPU_EXPF_C1), r2 = r * r;
+    double y = fma(HONE_CPU_EXPF_C2, r, 1.0);
+    y = fma(zz, r2, y);
+    return (float)(y * sc);
+}
+
+/* e[i] = hone_cpu_expf(x[i]) for n values (16 at a time where AVX-512 is built in). */
+static inline void hone_cpu_expf_n(float *e, const float *x, int64_t n);
+
 /* One attention row: out[d] = sum_j softmax_j(scale * q . K_j) V_j[d] over keys j < n_kv of
  * the paged cache (kv head kvh). Scores are dot products in the lane order above; the softmax
  * normaliser is summed in double; V is accumulated in key order. Shared by attention_decode
@@ -192,7 +242,7 @@ static inline void hone_cpu_attend_row_generic(float *restrict out, const float 
     }
     double sum = 0.0;
     for (int64_t j = 0; j < n_kv; j++) {
-        scores[j] = expf(scores[j] - mx);
+        scores[j] = hone_cpu_expf(scores[j] - mx);
         sum += scores[j];
     }
     for (int64_t d = 0; d < head_dim; d++) out[d] = 0.0f;
@@ -446,9 +496,55 @@ static inline void hone_cpu_deqv_q4_1(const uint8_t *row, int64_t blk, __m512 *l
 
 
 #ifdef HONE_CPU_SIMD
+/* hone_cpu_expf on 8 doubles (the formula only: |x| < 88). */
+static inline __m512d hone_cpu_expf8_pd(__m512d xd)
+{
+    const __m512d invln2n = _mm512_set1_pd(HONE_CPU_EXPF_INVLN2N), shift = _mm512_set1_pd(HONE_CPU_EXPF_SHIFT);
+    __m512d kd = _mm512_add_pd(_mm512_mul_pd(invln2n, xd), shift);
+    __m512i ki = _mm512_castpd_si512(kd);
+    kd = _mm512_sub_pd(kd, shift);
+    __m512d r = _mm512_fmadd_pd(invln2n, xd, _mm512_sub_pd(_mm512_setzero_pd(), kd));
+    __m512i t = _mm512_i64gather_epi64(_mm512_and_si512(ki, _mm512_set1_epi64(31)), (const void *)hone_cpu_exp2f_tab, 8);
+    t = _mm512_add_epi64(t, _mm512_slli_epi64(ki, 47));
+    __m512d zz = _mm512_fmadd_pd(_mm512_set1_pd(HONE_CPU_EXPF_C0), r, _mm512_set1_pd(HONE_CPU_EXPF_C1));
+    __m512d y = _mm512_fmadd_pd(_mm512_set1_pd(HONE_CPU_EXPF_C2), r, _mm512_set1_pd(1.0));
+    y = _mm512_fmadd_pd(zz, _mm512_mul_pd(r, r), y);
+    return _mm512_mul_pd(y, _mm512_castsi512_pd(t));
+}
+
+/* hone_cpu_expf of 16 floats; lanes with |x| >= 88 or NaN go through the scalar function. */
+static inline __m512 hone_cpu_expf16(__m512 v)
+{
+    __m512d lo = hone_cpu_expf8_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(v)));
+    __m512d hi = hone_cpu_expf8_pd(_mm512_cvtps_pd(_mm512_extractf32x8_ps(v, 1)));
+    __m512 e = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
+    __mmask16 big = _mm512_cmp_ps_mask(_mm512_abs_ps(v), _mm512_set1_ps(88.0f), _CMP_NLT_UQ);
+    if (big) {
+        float x[16], r[16];
+        _mm512_storeu_ps(x, v);
+        _mm512_storeu_ps(r, e);
+        for (int i = 0; i < 16; i++)
+            if (big >> i & 1) r[i] = hone_cpu_expf(x[i]);
+        e = _mm512_loadu_ps(r);
+    }
+    return e;
+}
+#endif
+
+static inline void hone_cpu_expf_n(float *e, const float *x, int64_t n)
+{
+    int64_t i = 0;
+#ifdef HONE_CPU_SIMD
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(e + i, hone_cpu_expf16(_mm512_loadu_ps(x + i)));
+#endif
+    for (; i < n; i++) e[i] = hone_cpu_expf(x[i]);
+}
+
+#ifdef HONE_CPU_SIMD
 /* The attention row with the head in zmm registers: each score is the same lane-order dot
  * product (dims l, l+16, l+32, ... into lane l, then the tree), four keys at a time for
- * independent chains; expf per key and the double normaliser as in the generic row; V is
+ * independent chains; the exps 16 at a time (hone_cpu_expf16, the scalar hone_cpu_expf's bits)
+ * and the double normaliser in key order as in the generic row; V is
  * accumulated per dimension in key order with one fma each. Same bits as the generic row. */
 static inline void hone_cpu_attend_row_simd(float *restrict out, const float *restrict q,
                                             const float *k_cache, const float *v_cache,
@@ -461,46 +557,63 @@ static inline void hone_cpu_attend_row_simd(float *restrict out, const float *re
     __m512 qv[MAXV], o[MAXV];
     for (int i = 0; i < nv; i++) qv[i] = _mm512_loadu_ps(q + 16 * i);
     int64_t row = n_kv_heads * head_dim;
-#define HONE_KV_PTR(cache, j)                                                                 \
-    ((cache) + ((int64_t)block_table[(j) / block_size] * block_size + (j) % block_size) * row + \
-     kvh * head_dim)
+    /* keys walked block by block of the paged cache (one table lookup a block, no division a
+     * key); a key's score and its place in the sums do not depend on the walk */
+#define HONE_KV_BLOCK(cache, b0) ((cache) + (int64_t)block_table[(b0) / block_size] * block_size * row + kvh * head_dim)
     float mx = -INFINITY;
-    int64_t j = 0;
-    for (; j + 4 <= n_kv; j += 4) {
-        const float *k0 = HONE_KV_PTR(k_cache, j), *k1 = HONE_KV_PTR(k_cache, j + 1);
-        const float *k2 = HONE_KV_PTR(k_cache, j + 2), *k3 = HONE_KV_PTR(k_cache, j + 3);
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int i = 0; i < nv; i++) {
-            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(k0 + 16 * i), qv[i], a0);
-            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(k1 + 16 * i), qv[i], a1);
-            a2 = _mm512_fmadd_ps(_mm512_loadu_ps(k2 + 16 * i), qv[i], a2);
-            a3 = _mm512_fmadd_ps(_mm512_loadu_ps(k3 + 16 * i), qv[i], a3);
+    int64_t j;
+    for (int64_t b0 = 0; b0 < n_kv; b0 += block_size) {
+        const float *kb = HONE_KV_BLOCK(k_cache, b0);
+        int64_t nk = n_kv - b0 < block_size ? n_kv - b0 : block_size, s = 0;
+        float *sc = scores + b0;
+        for (; s + 4 <= nk; s += 4) {
+            const float *k0 = kb + s * row, *k1 = k0 + row, *k2 = k1 + row, *k3 = k2 + row;
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int i = 0; i < nv; i++) {
+                a0 = _mm512_fmadd_ps(_mm512_loadu_ps(k0 + 16 * i), qv[i], a0);
+                a1 = _mm512_fmadd_ps(_mm512_loadu_ps(k1 + 16 * i), qv[i], a1);
+                a2 = _mm512_fmadd_ps(_mm512_loadu_ps(k2 + 16 * i), qv[i], a2);
+                a3 = _mm512_fmadd_ps(_mm512_loadu_ps(k3 + 16 * i), qv[i], a3);
+            }
+            sc[s] = hone_cpu_zmm_sum(a0) * scale;
+            sc[s + 1] = hone_cpu_zmm_sum(a1) * scale;
+            sc[s + 2] = hone_cpu_zmm_sum(a2) * scale;
+            sc[s + 3] = hone_cpu_zmm_sum(a3) * scale;
         }
-        scores[j] = hone_cpu_zmm_sum(a0) * scale;
-        scores[j + 1] = hone_cpu_zmm_sum(a1) * scale;
-        scores[j + 2] = hone_cpu_zmm_sum(a2) * scale;
-        scores[j + 3] = hone_cpu_zmm_sum(a3) * scale;
+        for (; s < nk; s++) {
+            const float *k = kb + s * row;
+            __m512 a = _mm512_setzero_ps();
+            for (int i = 0; i < nv; i++) a = _mm512_fmadd_ps(_mm512_loadu_ps(k + 16 * i), qv[i], a);
+            sc[s] = hone_cpu_zmm_sum(a) * scale;
+        }
     }
-    for (; j < n_kv; j++) {
-        const float *k = HONE_KV_PTR(k_cache, j);
-        __m512 a = _mm512_setzero_ps();
-        for (int i = 0; i < nv; i++) a = _mm512_fmadd_ps(_mm512_loadu_ps(k + 16 * i), qv[i], a);
-        scores[j] = hone_cpu_zmm_sum(a) * scale;
-    }
-    for (j = 0; j < n_kv; j++)
+    /* the max (exact in any order; max_ps(x, m) keeps m for a NaN x, as the scalar test does),
+     * the exps 16 at a time, the normaliser in double in key order */
+    __m512 mv = _mm512_set1_ps(-INFINITY);
+    for (j = 0; j + 16 <= n_kv; j += 16) mv = _mm512_max_ps(_mm512_loadu_ps(scores + j), mv);
+    float ml[16];
+    _mm512_storeu_ps(ml, mv);
+    for (int l = 0; l < 16; l++)
+        if (ml[l] > mx) mx = ml[l];
+    for (; j < n_kv; j++)
         if (scores[j] > mx) mx = scores[j];
+    __m512 mxv = _mm512_set1_ps(mx);
+    for (j = 0; j + 16 <= n_kv; j += 16)
+        _mm512_storeu_ps(scores + j, hone_cpu_expf16(_mm512_sub_ps(_mm512_loadu_ps(scores + j), mxv)));
+    for (; j < n_kv; j++) scores[j] = hone_cpu_expf(scores[j] - mx);
     double sum = 0.0;
-    for (j = 0; j < n_kv; j++) {
-        scores[j] = expf(scores[j] - mx);
-        sum += scores[j];
-    }
+    for (j = 0; j < n_kv; j++) sum += scores[j];
     for (int i = 0; i < nv; i++) o[i] = _mm512_setzero_ps();
-    for (j = 0; j < n_kv; j++) {
-        const float *v = HONE_KV_PTR(v_cache, j);
-        __m512 p = _mm512_set1_ps(scores[j]);
-        for (int i = 0; i < nv; i++) o[i] = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 16 * i), o[i]);
+    for (int64_t b0 = 0; b0 < n_kv; b0 += block_size) {
+        const float *vb = HONE_KV_BLOCK(v_cache, b0);
+        int64_t nk = n_kv - b0 < block_size ? n_kv - b0 : block_size;
+        for (int64_t s = 0; s < nk; s++) {
+            const float *v = vb + s * row;
+            __m512 p = _mm512_set1_ps(scores[b0 + s]);
+            for (int i = 0; i < nv; i++) o[i] = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 16 * i), o[i]);
+        }
     }
-#undef HONE_KV_PTR
+#undef HONE_KV_BLOCK
     __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
     for (int i = 0; i < nv; i++) _mm512_storeu_ps(out + 16 * i, _mm512_mul_ps(o[i], inv));
 }
@@ -542,7 +655,7 @@ static inline void hone_cpu_rmsnorm_row(float *y, const float *x, const float *r
 }
 
 /* The swiglu slot's element: silu(g) * u = g / (1 + expf(-g)) * u in f32. */
-static inline float hone_cpu_silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+static inline float hone_cpu_silu_mul(float g, float u) { return g / (1.0f + hone_cpu_expf(-g)) * u; }
 
 /* y[0 .. r1 - r0) = rows r0 .. r1 - 1 of W[.][cols] against x, as matvec_<dt> computes them. */
 typedef void (*hone_cpu_rows_fn)(float *y, const void *W, const float *x, int64_t r0, int64_t r1,
