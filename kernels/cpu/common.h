@@ -657,6 +657,38 @@ static inline void hone_cpu_rmsnorm_row(float *y, const float *x, const float *r
 /* The swiglu slot's element: silu(g) * u = g / (1 + expf(-g)) * u in f32. */
 static inline float hone_cpu_silu_mul(float g, float u) { return g / (1.0f + hone_cpu_expf(-g)) * u; }
 
+/* One vector of silu(g) * u: -g as a sign flip, as C forms it (0 - g would keep a NaN's sign). */
+#ifdef HONE_CPU_SIMD
+static inline __m512 hone_cpu_silu_mul16(__m512 gv, __m512 uv)
+{
+    __m512 e = hone_cpu_expf16(_mm512_xor_ps(gv, _mm512_set1_ps(-0.0f)));
+    return _mm512_mul_ps(_mm512_div_ps(gv, _mm512_add_ps(_mm512_set1_ps(1.0f), e)), uv);
+}
+#endif
+
+/* out[i] = silu(g[i]) * u[i] for n values: where AVX-512 is built in, all of them 16 at a time
+ * (the tail through a zero-padded copy), so an element's bits do not depend on where a share
+ * starts, NaN payloads included (C lets a compiler commute a scalar product, and x86 keeps the
+ * first operand's NaN); elsewhere hone_cpu_silu_mul each. The same three f32 operations on the
+ * same exp either way. out may alias g or u. */
+static inline void hone_cpu_silu_mul_n(float *out, const float *g, const float *u, int64_t n)
+{
+    int64_t i = 0;
+#ifdef HONE_CPU_SIMD
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(out + i, hone_cpu_silu_mul16(_mm512_loadu_ps(g + i), _mm512_loadu_ps(u + i)));
+    if (i < n) {
+        float gt[16] = {0}, ut[16] = {0}, ot[16];
+        memcpy(gt, g + i, (size_t)(n - i) * sizeof *gt);
+        memcpy(ut, u + i, (size_t)(n - i) * sizeof *ut);
+        _mm512_storeu_ps(ot, hone_cpu_silu_mul16(_mm512_loadu_ps(gt), _mm512_loadu_ps(ut)));
+        memcpy(out + i, ot, (size_t)(n - i) * sizeof *ot);
+        return;
+    }
+#endif
+    for (; i < n; i++) out[i] = hone_cpu_silu_mul(g[i], u[i]);
+}
+
 /* y[0 .. r1 - r0) = rows r0 .. r1 - 1 of W[.][cols] against x, as matvec_<dt> computes them. */
 typedef void (*hone_cpu_rows_fn)(float *y, const void *W, const float *x, int64_t r0, int64_t r1,
                                  int64_t cols);
@@ -739,7 +771,7 @@ hone_cpu_ffn_compose(float *out, const void *Wg, const void *Wu, const float *x,
         int64_t e = r1 - r < 64 ? r1 : r + 64;
         rows(g, Wg, x, r, e, cols);
         rows(u, Wu, x, r, e, cols);
-        for (int64_t i = 0; i < e - r; i++) out[r + i] = hone_cpu_silu_mul(g[i], u[i]);
+        hone_cpu_silu_mul_n(out + r, g, u, e - r);
     }
 }
 
