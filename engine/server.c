@@ -1587,7 +1587,13 @@ static enum MHD_Result handle_embeddings(conn_ctx *cc)
         }
         b64 = strcmp(fmt->valuestring, "base64") == 0;
     }
-    const hone_hparams *hp = hone_model_hparams(hone_backend_model(hone_scheduler_backend(s->sched)));
+    hone_backend *be = hone_scheduler_backend(s->sched);
+    const hone_hparams *hp = hone_model_hparams(hone_backend_model(be));
+    if (hone_backend_device(be) != HONE_DEVICE_CPU) { /* a failing step would fail its batch-mates too */
+        ok = send_error(cc, 400, "invalid_request_error", NULL, "unsupported_device",
+                        "embeddings are computed on the CPU backend only (serve with --device cpu)");
+        goto done;
+    }
     double dims;
     int has;
     if (get_number(root, "dimensions", 1, 1 << 20, 1, &has, &dims, &b)) {
