@@ -385,6 +385,9 @@ static void outputs_prompt_rows(hone_scheduler *s)
     for (int i = 0; i < s->n_plp; i++) {
         hone_request *r = s->plp_req[i];
         int64_t p = s->plp_pos[i];
+        /* recomputed after a preemption: the same values (logits do not depend on the batch),
+         * and readers may hold them already (hone_request_prompt_logprobs): not written again */
+        if (r->completion_tokens > 0) continue;
         hone_sampler_logprobs(s->plogits + (int64_t)i * s->n_vocab, (int32_t)s->n_vocab, r->toks[p + 1],
                               r->top_lp, &r->plp[p + 1]);
     }
