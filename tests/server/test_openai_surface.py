@@ -258,6 +258,16 @@ def test_embeddings(t):
         raw = base64.b64decode(body["data"][0]["embedding"])
         floats = struct.unpack("<%df" % (len(raw) // 4), raw)
         t.check(st == 200 and list(floats) == [np.float32(x) for x in r.data[0].embedding], "base64 == float")
+        lastpool = os.path.join(sl.DATA, "tiny-llama-lastpool-f32.gguf")
+        if os.path.isfile(lastpool):
+            with Server(lastpool) as s2:
+                lr = client(s2).embeddings.create(model="tiny-llama-lastpool-f32", input=texts[0])
+                lref = ReferenceModel(lastpool).hidden(tokenize(lastpool, texts[0]))[-1]
+                lref = lref / np.linalg.norm(lref)
+                t.check(np.abs(np.array(lr.data[0].embedding) - lref).max() < 1e-4,
+                        "pooling_type 3 in the metadata: the last token's hidden state")
+        else:
+            t.check(False, "tools/make_tiny_model.py makes tiny-llama-lastpool-f32.gguf")
         try:
             c.embeddings.create(model="nope", input="x")
             t.check(False, "unknown model must fail")
