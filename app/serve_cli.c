@@ -17,6 +17,7 @@
 #include "engine/backend.h"
 #include "engine/error.h"
 #include "engine/forward.h"
+#include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/scheduler.h"
 #include "engine/server.h"
@@ -28,7 +29,7 @@ static const char serve_usage[] =
     "                  [--max-batch N] [--kv-blocks N] [-t THREADS] [--log-requests]\n"
     "                  [--step-tokens N] [--max-queue N] [--timeout SECONDS] [--model-name NAME]\n"
     "                  [--no-prefix-cache] [--no-profile] [--device cpu|cuda|auto] [--kernels DIR]\n"
-    "                  [--metrics-no-auth]\n"
+    "                  [--metrics-no-auth] [--model-alias NAME]... [--cors-origins '*'|ORIGIN,...]\n"
     "                  [--tune [--llm URL|self|none] [--llm-model NAME] [--auto-apply]\n"
     "                   [--tune-budget N] [--tune-interval S] [--tune-watch S] [--tune-spot S]\n"
     "                   [--tune-margin X] [--tune-e2e-slack X] [--tune-slot SLOT] [--tune-repo DIR] [--tune-state-dir DIR]\n"
@@ -41,6 +42,9 @@ static const char serve_usage[] =
     "  self-checked) instead of the baselines they differ from; --tune then improves on them.\n"
     "  --device: cpu (the default) or cuda (one sequence per step; fails without a usable GPU).\n"
     "  --metrics-no-auth: /metrics answers without the API key (for a scraper; the rest keeps it).\n"
+    "  --model-name: the model's id (default: the file's name without .gguf and spaces);\n"
+    "  --model-alias: another name requests may use (repeatable). --cors-origins: answer browsers\n"
+    "  from these origins (\"*\": any), preflights included.\n"
     "  --port 0 picks a free port (printed on stderr). The API key may also come from\n"
     "  $HONE_API_KEY. SIGTERM or SIGINT: stop accepting, finish in-flight requests, exit 0.\n";
 
@@ -123,8 +127,25 @@ static int test_load_delay(const sigset_t *sigs)
     return 0;
 }
 
+/* The default model id: the file's base name without ".gguf" and without spaces
+ * ("/m/SmolLM2 135M.Q4_1.gguf" -> "SmolLM2135M.Q4_1"). */
+static void default_model_id(const char *path, char *out, size_t cap)
+{
+    const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t n = strlen(base), k = 0;
+    if (n > 5 && strcmp(base + n - 5, ".gguf") == 0) n -= 5;
+    for (size_t i = 0; i < n && k + 1 < cap; i++)
+        if (base[i] != ' ') out[k++] = base[i];
+    out[k] = 0;
+    if (!k) snprintf(out, cap, "hone");
+}
+
+#define SERVE_MAX_ALIASES 16
+
 int hone_cli_serve(int argc, char **argv)
 {
+    const char *aliases[SERVE_MAX_ALIASES];
+    char default_id[256];
     const char *model_path = NULL, *model_name = NULL;
     hone_server_opts so = HONE_SERVER_OPTS_INIT;
     hone_scheduler_opts sco = HONE_SCHEDULER_OPTS_INIT;
@@ -162,6 +183,12 @@ int hone_cli_serve(int argc, char **argv)
         }
         else if (IS("--api-key")) so.api_key = val;
         else if (IS("--model-name")) model_name = val;
+        else if (IS("--cors-origins")) so.cors_origins = val;
+        else if (IS("--model-alias")) {
+            if (so.n_model_aliases == SERVE_MAX_ALIASES) { fprintf(stderr, "hone serve: at most %d --model-alias\n", SERVE_MAX_ALIASES); return 2; }
+            aliases[so.n_model_aliases++] = val;
+            so.model_aliases = aliases;
+        }
         else if (IS("--port")) { if (parse_int(a, val, 0, 65535, &v)) return 2; so.port = (int)v; }
         else if (IS("--ctx")) { if (parse_int(a, val, 16, 1 << 20, &v)) return 2; co.n_ctx = v; }
         else if (IS("--max-batch")) { if (parse_int(a, val, 1, 1024, &v)) return 2; sco.max_batch = (int)v; }
@@ -260,7 +287,15 @@ int hone_cli_serve(int argc, char **argv)
     hone_server_set_progress(srv, "scheduler", 0.9);
     if (hone_scheduler_new(&sched, be, tok, &sco)) goto fail;
     so.n_ctx = hone_backend_n_ctx(be);
-    so.model_id = model_name ? model_name : hone_model_name(m);
+    default_model_id(model_path, default_id, sizeof default_id);
+    so.model_id = model_name ? model_name : default_id;
+    {   /* llama.cpp's <arch>.pooling_type (1 mean, 3 last) decides how /v1/embeddings pools */
+        char key[64];
+        int64_t pt = 0;
+        snprintf(key, sizeof key, "%s.pooling_type", hp->arch);
+        if (hone_gguf_get_i64_opt(hone_model_gguf(m), key, &pt) == 0 && pt == HONE_POOLING_LAST)
+            so.pooling = HONE_POOLING_LAST;
+    }
     if (tune) {
         if (!profile) {
             hone_error_set(HONE_EINVAL, "--tune reads the live profile: drop --no-profile");

@@ -124,6 +124,9 @@ int hone_backend_forward(hone_backend *b, hone_kv_seq *seq, const int32_t *token
 
 int hone_backend_forward_batch(hone_backend *b, const hone_batch *batch)
 {
+    if (batch->hidden_rows && hone_backend_device(b) != HONE_DEVICE_CPU)
+        return hone_error_set(HONE_EUNSUPPORTED, "hidden states (embeddings) are computed on the CPU "
+                              "backend only (serve with --device cpu)");
     return b->iface.forward_batch(b->ctx, batch);
 }
 

@@ -50,6 +50,8 @@ struct hone_ctx {
     hone_kv_seq *const *piece_seqs;  /* [piece_n] */
     const int32_t *piece_tokens;     /* [piece_n] */
     float *const *piece_out;         /* [piece_n] */
+    float *const *piece_hidden;      /* [piece_n] or NULL: hone_batch.hidden_rows */
+    float **hidden_rows;             /* [chunk] */
 };
 
 /* ---- slot dispatch: every call goes through its descriptor's generic caller ---- */
@@ -372,11 +374,27 @@ static int cpu_swiglu(void *p, hone_act out, hone_act g, hone_act u, int64_t ele
     return 0;
 }
 
+/* The rows whose hidden state is wanted (hone_batch.hidden_rows): the output norm of their
+ * x rows, gathered into proj (free after the last residual add), normed into h (free until
+ * the head's own norm) and copied out. */
+static void hidden_out(hone_ctx *c, int64_t n)
+{
+    int64_t rows = 0, dim = c->hp.dim;
+    if (!c->piece_hidden) return;
+    for (int64_t t = 0; t < n; t++)
+        if (c->piece_hidden[t]) memcpy(c->proj + rows++ * dim, c->x + t * dim, (size_t)dim * sizeof(float));
+    if (!rows) return;
+    op_rmsnorm(c, c->h, c->proj, hone_model_output_norm(c->m), rows);
+    for (int64_t t = 0, r = 0; t < n; t++)
+        if (c->piece_hidden[t]) memcpy(c->piece_hidden[t], c->h + r++ * dim, (size_t)dim * sizeof(float));
+}
+
 /* The wanted rows, gathered to the front of x. */
 static int64_t cpu_gather(void *p, int64_t n)
 {
     hone_ctx *c = p;
     int64_t rows = 0, dim = c->hp.dim;
+    hidden_out(c, n);
     for (int64_t t = 0; t < n; t++)
         if (c->piece_out[t]) {
             if (rows != t) memcpy(c->x + rows * dim, c->x + t * dim, (size_t)dim * sizeof(float));
@@ -463,7 +481,8 @@ static const hone_layer_ops cpu_ops = {
 /* Runs n <= chunk batch rows through the model. out_rows[t] is where row t's logits go
  * (NULL: not wanted). Positions come from pos[t]; KV blocks are already reserved. */
 static void forward_piece(hone_ctx *c, hone_kv_seq *const *seqs, const int32_t *tokens,
-                          const int32_t *pos, int64_t n, float *const *out_rows)
+                          const int32_t *pos, int64_t n, float *const *out_rows,
+                          float *const *hidden_rows)
 {
     memcpy(c->pos, pos, (size_t)n * sizeof *pos);
     int64_t n_runs = 0;
@@ -479,6 +498,7 @@ static void forward_piece(hone_ctx *c, hone_kv_seq *const *seqs, const int32_t *
     c->piece_seqs = seqs;
     c->piece_tokens = tokens;
     c->piece_out = out_rows;
+    c->piece_hidden = hidden_rows;
     c->piece_n = n;
     hone_layers_run(c->m, &cpu_ops, c, n); /* the CPU operations cannot fail */
 }
@@ -516,7 +536,9 @@ int hone_ctx_forward_batch(hone_ctx *c, const hone_batch *b)
     for (int64_t t0 = 0; t0 < b->n; t0 += c->o.chunk) {
         int64_t m = b->n - t0 < c->o.chunk ? b->n - t0 : c->o.chunk;
         for (int64_t t = 0; t < m; t++) out_rows[t] = b->out_rows ? b->out_rows[t0 + t] : NULL;
-        forward_piece(c, b->seqs + t0, b->tokens + t0, b->pos + t0, m, out_rows);
+        for (int64_t t = 0; t < m; t++) c->hidden_rows[t] = b->hidden_rows ? b->hidden_rows[t0 + t] : NULL;
+        forward_piece(c, b->seqs + t0, b->tokens + t0, b->pos + t0, m, out_rows,
+                      b->hidden_rows ? c->hidden_rows : NULL);
         for (int64_t t = 0; t < m; t++) b->seqs[t0 + t]->n_tokens++;
     }
     return 0;
@@ -547,7 +569,7 @@ int hone_ctx_forward(hone_ctx *c, hone_kv_seq *seq, const int32_t *tokens, int64
             else if (logits && t0 + t == n - 1) row = logits;
             c->out_rows[t] = row;
         }
-        forward_piece(c, c->seq_rows, tokens + t0, c->pos_rows, m, c->out_rows);
+        forward_piece(c, c->seq_rows, tokens + t0, c->pos_rows, m, c->out_rows, NULL);
         seq->n_tokens += m;
     }
     return 0;
@@ -608,6 +630,7 @@ int hone_ctx_new(hone_ctx **out, const hone_model *m, const hone_ctx_opts *opts)
     ALLOC(seq_rows, ch)
     ALLOC(pos_rows, ch)
     ALLOC(out_rows, ch)
+    ALLOC(hidden_rows, ch)
     ALLOC(logits, ch * hp->n_vocab)
 #undef ALLOC
     *out = c;
@@ -625,7 +648,7 @@ void hone_ctx_free(hone_ctx *c)
     free(c->x); free(c->h); free(c->proj); free(c->q0); free(c->att); free(c->k0); free(c->v0);
     free(c->qkv); free(c->nscratch);
     free(c->gate); free(c->up); free(c->scratch); free(c->pos);
-    free(c->runs); free(c->seq_rows); free(c->pos_rows); free(c->out_rows); free(c->logits);
+    free(c->runs); free(c->seq_rows); free(c->pos_rows); free(c->out_rows); free(c->hidden_rows); free(c->logits);
     free(c);
 }
 

@@ -57,6 +57,10 @@ typedef struct {
     hone_kv_seq *const *seqs;/* [n] */
     const int32_t *pos;      /* [n] */
     float *const *out_rows;  /* [n] or NULL */
+    /* [n] or NULL: where row i's final hidden state goes ([dim] floats: the residual stream
+     * after the last layer through the output norm, the head's input; for embeddings), or NULL
+     * for none. CPU only: other backends answer HONE_EUNSUPPORTED for a batch that asks. */
+    float *const *hidden_rows;
 } hone_batch;
 
 /* Runs a batch; on error (bad token or position, context or KV cache full) no sequence

@@ -29,6 +29,11 @@ struct hone_sampler {
     int32_t *hist;    /* (repeat_last_n) ring of accepted tokens */
     int32_t hist_len; /* how many of hist are valid */
     int32_t hist_head;/* next slot to write */
+    int32_t *counts;  /* (n_vocab) times each token was accepted (presence/frequency penalty) */
+    int32_t *seen_ids;/* (n_vocab) the distinct accepted tokens, n_seen of them */
+    int32_t n_seen;
+    int32_t *bias_ids;/* (n_bias) logit_bias, owned copies */
+    float *bias_vals;
     uint64_t rng[4];  /* xoshiro256** state */
     double mass[SAMPLER_BUCKETS]; /* top-p prefilter histogram */
 };
@@ -229,6 +234,55 @@ static int cmp_id(const void *pa, const void *pb)
     return (a->id > b->id) - (a->id < b->id);
 }
 
+/* ---- OpenAI's terms: logit_bias, presence and frequency penalties ---- */
+
+/* Validates and copies params' OpenAI terms into s (counts are kept only when a penalty is
+ * on). The copies make the caller's bias arrays free to go after hone_sampler_new. */
+static int openai_terms_init(hone_sampler *s, const hone_sampler_params *p)
+{
+    static const char *const names[2] = {"presence_penalty", "frequency_penalty"};
+    const float vals[2] = {p->presence_penalty, p->frequency_penalty};
+    for (int i = 0; i < 2; i++)
+        if (!(vals[i] >= -2.0f && vals[i] <= 2.0f))
+            return hone_error_set(HONE_EINVAL, "sampler: %s %g must be in [-2, 2] (0 = off)", names[i],
+                                  (double)vals[i]);
+    if (p->n_bias < 0 || (p->n_bias > 0 && (!p->bias_ids || !p->bias_vals)))
+        return hone_error_set(HONE_EINVAL, "sampler: logit_bias needs ids and values");
+    for (int32_t j = 0; j < p->n_bias; j++) {
+        if (p->bias_ids[j] < 0 || p->bias_ids[j] >= s->n_vocab)
+            return hone_error_set(HONE_EINVAL, "sampler: logit_bias token %d outside [0, %d)",
+                                  (int)p->bias_ids[j], (int)s->n_vocab);
+        if (!isfinite(p->bias_vals[j]))
+            return hone_error_set(HONE_EINVAL, "sampler: logit_bias of token %d must be finite",
+                                  (int)p->bias_ids[j]);
+    }
+    if (p->n_bias) {
+        s->bias_ids = malloc((size_t)p->n_bias * sizeof *s->bias_ids);
+        s->bias_vals = malloc((size_t)p->n_bias * sizeof *s->bias_vals);
+        if (!s->bias_ids || !s->bias_vals) return hone_error_set(HONE_ENOMEM, "sampler: out of memory");
+        memcpy(s->bias_ids, p->bias_ids, (size_t)p->n_bias * sizeof *s->bias_ids);
+        memcpy(s->bias_vals, p->bias_vals, (size_t)p->n_bias * sizeof *s->bias_vals);
+    }
+    s->p.bias_ids = s->bias_ids;
+    s->p.bias_vals = s->bias_vals;
+    if (p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f) {
+        s->counts = calloc((size_t)s->n_vocab, sizeof *s->counts);
+        s->seen_ids = malloc((size_t)s->n_vocab * sizeof *s->seen_ids);
+        if (!s->counts || !s->seen_ids) return hone_error_set(HONE_ENOMEM, "sampler: out of memory");
+    }
+    return 0;
+}
+
+/* l[j] -= c[j] * frequency + (c[j] > 0) * presence over the accepted tokens (-inf stays). */
+static void openai_penalties(const hone_sampler *s, float *pen)
+{
+    if (!s->counts) return;
+    for (int32_t i = 0; i < s->n_seen; i++) {
+        int32_t t = s->seen_ids[i];
+        pen[t] -= (float)s->counts[t] * s->p.frequency_penalty + s->p.presence_penalty;
+    }
+}
+
 /* ---- public API ---- */
 
 int hone_sampler_new(hone_sampler **out, const hone_sampler_params *params, int32_t n_vocab)
@@ -266,6 +320,7 @@ int hone_sampler_new(hone_sampler **out, const hone_sampler_params *params, int3
     s->seen = calloc((size_t)n_vocab, 1);
     s->work = malloc((size_t)n_vocab * sizeof *s->work);
     s->hist = malloc(((size_t)p->repeat_last_n + 1) * sizeof *s->hist);
+    if (s->pen && s->seen && s->work && s->hist && (rc = openai_terms_init(s, p)) != 0) goto done;
     if (!s->pen || !s->seen || !s->work || !s->hist) {
         rc = hone_error_set(HONE_ENOMEM, "sampler: out of memory for a vocabulary of %d", (int)n_vocab);
         goto done;
@@ -285,6 +340,10 @@ void hone_sampler_free(hone_sampler *s)
     free(s->seen);
     free(s->work);
     free(s->hist);
+    free(s->counts);
+    free(s->seen_ids);
+    free(s->bias_ids);
+    free(s->bias_vals);
     free(s);
 }
 
@@ -292,13 +351,17 @@ void hone_sampler_reset(hone_sampler *s, uint64_t seed)
 {
     s->hist_len = 0;
     s->hist_head = 0;
+    for (int32_t i = 0; s->counts && i < s->n_seen; i++) s->counts[s->seen_ids[i]] = 0;
+    s->n_seen = 0;
     rng_seed(s->rng, seed);
 }
 
 void hone_sampler_accept(hone_sampler *s, int32_t token)
 {
     int32_t cap = s->p.repeat_last_n;
-    if (cap == 0 || token < 0 || token >= s->n_vocab) return;
+    if (token < 0 || token >= s->n_vocab) return;
+    if (s->counts && s->counts[token]++ == 0) s->seen_ids[s->n_seen++] = token;
+    if (cap == 0) return;
     s->hist[s->hist_head] = token;
     s->hist_head = (s->hist_head + 1) % cap;
     if (s->hist_len < cap) s->hist_len++;
@@ -314,6 +377,7 @@ static float build_penalised(hone_sampler *s, const float *logits, int32_t *n_va
     int32_t n = s->n_vocab;
     float *pen = s->pen;
     for (int32_t i = 0; i < n; i++) pen[i] = isnan(logits[i]) ? -INFINITY : logits[i];
+    for (int32_t j = 0; j < s->p.n_bias; j++) pen[s->bias_ids[j]] += s->bias_vals[j];
     float rp = s->p.repeat_penalty;
     if (rp != 1.0f) {
         for (int32_t j = 0; j < s->hist_len; j++) {
@@ -324,6 +388,7 @@ static float build_penalised(hone_sampler *s, const float *logits, int32_t *n_va
         }
         for (int32_t j = 0; j < s->hist_len; j++) s->seen[s->hist[j]] = 0;
     }
+    openai_penalties(s, pen);
     float mx[SAMPLER_LANES];
     int32_t valid[SAMPLER_LANES] = {0}, posinf[SAMPLER_LANES] = {0};
     for (int j = 0; j < SAMPLER_LANES; j++) mx[j] = -INFINITY;
@@ -456,4 +521,40 @@ int32_t hone_sampler_sample(hone_sampler *s, const float *logits)
         if (cum > target) return w[j].id;
     }
     return last_positive; /* rounding: the sum fell a hair short of target */
+}
+
+/* ---- log-probabilities ---- */
+
+void hone_sampler_logprobs(const float *logits, int32_t n_vocab, int32_t token, int32_t k,
+                           hone_token_logprob *out)
+{
+    k = k < 0 ? 0 : k > HONE_SAMPLER_TOP_LOGPROBS_MAX ? HONE_SAMPLER_TOP_LOGPROBS_MAX : k;
+    if (k > n_vocab) k = n_vocab;
+    double lmax = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; i++)
+        if (logits[i] > lmax) lmax = logits[i];
+    double sum = 0.0;
+    if (isfinite(lmax))
+        for (int32_t i = 0; i < n_vocab; i++)
+            if (logits[i] > -INFINITY) sum += exp((double)logits[i] - lmax);
+    double logz = lmax + log(sum);
+    float tl[HONE_SAMPLER_TOP_LOGPROBS_MAX]; /* the top k so far, in order (logit desc, id asc) */
+    int32_t m = 0;
+    for (int32_t i = 0; i < n_vocab && k > 0; i++) {
+        float l = isnan(logits[i]) ? -INFINITY : logits[i];
+        if (m == k && !(l > tl[m - 1])) continue;
+        int32_t j = m < k ? m++ : k - 1;
+        while (j > 0 && l > tl[j - 1]) {
+            out->top_ids[j] = out->top_ids[j - 1];
+            tl[j] = tl[j - 1];
+            j--;
+        }
+        out->top_ids[j] = i;
+        tl[j] = l;
+    }
+    out->n_top = m;
+    for (int32_t j = 0; j < m; j++) out->top_lps[j] = (float)((double)tl[j] - logz);
+    out->token = token;
+    out->logprob = token >= 0 && token < n_vocab && !isnan(logits[token])
+                       ? (float)((double)logits[token] - logz) : -INFINITY;
 }

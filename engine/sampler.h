@@ -8,7 +8,7 @@
 
 /* Sampling parameters. The filters run in llama.cpp's default order:
  *
- *   repetition penalty -> top-k -> top-p -> min-p -> temperature -> softmax -> draw
+ *   logit bias -> repetition penalty -> presence/frequency penalty -> top-k -> top-p -> min-p -> temperature -> softmax -> draw
  *
  * top-p and min-p look at softmax(logits) at temperature 1 (after the penalty and top-k),
  * as llama.cpp does; temperature only reshapes the distribution of the survivors.
@@ -21,6 +21,17 @@ typedef struct {
     float repeat_penalty;   /* > 0; 1 = off; applied once per distinct recent token */
     int32_t repeat_last_n;  /* how many accepted tokens the penalty looks back; >= 0; 0 = off */
     uint64_t seed;          /* PRNG seed; any value, 0 included */
+    /* OpenAI's penalties (platform.openai.com/docs/advanced-usage, "frequency and presence
+     * penalties"): with c[j] the times token j was accepted so far,
+     *   l[j] -= c[j] * frequency_penalty + (c[j] > 0) * presence_penalty
+     * after logit_bias and the repetition penalty; both in [-2, 2], 0 = off. */
+    float presence_penalty;
+    float frequency_penalty;
+    /* logit_bias: n_bias (token id, bias) pairs, added to the logits first (OpenAI: -100 bans,
+     * 100 forces). Copied by hone_sampler_new; ids must be in [0, n_vocab), bias finite. */
+    const int32_t *bias_ids;
+    const float *bias_vals;
+    int32_t n_bias;
 } hone_sampler_params;
 
 #define HONE_SAMPLER_PARAMS_INIT                                                            \
@@ -62,5 +73,26 @@ void hone_sampler_accept(hone_sampler *s, int32_t token);
 
 /* Forgets the accepted tokens and reseeds the PRNG, as if newly created with this seed. */
 void hone_sampler_reset(hone_sampler *s, uint64_t seed);
+
+/* ---- log-probabilities (OpenAI's logprobs / top_logprobs) ---- */
+
+#define HONE_SAMPLER_TOP_LOGPROBS_MAX 20
+
+/* One position's log-probabilities under the model's own distribution. */
+typedef struct {
+    int32_t token;      /* the token at this position (sampled, or the prompt's) */
+    float logprob;      /* log softmax(logits)[token] */
+    int32_t n_top;      /* entries in top_ids / top_lps */
+    int32_t top_ids[HONE_SAMPLER_TOP_LOGPROBS_MAX];  /* the most likely tokens, most likely first (ties: lower id) */
+    float top_lps[HONE_SAMPLER_TOP_LOGPROBS_MAX];
+} hone_token_logprob;
+
+/* Fills out from the exact logits[n_vocab] (before any bias, penalty or temperature):
+ * log softmax with the maximum subtracted and the normaliser summed in double, so that
+ * logprob = (double)l[token] - (l_max + log(sum_j exp(l[j] - l_max))), rounded to float once.
+ * k (clamped to [0, HONE_SAMPLER_TOP_LOGPROBS_MAX]) top entries; NaN logits count as -inf.
+ * Example: logits {0, ln 3} give logprobs {ln 1/4, ln 3/4}. */
+void hone_sampler_logprobs(const float *logits, int32_t n_vocab, int32_t token, int32_t k,
+                           hone_token_logprob *out);
 
 #endif

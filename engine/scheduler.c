@@ -50,6 +50,16 @@ struct hone_request {
     hone_request_error err;
     char error[256];
     hone_request *qprev, *qnext;
+    /* OpenAI outputs (hone_request_params.logprobs ... embed; see the "outputs" section) */
+    int want_lp, top_lp, want_plp;
+    hone_pooling embed;
+    hone_token_logprob lp_pending;  /* engine thread: this step's sampled token */
+    hone_token_logprob *lp;         /* [lp_cap] generated tokens' (under mu) */
+    int64_t n_lp, lp_cap;
+    hone_token_logprob *plp;        /* [n_prompt] the prompt's (engine; read once done) */
+    double *emb_sum;                /* [dim] pooled hidden state (engine) */
+    float *emb;                     /* [dim] the embedding, set when done */
+    int64_t emb_rows;
 };
 
 struct hone_scheduler {
@@ -75,6 +85,15 @@ struct hone_scheduler {
     float **b_out;            /* [step_tokens] */
     float *logits;            /* [max_batch][n_vocab] */
     int32_t *match;           /* [n_ctx / bs + 1] */
+    /* outputs beyond the sampled rows' logits (engine thread only) */
+    int64_t dim;
+    float *plogits;           /* [PLP_ROWS][n_vocab] prompt rows' logits (prompt_logprobs) */
+    hone_request **plp_req;   /* [PLP_ROWS] whose prompt row each is */
+    int64_t *plp_pos;         /* [PLP_ROWS] its position */
+    int n_plp;
+    float *hidden;            /* [step_tokens][dim] final hidden states (embeddings) */
+    float **b_hidden;         /* [step_tokens] */
+    int any_hidden;
     /* statistics (under mu) */
     hone_scheduler_stats st;
     /* the observer (o.observer): prof_mu is held by the engine for a whole step and by readers */
@@ -121,6 +140,10 @@ static void request_free(hone_request *r)
     free(r->chain);
     free(r->text);
     free(r->seq.blocks);
+    free(r->lp);
+    free(r->plp);
+    free(r->emb_sum);
+    free(r->emb);
     free(r);
 }
 
@@ -292,12 +315,120 @@ static int64_t blocks_for(const hone_scheduler *s, int64_t n_tokens)
     return (n_tokens + s->bs - 1) / s->bs;
 }
 
+/* ---- outputs beyond text: logprobs, prompt logprobs, embeddings (engine thread) ---- */
+
+#define PLP_ROWS 32 /* prompt rows per step whose logits are kept for prompt_logprobs */
+
+/* 1 when r needs every prompt row computed (its logits or hidden states): the prefix cache
+ * is not read for it (its blocks are still registered for others). */
+static int reads_all_rows(const hone_request *r) { return r->want_plp || r->embed != HONE_POOLING_NONE; }
+
+/* At (re)admission: an embedding restarts its pooling (the prompt is recomputed from 0). */
+static void outputs_on_admit(hone_scheduler *s, hone_request *r)
+{
+    if (r->emb_sum) memset(r->emb_sum, 0, (size_t)s->dim * sizeof *r->emb_sum);
+    r->emb_rows = 0;
+}
+
+/* Caps a prefill of `rows` rows from r's next position so that its prompt rows' logits fit in
+ * what is left of this step's PLP_ROWS (*left). */
+static int64_t outputs_cap_rows(const hone_scheduler *s, const hone_request *r, int64_t rows, int64_t *left)
+{
+    (void)s;
+    if (!r->want_plp) return rows;
+    int64_t base = r->seq.n_tokens, last = r->n_prompt - 1; /* rows at positions < last are kept */
+    int64_t kept = base < last ? (last - base < rows ? last - base : rows) : 0;
+    if (kept > *left) {
+        rows = *left;
+        kept = *left;
+    }
+    *left -= kept;
+    return rows;
+}
+
+/* Points r's rows [n0, n0 + r->rows) of the step at the prompt-logit and hidden-state rows
+ * they need. */
+static void outputs_plan(hone_scheduler *s, hone_request *r, int64_t n0)
+{
+    for (int64_t j = 0; j < r->rows; j++) {
+        int64_t pos = r->seq.n_tokens + j, row = n0 + j;
+        if (r->want_plp && pos < r->n_prompt - 1 && s->n_plp < PLP_ROWS) {
+            s->b_out[row] = s->plogits + (int64_t)s->n_plp * s->n_vocab;
+            s->plp_req[s->n_plp] = r;
+            s->plp_pos[s->n_plp++] = pos;
+        }
+        if ((r->embed == HONE_POOLING_MEAN && pos < r->n_prompt) ||
+            (r->embed == HONE_POOLING_LAST && pos == r->n_prompt - 1)) {
+            s->b_hidden[row] = s->hidden + row * s->dim;
+            s->any_hidden = 1;
+        }
+    }
+}
+
+/* After the step (not under mu): r's sampled token's logprobs, its hidden rows pooled. */
+static void outputs_collect(hone_scheduler *s, hone_request *r, int64_t n0)
+{
+    if (r->want_lp && r->logit_slot >= 0 && r->sampled >= 0)
+        hone_sampler_logprobs(s->logits + r->logit_slot * s->n_vocab, (int32_t)s->n_vocab, r->sampled,
+                              r->top_lp, &r->lp_pending);
+    for (int64_t j = 0; r->emb_sum && j < r->rows; j++) {
+        const float *h = s->b_hidden[n0 + j];
+        if (!h) continue;
+        for (int64_t d = 0; d < s->dim; d++) r->emb_sum[d] += h[d];
+        r->emb_rows++;
+    }
+}
+
+/* After the step (not under mu): the kept prompt rows' logprobs of the prompt's next tokens. */
+static void outputs_prompt_rows(hone_scheduler *s)
+{
+    for (int i = 0; i < s->n_plp; i++) {
+        hone_request *r = s->plp_req[i];
+        int64_t p = s->plp_pos[i];
+        /* recomputed after a preemption: the same values (logits do not depend on the batch),
+         * and readers may hold them already (hone_request_prompt_logprobs): not written again */
+        if (r->completion_tokens > 0) continue;
+        hone_sampler_logprobs(s->plogits + (int64_t)i * s->n_vocab, (int32_t)s->n_vocab, r->toks[p + 1],
+                              r->top_lp, &r->plp[p + 1]);
+    }
+}
+
+/* Under mu, in take_token: the sampled token's logprobs join r's list. */
+static void outputs_take(hone_request *r)
+{
+    if (!r->want_lp) return;
+    if (r->n_lp == r->lp_cap) {
+        int64_t cap = r->lp_cap ? r->lp_cap * 2 : 64;
+        hone_token_logprob *lp = realloc(r->lp, (size_t)cap * sizeof *lp);
+        if (!lp) return; /* out of memory: the list stops growing (the text goes on) */
+        r->lp = lp;
+        r->lp_cap = cap;
+    }
+    r->lp[r->n_lp++] = r->lp_pending;
+}
+
+/* Under mu, after a step: a request that generates nothing (max_tokens 0: an embedding, or an
+ * echo of prompt logprobs) is finished once its prompt is computed. */
+static int outputs_finish_prompt_only(hone_scheduler *s, hone_request *r)
+{
+    if (r->max_tokens > 0 || r->seq.n_tokens < r->n_toks) return 0;
+    if (r->emb_sum) {
+        double norm = 0.0, rows = r->emb_rows > 0 ? (double)r->emb_rows : 1.0;
+        for (int64_t d = 0; d < s->dim; d++) norm += (r->emb_sum[d] / rows) * (r->emb_sum[d] / rows);
+        norm = sqrt(norm);
+        for (int64_t d = 0; d < s->dim; d++)
+            r->emb[d] = (float)(norm > 0 ? r->emb_sum[d] / rows / norm : 0.0);
+    }
+    finish(s, r, HONE_FINISH_LENGTH, HONE_REQUEST_ERR_NONE, NULL);
+    return 1;
+}
+
 static void admit(hone_scheduler *s)
 {
     while (s->qhead && s->n_running < s->o.max_batch) {
         hone_request *r = s->qhead;
         int64_t full = (r->n_toks - 1) / s->bs; /* the last token is always computed */
-        int64_t m = s->pc ? hone_prefix_cache_match(s->pc, r->toks, full, s->match) : 0;
+        int64_t m = s->pc && !reads_all_rows(r) ? hone_prefix_cache_match(s->pc, r->toks, full, s->match) : 0;
         int64_t need = blocks_for(s, r->n_toks + 1) - m;
         int64_t idle = s->pc ? hone_prefix_cache_n_idle(s->pc) : 0;
         for (int64_t i = 0; i < m; i++) idle -= hone_prefix_cache_is_idle(s->pc, s->match[i]);
@@ -320,6 +451,7 @@ static void admit(hone_scheduler *s)
             }
         }
         r->state = ST_RUNNING;
+        outputs_on_admit(s, r);
         s->running[s->n_running++] = r;
     }
 }
@@ -352,7 +484,7 @@ static void sweep(hone_scheduler *s, double now)
 static int64_t plan(hone_scheduler *s)
 {
     for (;;) {
-        int64_t budget = s->o.step_tokens;
+        int64_t budget = s->o.step_tokens, plp_left = PLP_ROWS;
         for (int i = 0; i < s->n_running; i++) {
             hone_request *r = s->running[i];
             r->rows = r->n_toks - r->seq.n_tokens == 1 ? 1 : 0;
@@ -363,6 +495,7 @@ static int64_t plan(hone_scheduler *s)
             int64_t rem = r->n_toks - r->seq.n_tokens;
             if (rem > 1) {
                 r->rows = rem < budget ? rem : budget;
+                r->rows = outputs_cap_rows(s, r, r->rows, &plp_left);
                 budget -= r->rows;
             }
         }
@@ -384,6 +517,8 @@ static int64_t plan(hone_scheduler *s)
         return 0;
     }
     int64_t n = 0, k = 0;
+    s->n_plp = 0;
+    s->any_hidden = 0;
     for (int i = 0; i < s->n_running; i++) {
         hone_request *r = s->running[i];
         r->logit_slot = -1;
@@ -393,8 +528,10 @@ static int64_t plan(hone_scheduler *s)
             s->b_pos[n] = (int32_t)(base + j);
             s->b_seqs[n] = &r->seq;
             s->b_out[n] = NULL;
+            s->b_hidden[n] = NULL;
         }
-        if (r->rows && base + r->rows == r->n_toks) {
+        outputs_plan(s, r, n - r->rows);
+        if (r->rows && base + r->rows == r->n_toks && r->max_tokens > 0) {
             s->b_out[n - 1] = s->logits + k * s->n_vocab;
             r->logit_slot = k++;
         }
@@ -428,6 +565,7 @@ static void take_token(hone_scheduler *s, hone_request *r, double now)
     }
     r->toks[r->n_toks++] = t;
     r->completion_tokens++;
+    if (!hone_tokenizer_is_eog(s->tok, t) || r->ignore_eos) outputs_take(r);
     s->st.generated_tokens++;
     if (r->completion_tokens == 1) {
         hist_observe(&s->st.ttft, now - r->t_submit);
@@ -509,7 +647,7 @@ static void *engine_main(void *arg)
         pthread_mutex_unlock(&s->mu);
         double t_step = now_s();
 
-        hone_batch b = {n, s->b_tokens, s->b_seqs, s->b_pos, s->b_out};
+        hone_batch b = {n, s->b_tokens, s->b_seqs, s->b_pos, s->b_out, s->any_hidden ? s->b_hidden : NULL};
         const hone_scheduler_observer *ob = &s->o.observer;
         pthread_mutex_lock(&s->prof_mu);
         if (ob->step_begin) ob->step_begin(ob->user, n, n_seqs);
@@ -522,14 +660,16 @@ static void *engine_main(void *arg)
         }
         char msg[200] = "";
         if (rc) snprintf(msg, sizeof msg, "engine step failed: %s", hone_error_last());
-        for (int i = 0; !rc && i < s->n_running; i++) {
+        for (int i = 0, n0 = 0; !rc && i < s->n_running; n0 += s->running[i]->rows, i++) {
             hone_request *r = s->running[i];
             if (s->pc && r->rows) register_blocks(s, r);
             if (r->logit_slot >= 0) {
                 r->sampled = hone_sampler_sample(r->smp, s->logits + r->logit_slot * s->n_vocab);
                 if (r->sampled >= 0) hone_sampler_accept(r->smp, r->sampled);
             }
+            outputs_collect(s, r, n0);
         }
+        if (!rc) outputs_prompt_rows(s);
 
         pthread_mutex_lock(&s->mu);
         s->st.steps++;
@@ -547,6 +687,8 @@ static void *engine_main(void *arg)
             if (r->logit_slot >= 0) {
                 r->logit_slot = -1;
                 take_token(s, r, now);
+            } else if (r->rows) {
+                outputs_finish_prompt_only(s, r);
             }
             if (s->n_running == before) i++;
         }
@@ -595,6 +737,16 @@ int hone_scheduler_new(hone_scheduler **out, hone_backend *be, const hone_tokeni
     s->b_out = malloc((size_t)st * sizeof *s->b_out);
     s->logits = malloc((size_t)(s->o.max_batch * s->n_vocab) * sizeof *s->logits);
     s->match = malloc((size_t)(s->n_ctx / s->bs + 2) * sizeof *s->match);
+    s->dim = hone_model_hparams(hone_backend_model(be))->dim;
+    s->plogits = malloc((size_t)(PLP_ROWS * s->n_vocab) * sizeof *s->plogits);
+    s->plp_req = malloc(PLP_ROWS * sizeof *s->plp_req);
+    s->plp_pos = malloc(PLP_ROWS * sizeof *s->plp_pos);
+    s->hidden = malloc((size_t)(st * s->dim) * sizeof *s->hidden);
+    s->b_hidden = malloc((size_t)st * sizeof *s->b_hidden);
+    if (!s->plogits || !s->plp_req || !s->plp_pos || !s->hidden || !s->b_hidden) {
+        rc = hone_error_set(HONE_ENOMEM, "out of memory for the scheduler");
+        goto fail;
+    }
     if (!s->running || !s->b_tokens || !s->b_pos || !s->b_seqs || !s->b_out || !s->logits ||
         !s->match) {
         rc = hone_error_set(HONE_ENOMEM, "out of memory for the scheduler");
@@ -652,6 +804,11 @@ void hone_scheduler_free(hone_scheduler *s)
     free(s->b_out);
     free(s->logits);
     free(s->match);
+    free(s->plogits);
+    free(s->plp_req);
+    free(s->plp_pos);
+    free(s->hidden);
+    free(s->b_hidden);
     pthread_cond_destroy(&s->work_cv);
     pthread_cond_destroy(&s->out_cv);
     pthread_mutex_destroy(&s->mu);
@@ -665,7 +822,14 @@ int hone_scheduler_submit(hone_scheduler *s, const hone_request_params *p, hone_
     if (p->n_prompt < 1 || p->n_prompt >= s->n_ctx)
         return hone_error_set(HONE_EINVAL, "the prompt has %lld tokens; this server takes 1 to %lld",
                               (long long)p->n_prompt, (long long)(s->n_ctx - 1));
-    if (p->max_tokens < 1) return hone_error_set(HONE_EINVAL, "max_tokens must be at least 1");
+    int prompt_only = p->prompt_logprobs || p->embed != HONE_POOLING_NONE;
+    if (p->max_tokens < (prompt_only ? 0 : 1))
+        return hone_error_set(HONE_EINVAL, "max_tokens must be at least %d", prompt_only ? 0 : 1);
+    if (p->embed != HONE_POOLING_NONE && (p->max_tokens != 0 || p->logprobs || p->prompt_logprobs ||
+                                          (p->embed != HONE_POOLING_MEAN && p->embed != HONE_POOLING_LAST)))
+        return hone_error_set(HONE_EINVAL, "an embedding request generates nothing (max_tokens 0, no logprobs)");
+    if (p->top_logprobs < 0 || p->top_logprobs > HONE_SAMPLER_TOP_LOGPROBS_MAX)
+        return hone_error_set(HONE_EINVAL, "top_logprobs must be in [0, %d]", HONE_SAMPLER_TOP_LOGPROBS_MAX);
     if (p->n_stop < 0 || p->n_stop > 16) return hone_error_set(HONE_EINVAL, "too many stop strings");
     for (int64_t i = 0; i < p->n_prompt; i++)
         if (p->prompt[i] < 0 || p->prompt[i] >= s->n_vocab)
@@ -683,6 +847,17 @@ int hone_scheduler_submit(hone_scheduler *s, const hone_request_params *p, hone_
         rc = hone_error_set(HONE_ENOMEM, "out of memory");
         goto fail;
     }
+    r->want_lp = p->logprobs;
+    r->top_lp = p->top_logprobs;
+    r->want_plp = p->prompt_logprobs;
+    r->embed = p->embed;
+    if ((r->want_plp && !(r->plp = calloc((size_t)p->n_prompt, sizeof *r->plp))) ||
+        (r->embed && (!(r->emb_sum = calloc((size_t)s->dim, sizeof *r->emb_sum)) ||
+                      !(r->emb = calloc((size_t)s->dim, sizeof *r->emb))))) {
+        rc = hone_error_set(HONE_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (r->plp) r->plp[0].logprob = NAN;
     for (int i = 0; i < p->n_stop; i++) {
         size_t len = strlen(p->stop[i]);
         if (!len) {
@@ -767,6 +942,60 @@ int hone_request_wait(hone_scheduler *s, hone_request *r, size_t from, int timeo
     return rc;
 }
 
+int hone_request_logprobs(hone_scheduler *s, hone_request *r, int64_t from, hone_token_logprob **out,
+                          int64_t *n)
+{
+    int rc = 0;
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&s->mu);
+    if (from < r->n_lp) {
+        if ((*out = malloc((size_t)(r->n_lp - from) * sizeof **out))) {
+            memcpy(*out, r->lp + from, (size_t)(r->n_lp - from) * sizeof **out);
+            *n = r->n_lp - from;
+        } else {
+            rc = hone_error_set(HONE_ENOMEM, "out of memory");
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int hone_request_prompt_logprobs(hone_scheduler *s, hone_request *r, hone_token_logprob **out, int64_t *n)
+{
+    int rc = 0;
+    *out = NULL;
+    *n = 0;
+    pthread_mutex_lock(&s->mu);
+    /* the prompt's rows are all computed before its first token is taken */
+    if ((r->state == ST_DONE || r->completion_tokens > 0) && r->plp && r->finish != HONE_FINISH_ERROR) {
+        if ((*out = malloc((size_t)r->n_prompt * sizeof **out))) {
+            memcpy(*out, r->plp, (size_t)r->n_prompt * sizeof **out);
+            for (int64_t i = 0; i < r->n_prompt; i++) (*out)[i].token = r->toks[i];
+            *n = r->n_prompt;
+        } else {
+            rc = hone_error_set(HONE_ENOMEM, "out of memory");
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int hone_request_embedding(hone_scheduler *s, hone_request *r, float *out, int64_t cap, int64_t *dim)
+{
+    int rc = 0;
+    *dim = s->dim;
+    pthread_mutex_lock(&s->mu);
+    if (r->state != ST_DONE || !r->emb || r->finish == HONE_FINISH_ERROR)
+        rc = hone_error_set(HONE_EINVAL, "the request has no embedding (not done, failed, or not one)");
+    else if (cap < s->dim)
+        rc = hone_error_set(HONE_ERANGE, "the embedding has %lld floats", (long long)s->dim);
+    else
+        memcpy(out, r->emb, (size_t)s->dim * sizeof *out);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
 void hone_request_cancel(hone_scheduler *s, hone_request *r)
 {
     pthread_mutex_lock(&s->mu);
@@ -797,6 +1026,8 @@ void hone_scheduler_wake(hone_scheduler *s)
     pthread_cond_signal(&s->work_cv);
     pthread_mutex_unlock(&s->mu);
 }
+
+hone_backend *hone_scheduler_backend(hone_scheduler *s) { return s->be; }
 
 void hone_scheduler_stats_get(hone_scheduler *s, hone_scheduler_stats *out)
 {

@@ -60,14 +60,23 @@ typedef struct {
 #define HONE_SCHEDULER_OPTS_INIT \
     {.max_batch = 16, .step_tokens = 256, .max_queue = 64, .timeout_s = 600.0, .prefix_cache = 1}
 
+/* How an embedding request pools the final hidden states of its prompt (llama.cpp's
+ * <arch>.pooling_type values: 1 mean, 3 last). */
+typedef enum { HONE_POOLING_NONE = 0, HONE_POOLING_MEAN = 1, HONE_POOLING_LAST = 3 } hone_pooling;
+
 typedef struct {
     const int32_t *prompt;       /* [n_prompt] token ids, copied */
     int64_t n_prompt;            /* 1 .. n_ctx - 1 */
-    int64_t max_tokens;          /* >= 1 */
+    int64_t max_tokens;          /* >= 1; 0 allowed with prompt_logprobs or embed (no generation) */
     hone_sampler_params sampling;
     const char *const *stop;     /* [n_stop] non-empty strings, copied */
     int n_stop;
     int ignore_eos;              /* 1: an end-of-generation token does not stop */
+    /* OpenAI outputs beyond text (hone_request_logprobs, _prompt_logprobs, _embedding): */
+    int logprobs;                /* 1: each generated token's logprob (end-of-generation tokens excluded) */
+    int top_logprobs;            /* 0..HONE_SAMPLER_TOP_LOGPROBS_MAX alternatives per position */
+    int prompt_logprobs;         /* 1: the prompt's logprobs too (echo); the prefix cache is not read */
+    hone_pooling embed;          /* NONE, or an embedding request: max_tokens 0, pooled final hidden states */
 } hone_request_params;
 
 typedef enum {
@@ -144,10 +153,25 @@ int hone_scheduler_submit(hone_scheduler *s, const hone_request_params *p, hone_
  * (*text_len bytes, NUL-terminated; caller frees). */
 int hone_request_wait(hone_scheduler *s, hone_request *r, size_t from, int timeout_ms,
                       hone_request_state *st, char **text, size_t *text_len);
+/* Copies of r's logprobs so far (hone_request_params.logprobs): the generated tokens' from
+ * index `from` on (*out malloc'd, *n entries; caller frees; *out NULL when none). */
+int hone_request_logprobs(hone_scheduler *s, hone_request *r, int64_t from, hone_token_logprob **out,
+                          int64_t *n);
+/* Once r is done: the prompt's logprobs (prompt_logprobs), entry i for prompt token i (entry
+ * 0 has no context: its n_top is 0 and its logprob NaN). *n is n_prompt, or 0 before the
+ * prompt was computed. */
+int hone_request_prompt_logprobs(hone_scheduler *s, hone_request *r, hone_token_logprob **out, int64_t *n);
+/* Once an embedding request is done: the pooled hidden state, L2-normalised, into out[dim]
+ * (dim = the model's embedding width, *dim receives it). HONE_EINVAL before. */
+int hone_request_embedding(hone_scheduler *s, hone_request *r, float *out, int64_t cap, int64_t *dim);
+
 /* Asks the engine to drop r at the next step boundary (its KV blocks are freed then). */
 void hone_request_cancel(hone_scheduler *s, hone_request *r);
 /* Drops the caller's reference; accepts NULL. */
 void hone_request_release(hone_scheduler *s, hone_request *r);
+
+/* The backend the scheduler runs on (borrowed). */
+hone_backend *hone_scheduler_backend(hone_scheduler *s);
 
 void hone_scheduler_stats_get(hone_scheduler *s, hone_scheduler_stats *out);
 /* Requests queued or running. */

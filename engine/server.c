@@ -28,10 +28,14 @@
 #include "forward.h"
 #include "model.h"
 
-enum { R_MODELS, R_COMPLETIONS, R_CHAT, R_HEALTH, R_METRICS, R_PROFILE, R_TUNING, R_OTHER, R_COUNT };
+enum { R_MODELS, R_COMPLETIONS, R_CHAT, R_HEALTH, R_METRICS, R_PROFILE, R_TUNING, R_EMBEDDINGS,
+       R_MODEL, R_OTHER, R_COUNT };
 static const char *const route_path[R_COUNT] = {
     "/v1/models", "/v1/completions", "/v1/chat/completions", "/health", "/metrics",
-    "/v1/hone/profile", "/v1/hone/tuning", "other"};
+    "/v1/hone/profile", "/v1/hone/tuning", "/v1/embeddings", "/v1/models/{id}", "other"};
+#define MODEL_PREFIX "/v1/models/"
+#define MAX_CHOICES 64        /* prompts x n in one request */
+#define MAX_BIAS 1024         /* logit_bias entries */
 
 #define MAX_STATUS_ROWS 64
 #define DISCARD_FACTOR 8      /* bodies up to 8 x max_body are read before the 413 */
@@ -61,6 +65,7 @@ struct hone_server {
     int64_t inflight;         /* generation requests submitted and not yet completed */
     struct { int route, status; uint64_t n; } counts[MAX_STATUS_ROWS];
     int n_counts;
+    const char *const *aliases; /* o.model_aliases */
 };
 
 /* One HTTP request on a connection. */
@@ -78,17 +83,26 @@ typedef struct {
     double t0;
     char rid[72];             /* the request id: the client's X-Request-Id when sane, else ours */
     char method[12];
-    /* a generation */
-    hone_request *req;
+    char model_arg[128];      /* /v1/models/{id}: the id */
+    char origin[256];         /* the Origin header when CORS allows it, else empty */
+    /* a generation: n_choices requests (prompts x n; choice i is prompt i / n, seed + i % n) */
+    int n_choices;
+    hone_request *reqs[MAX_CHOICES];
+    hone_request_state lasts[MAX_CHOICES];
+    size_t sents[MAX_CHOICES];      /* text bytes already sent (stream) */
+    int64_t lp_sent[MAX_CHOICES];   /* logprob entries already sent (stream) */
+    size_t lp_off[MAX_CHOICES];     /* completions' text_offset of the next entry */
+    int fin_sent[MAX_CHOICES];      /* stream: the choice's finish chunk is out */
+    char *prompt_text[MAX_CHOICES]; /* completions: choice i's prompt as text (echo, text_offset) */
+    int logprobs, top_logprobs, echo_on;
+    int n_per;                /* choices per prompt (n) */
     int counted;              /* counted in srv->inflight */
     int chat, stream, include_usage;
     char id[48];
     long long created;
-    size_t sent;              /* text bytes already sent (stream) */
     int stage;                /* stream: 0 role chunk due (chat), 1 text, 2 all sent */
     char *pend;               /* SSE bytes ready to go */
     size_t pend_len, pend_off, pend_cap;
-    hone_request_state last;
 } conn_ctx;
 
 static double now_s(void)
@@ -191,7 +205,54 @@ static int route_of(const char *url)
 {
     for (int r = 0; r < R_OTHER; r++)
         if (strcmp(url, route_path[r]) == 0) return r;
+    if (strncmp(url, MODEL_PREFIX, strlen(MODEL_PREFIX)) == 0 && url[strlen(MODEL_PREFIX)]) return R_MODEL;
     return R_OTHER;
+}
+
+/* 1 when name is the served model's id or one of its aliases. */
+static int model_known(const hone_server *s, const char *name)
+{
+    if (strcmp(name, s->o.model_id) == 0) return 1;
+    for (int i = 0; i < s->o.n_model_aliases; i++)
+        if (strcmp(name, s->o.model_aliases[i]) == 0) return 1;
+    return 0;
+}
+
+/* CORS: the request's Origin into cc->origin when --cors-origins allows it ("*" any, else an
+ * exact entry of the comma-separated list); empty otherwise (no CORS headers then). */
+static void cors_origin(conn_ctx *cc)
+{
+    const char *list = cc->srv->o.cors_origins;
+    const char *o = MHD_lookup_connection_value(cc->conn, MHD_HEADER_KIND, "Origin");
+    cc->origin[0] = 0;
+    if (!list || !o || !*o || strlen(o) >= sizeof cc->origin || strpbrk(o, "\r\n")) return;
+    size_t n = strlen(o);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        while (len && *p == ' ') { p++; len--; }
+        while (len && p[len - 1] == ' ') len--;
+        if ((len == 1 && *p == '*') || (len == n && strncmp(p, o, n) == 0)) {
+            snprintf(cc->origin, sizeof cc->origin, "%s", o);
+            return;
+        }
+        if (!e) break;
+        p = e + 1;
+    }
+}
+
+/* The headers every response carries: the request id, CORS, and Connection: close only when
+ * the connection must end (draining, an unread oversize body); otherwise it stays open. */
+static void common_headers(conn_ctx *cc, struct MHD_Response *resp)
+{
+    MHD_add_response_header(resp, "X-Request-Id", cc->rid);
+    if (cc->origin[0]) {
+        MHD_add_response_header(resp, "Access-Control-Allow-Origin", cc->origin);
+        MHD_add_response_header(resp, "Vary", "Origin");
+        MHD_add_response_header(resp, "Access-Control-Expose-Headers", "X-Request-Id");
+    }
+    if (atomic_load(&cc->srv->draining) || cc->too_big)
+        MHD_add_response_header(resp, "Connection", "close");
 }
 
 static void count_status(hone_server *s, int route, int status)
@@ -216,11 +277,9 @@ static enum MHD_Result send_body(conn_ctx *cc, int status, const char *type, con
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!resp) return MHD_NO;
-    MHD_add_response_header(resp, "Content-Type", type);
-    MHD_add_response_header(resp, "X-Request-Id", cc->rid);
+    if (type) MHD_add_response_header(resp, "Content-Type", type);
+    common_headers(cc, resp);
     if (status == 401) MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
-    if (atomic_load(&cc->srv->draining) || cc->too_big)
-        MHD_add_response_header(resp, "Connection", "close");
     enum MHD_Result ok = MHD_queue_response(cc->conn, (unsigned)status, resp);
     MHD_destroy_response(resp);
     cc->responded = 1;
@@ -313,7 +372,27 @@ typedef struct {
     const char *stop[MAX_STOP];
     int n_stop;
     int stream, include_usage, ignore_eos;
+    /* OpenAI's further parameters (parse_openai) */
+    int n;                               /* choices per prompt */
+    int n_prompts;                       /* completions: a batch of prompts (prompt 0 is ids) */
+    int32_t *more_ids[MAX_CHOICES];      /* prompts 1.. */
+    int64_t more_n[MAX_CHOICES];
+    const char *prompt_text[MAX_CHOICES];/* completions: each prompt as a string (borrowed; NULL: ids) */
+    int logprobs, top_logprobs, echo;
+    int32_t bias_ids[MAX_BIAS];
+    float bias_vals[MAX_BIAS];
 } gen_request;
+
+static int32_t *prompt_ids(const gen_request *g, int i) { return i ? g->more_ids[i - 1] : g->ids; }
+static int64_t prompt_len(const gen_request *g, int i) { return i ? g->more_n[i - 1] : g->n_ids; }
+
+static void gen_request_free(gen_request *g)
+{
+    free(g->ids);
+    g->ids = NULL;
+    for (int i = 0; i + 1 < g->n_prompts; i++) free(g->more_ids[i]);
+    g->n_prompts = 0;
+}
 
 static int get_number(cJSON *root, const char *name, double lo, double hi, int integral,
                       int *present, double *out, bad_request *b)
@@ -433,32 +512,118 @@ done:
     return rc;
 }
 
-static int completion_prompt(hone_server *s, cJSON *root, gen_request *g, bad_request *b)
+/* One completions prompt (a string or an array of token ids) into ids / n. */
+static int completion_one(hone_server *s, cJSON *p, int32_t **ids, int64_t *n, const char **text, bad_request *b)
 {
-    cJSON *p = cJSON_GetObjectItemCaseSensitive(root, "prompt");
-    if (!p) return bad(b, 400, "prompt", "missing_required_parameter", "'prompt' is required");
-    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
-        p = cJSON_GetArrayItem(p, 0);
+    *text = NULL;
     if (cJSON_IsString(p)) {
-        if (hone_tokenizer_encode(s->tok, p->valuestring, strlen(p->valuestring), -1, 0, &g->ids,
-                                  &g->n_ids))
+        *text = p->valuestring;
+        if (hone_tokenizer_encode(s->tok, p->valuestring, strlen(p->valuestring), -1, 0, ids, n))
             return bad(b, 400, "prompt", "invalid_value", "%s", hone_error_last());
         return 0;
     }
-    if (!cJSON_IsArray(p))
-        return bad(b, 400, "prompt", "invalid_type",
-                   "'prompt' must be a string, an array of one string, or an array of token ids");
-    int n = cJSON_GetArraySize(p);
-    if (!(g->ids = malloc((size_t)(n ? n : 1) * sizeof *g->ids))) return bad(b, 500, NULL, NULL, "out of memory");
+    int k = cJSON_GetArraySize(p);
+    if (!(*ids = malloc((size_t)(k ? k : 1) * sizeof **ids))) return bad(b, 500, NULL, NULL, "out of memory");
     int64_t nv = hone_tokenizer_n_vocab(s->tok);
     cJSON *x;
     cJSON_ArrayForEach(x, p) {
         if (!cJSON_IsNumber(x) || x->valuedouble != floor(x->valuedouble) || x->valuedouble < 0 ||
             x->valuedouble >= (double)nv)
             return bad(b, 400, "prompt", "invalid_value",
-                       "'prompt' as an array must hold one string or token ids in [0, %lld) "
-                       "(batched prompts are not supported)", (long long)nv);
-        g->ids[g->n_ids++] = (int32_t)x->valuedouble;
+                       "'prompt' token ids must be integers in [0, %lld)", (long long)nv);
+        (*ids)[(*n)++] = (int32_t)x->valuedouble;
+    }
+    return 0;
+}
+
+/* A request's prompts under key `name` ('prompt' of /v1/completions, 'input' of
+ * /v1/embeddings): a string, an array of token ids, or a batch (an array of strings or of
+ * token-id arrays, at most MAX_CHOICES: one choice set per prompt, as OpenAI answers it). */
+static int prompts_of(hone_server *s, cJSON *root, const char *name, gen_request *g, bad_request *b)
+{
+    cJSON *p = cJSON_GetObjectItemCaseSensitive(root, name);
+    if (!p) return bad(b, 400, name, "missing_required_parameter", "'%s' is required", name);
+    if (!cJSON_IsString(p) && !cJSON_IsArray(p))
+        return bad(b, 400, name, "invalid_type",
+                   "'%s' must be a string, an array of token ids, or an array of those", name);
+    cJSON *first = cJSON_IsArray(p) ? cJSON_GetArrayItem(p, 0) : NULL;
+    int batch = first && (cJSON_IsString(first) || cJSON_IsArray(first));
+    int n = batch ? cJSON_GetArraySize(p) : 1;
+    if (n > MAX_CHOICES) return bad(b, 400, name, "invalid_value", "at most %d prompts in one request", MAX_CHOICES);
+    cJSON *x = batch ? p->child : p;
+    for (int i = 0; i < n; i++, x = x->next) {
+        if (batch && !cJSON_IsString(x) && !cJSON_IsArray(x))
+            return bad(b, 400, name, "invalid_type", "a batch of prompts holds strings or token-id arrays");
+        int32_t **ids = i ? &g->more_ids[i - 1] : &g->ids;
+        int64_t *len = i ? &g->more_n[i - 1] : &g->n_ids;
+        g->n_prompts = i + 1;
+        if (completion_one(s, x, ids, len, &g->prompt_text[i], b)) {
+            snprintf(b->param, sizeof b->param, "%s", name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+static int completion_prompt(hone_server *s, cJSON *root, gen_request *g, bad_request *b)
+{
+    return prompts_of(s, root, "prompt", g, b);
+}
+
+/* OpenAI's parameters beyond the basic sampler: n, logprobs / top_logprobs, echo,
+ * presence_penalty, frequency_penalty, logit_bias. */
+static int parse_openai(hone_server *s, cJSON *root, gen_request *g, bad_request *b)
+{
+    double x;
+    int has;
+    g->n = 1;
+    if (get_number(root, "n", 1, MAX_CHOICES, 1, &has, &x, b)) return -1;
+    if (has) g->n = (int)x;
+    if (get_number(root, "presence_penalty", -2, 2, 0, &has, &x, b)) return -1;
+    if (has) g->sp.presence_penalty = (float)x;
+    if (get_number(root, "frequency_penalty", -2, 2, 0, &has, &x, b)) return -1;
+    if (has) g->sp.frequency_penalty = (float)x;
+    cJSON *lp = cJSON_GetObjectItemCaseSensitive(root, "logprobs");
+    if (g->chat) { /* logprobs: bool; top_logprobs: 0..20 and needs logprobs */
+        if (get_bool(root, "logprobs", &g->logprobs, b)) return -1;
+        if (get_number(root, "top_logprobs", 0, HONE_SAMPLER_TOP_LOGPROBS_MAX, 1, &has, &x, b)) return -1;
+        if (has && !g->logprobs)
+            return bad(b, 400, "top_logprobs", "invalid_value", "'top_logprobs' needs 'logprobs': true");
+        if (has) g->top_logprobs = (int)x;
+        if (cJSON_GetObjectItemCaseSensitive(root, "echo"))
+            return bad(b, 400, "echo", "unsupported_parameter", "'echo' is a /v1/completions parameter");
+    } else { /* logprobs: the number of alternatives, 0..20 (OpenAI's legacy API allows 5) */
+        if (lp && cJSON_IsBool(lp))
+            return bad(b, 400, "logprobs", "invalid_type", "'logprobs' must be an integer on /v1/completions");
+        if (get_number(root, "logprobs", 0, HONE_SAMPLER_TOP_LOGPROBS_MAX, 1, &has, &x, b)) return -1;
+        if (has) {
+            g->logprobs = 1;
+            g->top_logprobs = (int)x;
+        }
+        if (get_bool(root, "echo", &g->echo, b)) return -1;
+    }
+    cJSON *lb = cJSON_GetObjectItemCaseSensitive(root, "logit_bias");
+    if (lb && !cJSON_IsNull(lb)) {
+        if (!cJSON_IsObject(lb))
+            return bad(b, 400, "logit_bias", "invalid_type", "'logit_bias' must map token ids to numbers");
+        int64_t nv = hone_tokenizer_n_vocab(s->tok);
+        cJSON *e;
+        cJSON_ArrayForEach(e, lb) {
+            char *end = NULL;
+            long long id = strtoll(e->string, &end, 10);
+            if (!*e->string || *end || id < 0 || id >= nv)
+                return bad(b, 400, "logit_bias", "invalid_value",
+                           "'logit_bias' key '%.40s' is not a token id in [0, %lld)", e->string, (long long)nv);
+            if (!cJSON_IsNumber(e) || !(e->valuedouble >= -100 && e->valuedouble <= 100))
+                return bad(b, 400, "logit_bias", "invalid_value",
+                           "'logit_bias' values must be numbers in [-100, 100]");
+            if (g->sp.n_bias == MAX_BIAS)
+                return bad(b, 400, "logit_bias", "invalid_value", "at most %d 'logit_bias' entries", MAX_BIAS);
+            g->bias_ids[g->sp.n_bias] = (int32_t)id;
+            g->bias_vals[g->sp.n_bias++] = (float)e->valuedouble;
+        }
+        g->sp.bias_ids = g->bias_ids;
+        g->sp.bias_vals = g->bias_vals;
     }
     return 0;
 }
@@ -479,12 +644,12 @@ static int parse_generation(hone_server *s, cJSON *root, int chat, gen_request *
     cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
     if (model && !cJSON_IsNull(model)) {
         if (!cJSON_IsString(model)) return bad(b, 400, "model", "invalid_type", "'model' must be a string");
-        if (strcmp(model->valuestring, s->o.model_id))
+        if (!model_known(s, model->valuestring))
             return bad(b, 404, "model", "model_not_found",
                        "The model '%.100s' does not exist; this server serves '%s'",
                        model->valuestring, s->o.model_id);
     }
-    if (get_number(root, "max_tokens", 1, (double)s->o.n_ctx, 1, &has, &x, b)) return -1;
+    if (get_number(root, "max_tokens", 0, (double)s->o.n_ctx, 1, &has, &x, b)) return -1;
     if (has) g->max_tokens = (int64_t)x;
     if (get_number(root, "max_completion_tokens", 1, (double)s->o.n_ctx, 1, &has, &x, b)) return -1;
     if (has) g->max_tokens = (int64_t)x;
@@ -503,20 +668,11 @@ static int parse_generation(hone_server *s, cJSON *root, int chat, gen_request *
     if (has) { g->sp.repeat_penalty = (float)x; g->sp.repeat_last_n = 64; }
     if (get_number(root, "seed", -9.2e18, 1.8e19, 1, &has, &x, b)) return -1;
     if (has) g->sp.seed = x < 0 ? (uint64_t)(int64_t)x : (uint64_t)x;
-    if (get_number(root, "n", 1, 1, 1, &has, &x, b)) return -1;
-    static const char *const zero_only[] = {"frequency_penalty", "presence_penalty"};
-    for (int i = 0; i < 2; i++) {
-        if (get_number(root, zero_only[i], -2, 2, 0, &has, &x, b)) return -1;
-        if (has && x != 0)
-            return bad(b, 400, zero_only[i], "unsupported_parameter", "'%s' is not supported (only 0)",
-                       zero_only[i]);
-    }
-    cJSON *lp = cJSON_GetObjectItemCaseSensitive(root, "logprobs");
-    if (lp && !cJSON_IsNull(lp) && !cJSON_IsFalse(lp))
-        return bad(b, 400, "logprobs", "unsupported_parameter", "'logprobs' is not supported");
-    int echo = 0;
-    if (get_bool(root, "echo", &echo, b)) return -1;
-    if (echo) return bad(b, 400, "echo", "unsupported_parameter", "'echo' is not supported");
+    if (parse_openai(s, root, g, b)) return -1;
+    if (g->max_tokens == 0 && !g->echo)
+        return bad(b, 400, "max_tokens", "invalid_value", "'max_tokens' is 0; it must be at least 1 (0 only with 'echo')");
+    if (g->max_tokens == 0 && g->stream)
+        return bad(b, 400, "max_tokens", "invalid_value", "'max_tokens' 0 cannot be streamed");
     if (get_bool(root, "stream", &g->stream, b) || get_bool(root, "ignore_eos", &g->ignore_eos, b))
         return -1;
     cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
@@ -551,26 +707,42 @@ static int parse_generation(hone_server *s, cJSON *root, int chat, gen_request *
         }
     }
     if (chat ? chat_prompt(s, root, g, b) : completion_prompt(s, root, g, b)) return -1;
+    if (chat) g->n_prompts = 1;
     const char *what = chat ? "messages" : "prompt";
-    if (g->n_ids == 0) return bad(b, 400, what, "invalid_value", "the prompt is empty");
-    if (g->n_ids >= s->o.n_ctx)
-        return bad(b, 400, what, "context_length_exceeded",
-                   "This model's maximum context length is %lld tokens; the prompt has %lld tokens "
-                   "(at most %lld leaves room for one generated token)",
-                   (long long)s->o.n_ctx, (long long)g->n_ids, (long long)(s->o.n_ctx - 1));
+    if ((int64_t)g->n_prompts * g->n > MAX_CHOICES)
+        return bad(b, 400, "n", "invalid_value", "prompts x n is %d; at most %d choices per request",
+                   g->n_prompts * g->n, MAX_CHOICES);
+    for (int i = 0; i < g->n_prompts; i++) {
+        if (prompt_len(g, i) == 0) return bad(b, 400, what, "invalid_value", "the prompt is empty");
+        if (prompt_len(g, i) >= s->o.n_ctx)
+            return bad(b, 400, what, "context_length_exceeded",
+                       "This model's maximum context length is %lld tokens; the prompt has %lld tokens "
+                       "(at most %lld leaves room for one generated token)",
+                       (long long)s->o.n_ctx, (long long)prompt_len(g, i), (long long)(s->o.n_ctx - 1));
+    }
     return 0;
 }
 
 /* ---- responses ---- */
 
-static void add_usage(cJSON *obj, const hone_request_state *st)
+/* Usage over every choice: each prompt's tokens once (n choices share it), every choice's
+ * completion tokens. */
+static void add_usage(cJSON *obj, conn_ctx *cc)
 {
+    int64_t prompt = 0, completion = 0, cached = 0;
+    for (int i = 0; i < cc->n_choices; i++) {
+        completion += cc->lasts[i].completion_tokens;
+        if (i % cc->n_per == 0) { /* choices of one prompt share it: counted once */
+            prompt += cc->lasts[i].prompt_tokens;
+            cached += cc->lasts[i].cached_tokens;
+        }
+    }
     cJSON *u = cJSON_AddObjectToObject(obj, "usage");
-    cJSON_AddNumberToObject(u, "prompt_tokens", (double)st->prompt_tokens);
-    cJSON_AddNumberToObject(u, "completion_tokens", (double)st->completion_tokens);
-    cJSON_AddNumberToObject(u, "total_tokens", (double)(st->prompt_tokens + st->completion_tokens));
+    cJSON_AddNumberToObject(u, "prompt_tokens", (double)prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", (double)completion);
+    cJSON_AddNumberToObject(u, "total_tokens", (double)(prompt + completion));
     cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
-    cJSON_AddNumberToObject(d, "cached_tokens", (double)st->cached_tokens);
+    cJSON_AddNumberToObject(d, "cached_tokens", (double)cached);
 }
 
 static const char *finish_name(hone_finish f)
@@ -588,23 +760,147 @@ static cJSON *response_head(conn_ctx *cc, const char *object)
     return j;
 }
 
-/* One choice: chat delta / message or completion text; text NULL for none. */
-static void add_choice(cJSON *j, conn_ctx *cc, const char *text, size_t len, int role,
-                       const char *finish, int whole_message)
+/* ---- logprobs in OpenAI's shapes ---- */
+
+/* A token's raw bytes (special tokens as their text), into buf[cap]; returns the length. */
+static size_t token_bytes(const hone_server *s, int32_t id, char *buf, size_t cap)
 {
-    cJSON *choices = cJSON_AddArrayToObject(j, "choices");
+    size_t n = 0;
+    if (hone_tokenizer_decode_piece(s->tok, id, HONE_TOKENIZER_DECODE_SPECIAL, buf, cap, &n)) return 0;
+    return n;
+}
+
+/* A logprob as JSON: -inf (a token the model cannot produce) as OpenAI's -9999.0. */
+static double lp_json(float lp) { return isfinite(lp) ? (double)lp : -9999.0; }
+
+/* {"token", "logprob", "bytes"} of chat's logprobs.content[] and of its top_logprobs[]. */
+static cJSON *chat_token(const hone_server *s, int32_t id, float lp)
+{
+    char buf[256];
+    size_t n = token_bytes(s, id, buf, sizeof buf);
+    cJSON *t = cJSON_CreateObject();
+    char *clean = utf8_sanitize(buf, n);
+    cJSON_AddStringToObject(t, "token", clean ? clean : "");
+    free(clean);
+    cJSON_AddNumberToObject(t, "logprob", lp_json(lp));
+    cJSON *bytes = cJSON_AddArrayToObject(t, "bytes");
+    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(bytes, cJSON_CreateNumber((unsigned char)buf[i]));
+    return t;
+}
+
+/* Chat: {"content": [{token, logprob, bytes, top_logprobs: [{token, logprob, bytes}]}], "refusal": null}. */
+static cJSON *chat_logprobs(const hone_server *s, const hone_token_logprob *e, int64_t n)
+{
+    cJSON *j = cJSON_CreateObject(), *content = cJSON_AddArrayToObject(j, "content");
+    for (int64_t i = 0; i < n; i++) {
+        cJSON *t = chat_token(s, e[i].token, e[i].logprob);
+        cJSON *top = cJSON_AddArrayToObject(t, "top_logprobs");
+        for (int k = 0; k < e[i].n_top; k++) cJSON_AddItemToArray(top, chat_token(s, e[i].top_ids[k], e[i].top_lps[k]));
+        cJSON_AddItemToArray(content, t);
+    }
+    cJSON_AddNullToObject(j, "refusal");
+    return j;
+}
+
+/* Completions: {"tokens", "token_logprobs", "top_logprobs" ({token: logprob} each), "text_offset"}
+ * for entries e[0, n); an entry with a NaN logprob (the prompt's first token) has null
+ * logprob and top_logprobs. *offset is the text offset (bytes) of e[0]; it moves past e[n-1]. */
+static cJSON *completion_logprobs(const hone_server *s, const hone_token_logprob *e, int64_t n, size_t *offset)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON *tokens = cJSON_AddArrayToObject(j, "tokens"), *lps = cJSON_AddArrayToObject(j, "token_logprobs");
+    cJSON *tops = cJSON_AddArrayToObject(j, "top_logprobs"), *offs = cJSON_AddArrayToObject(j, "text_offset");
+    char buf[256];
+    for (int64_t i = 0; i < n; i++) {
+        size_t len = token_bytes(s, e[i].token, buf, sizeof buf);
+        char *clean = utf8_sanitize(buf, len);
+        cJSON_AddItemToArray(tokens, cJSON_CreateString(clean ? clean : ""));
+        free(clean);
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)*offset));
+        *offset += len;
+        if (isnan(e[i].logprob)) {
+            cJSON_AddItemToArray(lps, cJSON_CreateNull());
+            cJSON_AddItemToArray(tops, cJSON_CreateNull());
+            continue;
+        }
+        cJSON_AddItemToArray(lps, cJSON_CreateNumber(lp_json(e[i].logprob)));
+        cJSON *top = cJSON_CreateObject();
+        for (int k = 0; k < e[i].n_top; k++) {
+            size_t tl = token_bytes(s, e[i].top_ids[k], buf, sizeof buf);
+            char *name = utf8_sanitize(buf, tl);
+            if (name && !cJSON_GetObjectItemCaseSensitive(top, name))
+                cJSON_AddNumberToObject(top, name, lp_json(e[i].top_lps[k]));
+            free(name);
+        }
+        cJSON_AddItemToArray(tops, top);
+    }
+    return j;
+}
+
+/* Appends to array `completions` of a completions logprobs object `into` the entries of `more`. */
+static void completion_logprobs_append(cJSON *into, cJSON *more)
+{
+    static const char *const keys[4] = {"tokens", "token_logprobs", "top_logprobs", "text_offset"};
+    for (int k = 0; k < 4; k++) {
+        cJSON *dst = cJSON_GetObjectItemCaseSensitive(into, keys[k]);
+        cJSON *src = cJSON_DetachItemFromObjectCaseSensitive(more, keys[k]);
+        cJSON *it;
+        while (src && (it = src->child)) cJSON_AddItemToArray(dst, cJSON_DetachItemViaPointer(src, it));
+        cJSON_Delete(src);
+    }
+    cJSON_Delete(more);
+}
+
+/* Choice i's logprobs object for entries from the generated tokens' list (from index `from`),
+ * with the prompt's entries first when `prompt` (echo); NULL when logprobs are off. */
+static cJSON *choice_logprobs(conn_ctx *cc, int i, int prompt, int64_t *from)
+{
+    hone_server *s = cc->srv;
+    if (!cc->logprobs) return NULL;
+    hone_token_logprob *e = NULL;
+    int64_t n = 0;
+    cJSON *j = NULL;
+    if (prompt && cc->echo_on && !cc->chat) {
+        hone_token_logprob *pe = NULL;
+        int64_t pn = 0;
+        hone_request_prompt_logprobs(s->sched, cc->reqs[i], &pe, &pn);
+        j = completion_logprobs(s, pe, pn, &cc->lp_off[i]);
+        free(pe);
+    }
+    hone_request_logprobs(s->sched, cc->reqs[i], *from, &e, &n);
+    *from += n;
+    if (cc->chat) {
+        j = chat_logprobs(s, e, n);
+    } else {
+        cJSON *more = completion_logprobs(s, e, n, &cc->lp_off[i]);
+        if (j) completion_logprobs_append(j, more);
+        else j = more;
+    }
+    free(e);
+    return j;
+}
+
+/* One choice (index i): chat delta / message or completion text (text NULL for none), its
+ * logprobs (NULL: null), appended to j's "choices" (created when absent). */
+static void add_choice(cJSON *j, conn_ctx *cc, int i, const char *text, size_t len, int role,
+                       const char *finish, int whole_message, cJSON *logprobs)
+{
+    cJSON *choices = cJSON_GetObjectItemCaseSensitive(j, "choices");
+    if (!choices) choices = cJSON_AddArrayToObject(j, "choices");
     cJSON *c = cJSON_CreateObject();
     cJSON_AddItemToArray(choices, c);
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNumberToObject(c, "index", i);
     char *clean = text ? utf8_sanitize(text, len) : NULL;
     if (cc->chat) {
         cJSON *m = cJSON_AddObjectToObject(c, whole_message ? "message" : "delta");
         if (role || whole_message) cJSON_AddStringToObject(m, "role", "assistant");
         if (clean) cJSON_AddStringToObject(m, "content", clean);
+        if (whole_message) cJSON_AddNullToObject(m, "refusal");
     } else {
         cJSON_AddStringToObject(c, "text", clean ? clean : "");
     }
-    cJSON_AddNullToObject(c, "logprobs");
+    if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
+    else cJSON_AddNullToObject(c, "logprobs");
     if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
     else cJSON_AddNullToObject(c, "finish_reason");
     free(clean);
@@ -646,30 +942,32 @@ static int client_gone(conn_ctx *cc)
     return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
 }
 
-/* Waits until the request has text past `from` (or, with until_done, until it is done),
- * checking every 100 ms whether the client left (then it cancels and returns -1). */
-static int wait_request(conn_ctx *cc, size_t from, int until_done, char **text, size_t *len)
+/* Waits until choice i has text past `from` (or, with until_done, until it is done),
+ * checking every 100 ms whether the client left (then it cancels every choice and returns -1). */
+static int wait_request(conn_ctx *cc, int i, size_t from, int until_done, char **text, size_t *len)
 {
     hone_server *s = cc->srv;
+    hone_request_state *last = &cc->lasts[i];
     for (;;) {
-        if (hone_request_wait(s->sched, cc->req, until_done ? SIZE_MAX : from, 100, &cc->last,
+        if (hone_request_wait(s->sched, cc->reqs[i], until_done ? SIZE_MAX : from, 100, last,
                               until_done ? NULL : text, until_done ? NULL : len))
             return -1;
-        if (cc->last.done) {
-            if (until_done && text) return hone_request_wait(s->sched, cc->req, from, 0, &cc->last, text, len);
+        if (last->done) {
+            if (until_done && text) return hone_request_wait(s->sched, cc->reqs[i], from, 0, last, text, len);
             return 0;
         }
-        if (!until_done && cc->last.text_len > from) return 0;
+        if (!until_done && last->text_len > from) return 0;
         if (client_gone(cc)) {
-            hone_request_cancel(s->sched, cc->req);
+            for (int k = 0; k < cc->n_choices; k++)
+                if (cc->reqs[k]) hone_request_cancel(s->sched, cc->reqs[k]);
             return -1;
         }
     }
 }
 
-static enum MHD_Result send_request_error(conn_ctx *cc)
+static enum MHD_Result send_request_error(conn_ctx *cc, int i)
 {
-    const hone_request_state *st = &cc->last;
+    const hone_request_state *st = &cc->lasts[i];
     switch (st->error_kind) {
     case HONE_REQUEST_ERR_TIMEOUT:
         return send_error(cc, 504, "server_error", NULL, "timeout", "%s", st->error);
@@ -680,48 +978,101 @@ static enum MHD_Result send_request_error(conn_ctx *cc)
     }
 }
 
-/* Fills cc->pend with the next events of a stream; -1 when the client is gone. */
+/* Fills cc->pend with the next events of a stream; -1 when the client is gone. Choices are
+ * polled in turn (a 100 ms wait on the first unfinished one, none on the others); each event
+ * carries one choice's new text and the logprobs of the tokens taken since the last event. */
 static int stream_more(conn_ctx *cc)
 {
+    hone_server *s = cc->srv;
     const char *obj = cc->chat ? "chat.completion.chunk" : "text_completion";
     cc->pend_len = cc->pend_off = 0;
-    if (cc->chat && cc->stage == 0) {
-        cJSON *j = response_head(cc, obj);
-        add_choice(j, cc, "", 0, 1, NULL, 0);
-        cc->stage = 1;
-        return pend_event(cc, j);
-    }
-    char *text = NULL;
-    size_t len = 0;
-    if (wait_request(cc, cc->sent, 0, &text, &len)) {
-        free(text);
-        return -1;
-    }
-    int rc = 0;
-    if (len) {
-        cJSON *j = response_head(cc, obj);
-        add_choice(j, cc, text, len, 0, NULL, 0);
-        rc |= pend_event(cc, j);
-        cc->sent += len;
-    }
-    free(text);
-    if (cc->last.done && cc->last.text_len <= cc->sent) {
-        if (cc->last.finish == HONE_FINISH_ERROR) {
-            cJSON *e = error_object("server_error", NULL, NULL, cc->last.error);
-            rc |= pend_event(cc, e);
-        } else {
+    if (cc->stage == 0) {
+        int rc = 0;
+        for (int i = 0; i < cc->n_choices; i++) {
+            if (!cc->chat && !(cc->echo_on && cc->prompt_text[i])) continue;
             cJSON *j = response_head(cc, obj);
-            add_choice(j, cc, NULL, 0, 0, finish_name(cc->last.finish), 0);
+            if (cc->chat) {
+                add_choice(j, cc, i, "", 0, 1, NULL, 0, NULL);
+            } else { /* echo: the prompt first (its logprobs come once the prompt is computed) */
+                const char *pt = cc->prompt_text[i];
+                cJSON *lp = NULL;
+                if (cc->logprobs) {
+                    char *t = NULL;
+                    size_t l = 0;
+                    if (wait_request(cc, i, 0, 0, &t, &l)) {
+                        cJSON_Delete(j);
+                        return -1;
+                    }
+                    free(t);
+                    hone_token_logprob *pe = NULL;
+                    int64_t pn = 0;
+                    hone_request_prompt_logprobs(s->sched, cc->reqs[i], &pe, &pn);
+                    lp = completion_logprobs(s, pe, pn, &cc->lp_off[i]);
+                    free(pe);
+                }
+                add_choice(j, cc, i, pt, strlen(pt), 0, NULL, 0, lp);
+            }
             rc |= pend_event(cc, j);
-            if (cc->include_usage) {
-                j = response_head(cc, obj);
-                cJSON_AddArrayToObject(j, "choices");
-                add_usage(j, &cc->last);
+        }
+        cc->stage = 1;
+        return rc ? -1 : 0;
+    }
+    int rc = 0, first = -1, all_done = 1, progress = 0;
+    for (int i = 0; i < cc->n_choices; i++) {
+        if (cc->fin_sent[i]) continue;
+        all_done = 0;
+        char *text = NULL;
+        size_t len = 0;
+        if (hone_request_wait(s->sched, cc->reqs[i], cc->sents[i], first < 0 ? 100 : 0, &cc->lasts[i], &text, &len)) {
+            free(text);
+            return -1;
+        }
+        if (first < 0) first = i;
+        int64_t from = cc->lp_sent[i];
+        cJSON *lp = NULL;
+        if (cc->logprobs) {
+            hone_token_logprob *e = NULL;
+            int64_t n = 0;
+            hone_request_logprobs(s->sched, cc->reqs[i], from, &e, &n);
+            if (n) lp = cc->chat ? chat_logprobs(s, e, n) : completion_logprobs(s, e, n, &cc->lp_off[i]);
+            cc->lp_sent[i] += n;
+            free(e);
+        }
+        if (len || lp) {
+            cJSON *j = response_head(cc, obj);
+            add_choice(j, cc, i, text ? text : "", len, 0, NULL, 0, lp);
+            rc |= pend_event(cc, j);
+            cc->sents[i] += len;
+            progress = 1;
+        }
+        free(text);
+        const hone_request_state *st = &cc->lasts[i];
+        if (st->done && st->text_len <= cc->sents[i]) {
+            if (st->finish == HONE_FINISH_ERROR) {
+                rc |= pend_event(cc, error_object("server_error", NULL, NULL, st->error));
+            } else {
+                cJSON *j = response_head(cc, obj);
+                add_choice(j, cc, i, NULL, 0, 0, finish_name(st->finish), 0, NULL);
                 rc |= pend_event(cc, j);
             }
+            cc->fin_sent[i] = 1;
+            progress = 1;
+        }
+    }
+    int finished = 1;
+    for (int i = 0; i < cc->n_choices; i++) finished &= cc->fin_sent[i];
+    if (all_done || finished) {
+        if (cc->include_usage) {
+            cJSON *j = response_head(cc, obj);
+            cJSON_AddArrayToObject(j, "choices");
+            add_usage(j, cc);
+            rc |= pend_event(cc, j);
         }
         rc |= pend_add(cc, "data: [DONE]\n\n", 14);
         cc->stage = 2;
+    } else if (!progress && client_gone(cc)) {
+        for (int k = 0; k < cc->n_choices; k++) hone_request_cancel(s->sched, cc->reqs[k]);
+        return -1;
     }
     return rc ? -1 : 0;
 }
@@ -784,6 +1135,79 @@ static cJSON *json_parse_body(const char *body, size_t len, bad_request *b)
     return root;
 }
 
+/* Submits choice i (prompt i / n, seed + i % n). */
+static int submit_choice(conn_ctx *cc, const gen_request *g, int i)
+{
+    int pi = i / g->n;
+    hone_request_params p = {.prompt = prompt_ids(g, pi), .n_prompt = prompt_len(g, pi),
+                             .max_tokens = g->max_tokens, .sampling = g->sp, .stop = g->stop,
+                             .n_stop = g->n_stop, .ignore_eos = g->ignore_eos};
+    p.sampling.seed = g->sp.seed + (uint64_t)(i % g->n);
+    p.logprobs = g->logprobs;
+    p.top_logprobs = g->top_logprobs;
+    p.prompt_logprobs = g->echo && g->logprobs;
+    return hone_scheduler_submit(cc->srv->sched, &p, &cc->reqs[i]);
+}
+
+/* Submits every choice. With n > 1 the first choice of each prompt goes first and the others
+ * once its prompt is computed (its first token taken), so that they read the prompt's full
+ * blocks from the prefix cache instead of computing them again. -1 (answered) on failure. */
+static int submit_all(conn_ctx *cc, const gen_request *g, enum MHD_Result *ok)
+{
+    hone_server *s = cc->srv;
+    int rc = 0;
+    for (int pass = 0; pass < 2 && !rc; pass++) {
+        for (int i = 0; i < cc->n_choices && !rc; i++) {
+            if ((i % g->n == 0) != (pass == 0)) continue;
+            if (pass == 1) { /* wait for the first choice of this prompt to have its prompt computed */
+                int f = i - i % g->n;
+                for (;;) {
+                    hone_request_state *st = &cc->lasts[f];
+                    if (hone_request_wait(s->sched, cc->reqs[f], SIZE_MAX, 20, st, NULL, NULL)) break;
+                    if (st->done || st->completion_tokens > 0) break;
+                    if (client_gone(cc)) { rc = -2; break; }
+                }
+                if (rc) break;
+            }
+            rc = submit_choice(cc, g, i);
+        }
+    }
+    if (!rc) return 0;
+    for (int i = 0; i < cc->n_choices; i++)
+        if (cc->reqs[i]) hone_request_cancel(s->sched, cc->reqs[i]);
+    if (rc == -2) *ok = MHD_NO;
+    else if (rc == HONE_ERANGE)
+        *ok = send_error(cc, 503, "server_error", NULL, "overloaded", "%s; retry later", hone_error_last());
+    else
+        *ok = send_error(cc, 400, "invalid_request_error", NULL, "invalid_value", "%s", hone_error_last());
+    return -1;
+}
+
+/* A POST body as a JSON object into *root; NULL when it was answered (too big, not UTF-8,
+ * not JSON, not an object), *ok then holds the answer's result. */
+static cJSON *read_json_body(conn_ctx *cc, enum MHD_Result *ok)
+{
+    hone_server *s = cc->srv;
+    bad_request b;
+    cJSON *root;
+    if (cc->too_big)
+        return *ok = send_error(cc, 413, "invalid_request_error", NULL, "request_too_large",
+                                "the request body exceeds %zu bytes", s->o.max_body), NULL;
+    if (s->o.log_requests)
+        log_line("info", "request %s body %s: %.*s", cc->rid, route_path[cc->route],
+                 (int)(cc->body_len < 4000 ? cc->body_len : 4000), cc->body ? cc->body : "");
+    if (!utf8_valid((const unsigned char *)cc->body, cc->body_len))
+        return *ok = send_error(cc, 400, "invalid_request_error", NULL, "invalid_encoding",
+                                "the request body is not valid UTF-8"), NULL;
+    if (!(root = json_parse_body(cc->body, cc->body_len, &b))) return *ok = send_bad(cc, &b), NULL;
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return *ok = send_error(cc, 400, "invalid_request_error", NULL, "invalid_json",
+                                "the request body must be a JSON object"), NULL;
+    }
+    return root;
+}
+
 static enum MHD_Result handle_generation(conn_ctx *cc)
 {
     hone_server *s = cc->srv;
@@ -793,21 +1217,7 @@ static enum MHD_Result handle_generation(conn_ctx *cc)
     enum MHD_Result ok;
     cJSON *root = NULL;
     int chat = cc->route == R_CHAT;
-    if (cc->too_big)
-        return send_error(cc, 413, "invalid_request_error", NULL, "request_too_large",
-                          "the request body exceeds %zu bytes", s->o.max_body);
-    if (s->o.log_requests)
-        log_line("info", "request %s body %s: %.*s", cc->rid, route_path[cc->route],
-                 (int)(cc->body_len < 4000 ? cc->body_len : 4000), cc->body ? cc->body : "");
-    if (!utf8_valid((const unsigned char *)cc->body, cc->body_len))
-        return send_error(cc, 400, "invalid_request_error", NULL, "invalid_encoding",
-                          "the request body is not valid UTF-8");
-    if (!(root = json_parse_body(cc->body, cc->body_len, &b))) return send_bad(cc, &b);
-    if (!cJSON_IsObject(root)) {
-        ok = send_error(cc, 400, "invalid_request_error", NULL, "invalid_json",
-                        "the request body must be a JSON object");
-        goto done;
-    }
+    if (!(root = read_json_body(cc, &ok))) return ok;
     if (parse_generation(s, root, chat, &g, &b)) {
         ok = send_bad(cc, &b);
         goto done;
@@ -816,28 +1226,38 @@ static enum MHD_Result handle_generation(conn_ctx *cc)
         ok = send_error(cc, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
         goto done;
     }
-    hone_request_params p = {g.ids, g.n_ids, g.max_tokens, g.sp, g.stop, g.n_stop, g.ignore_eos};
-    int rc = hone_scheduler_submit(s->sched, &p, &cc->req);
-    if (rc == HONE_ERANGE) {
-        ok = send_error(cc, 503, "server_error", NULL, "overloaded", "%s; retry later", hone_error_last());
-        goto done;
+    cc->chat = chat;
+    cc->stream = g.stream;
+    cc->include_usage = g.include_usage;
+    cc->logprobs = g.logprobs;
+    cc->top_logprobs = g.top_logprobs;
+    cc->echo_on = g.echo;
+    cc->n_per = g.n;
+    cc->n_choices = g.n_prompts * g.n;
+    for (int i = 0; !chat && i < cc->n_choices; i++) { /* each choice's prompt as text */
+        int pi = i / g.n;
+        if (g.prompt_text[pi]) {
+            cc->prompt_text[i] = strdup(g.prompt_text[pi]);
+        } else {
+            size_t l = 0;
+            if (hone_tokenizer_decode(s->tok, prompt_ids(&g, pi), prompt_len(&g, pi), 0, &cc->prompt_text[i], &l))
+                cc->prompt_text[i] = NULL;
+        }
+        if (!cc->prompt_text[i]) {
+            ok = send_error(cc, 500, "server_error", NULL, NULL, "out of memory");
+            goto done;
+        }
+        cc->lp_off[i] = g.echo ? 0 : strlen(cc->prompt_text[i]);
     }
-    if (rc) {
-        ok = send_error(cc, 400, "invalid_request_error", NULL, "invalid_value", "%s", hone_error_last());
-        goto done;
-    }
+    if (submit_all(cc, &g, &ok)) goto done;
     pthread_mutex_lock(&s->mu);
     s->inflight++;
     cc->counted = 1;
     pthread_mutex_unlock(&s->mu);
     cJSON_Delete(root);
     root = NULL;
-    free(g.ids);
-    g.ids = NULL;
+    gen_request_free(&g);
 
-    cc->chat = chat;
-    cc->stream = g.stream;
-    cc->include_usage = g.include_usage;
     snprintf(cc->id, sizeof cc->id, "%s-%016llx", chat ? "chatcmpl" : "cmpl",
              (unsigned long long)(atomic_fetch_add(&s->next_id, 1) * 0x9e3779b97f4a7c15ull ^
                                   (uint64_t)time(NULL)));
@@ -846,17 +1266,16 @@ static enum MHD_Result handle_generation(conn_ctx *cc)
         /* wait for the first text (or the end) so that early failures get a real status */
         char *text = NULL;
         size_t len = 0;
-        if (wait_request(cc, 0, 0, &text, &len)) return MHD_NO; /* client gone */
+        if (wait_request(cc, 0, 0, 0, &text, &len)) return MHD_NO; /* client gone */
         free(text);
-        if (cc->last.done && cc->last.finish == HONE_FINISH_ERROR && cc->last.completion_tokens == 0)
-            return send_request_error(cc);
+        if (cc->lasts[0].done && cc->lasts[0].finish == HONE_FINISH_ERROR && cc->lasts[0].completion_tokens == 0)
+            return send_request_error(cc, 0);
         struct MHD_Response *resp =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, cc, NULL);
         if (!resp) return MHD_NO;
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
-        MHD_add_response_header(resp, "X-Request-Id", cc->rid);
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
-        if (atomic_load(&s->draining)) MHD_add_response_header(resp, "Connection", "close");
+        common_headers(cc, resp);
         ok = MHD_queue_response(cc->conn, 200, resp);
         MHD_destroy_response(resp);
         cc->responded = 1;
@@ -864,24 +1283,43 @@ static enum MHD_Result handle_generation(conn_ctx *cc)
         count_status(s, cc->route, 200);
         return ok;
     }
-    char *text = NULL;
-    size_t len = 0;
-    if (wait_request(cc, 0, 1, &text, &len)) {
-        free(text);
-        return MHD_NO;
-    }
-    if (cc->last.finish == HONE_FINISH_ERROR) {
-        free(text);
-        return send_request_error(cc);
-    }
     cJSON *j = response_head(cc, chat ? "chat.completion" : "text_completion");
-    add_choice(j, cc, text ? text : "", len, 1, finish_name(cc->last.finish), 1);
-    add_usage(j, &cc->last);
-    free(text);
+    for (int i = 0; i < cc->n_choices; i++) {
+        char *text = NULL;
+        size_t len = 0;
+        if (wait_request(cc, i, 0, 1, &text, &len)) {
+            free(text);
+            cJSON_Delete(j);
+            return MHD_NO;
+        }
+        if (cc->lasts[i].finish == HONE_FINISH_ERROR) {
+            free(text);
+            cJSON_Delete(j);
+            for (int k = 0; k < cc->n_choices; k++) hone_request_cancel(s->sched, cc->reqs[k]);
+            return send_request_error(cc, i);
+        }
+        if (cc->echo_on) { /* the prompt, then the completion */
+            size_t pl = strlen(cc->prompt_text[i]);
+            char *both = malloc(pl + len + 1);
+            if (both) {
+                memcpy(both, cc->prompt_text[i], pl);
+                memcpy(both + pl, text ? text : "", len);
+                both[pl + len] = 0;
+            }
+            free(text);
+            text = both;
+            len += pl;
+        }
+        int64_t from = 0;
+        cJSON *lp = choice_logprobs(cc, i, 1, &from);
+        add_choice(j, cc, i, text ? text : "", text ? len : 0, 1, finish_name(cc->lasts[i].finish), 1, lp);
+        free(text);
+    }
+    add_usage(j, cc);
     return send_json(cc, 200, j);
 done:
     cJSON_Delete(root);
-    free(g.ids);
+    gen_request_free(&g);
     return ok;
 }
 
@@ -1073,6 +1511,191 @@ static enum MHD_Result handle_metrics(conn_ctx *cc)
     return ok;
 }
 
+/* /v1/models' entry for name (the model's id or an alias). */
+static cJSON *model_object(const hone_server *s, const char *name)
+{
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "id", name);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", 0);
+    cJSON_AddStringToObject(m, "owned_by", "hone");
+    cJSON_AddNumberToObject(m, "context_length", (double)s->o.n_ctx);
+    return m;
+}
+
+/* ---- /v1/embeddings ---- */
+
+/* RFC 4648 base64 of n bytes, malloc'd and NUL-terminated. */
+static char *base64(const unsigned char *p, size_t n)
+{
+    static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *out = malloc((n + 2) / 3 * 4 + 1), *o = out;
+    if (!out) return NULL;
+    for (size_t i = 0; i < n; i += 3) {
+        unsigned v = (unsigned)p[i] << 16 | (i + 1 < n ? (unsigned)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
+        *o++ = tab[v >> 18 & 63];
+        *o++ = tab[v >> 12 & 63];
+        *o++ = i + 1 < n ? tab[v >> 6 & 63] : '=';
+        *o++ = i + 2 < n ? tab[v & 63] : '=';
+    }
+    *o = 0;
+    return out;
+}
+
+/* 'input' (prompts_of), each non-empty and shorter than the context. */
+static int embedding_inputs(hone_server *s, cJSON *root, gen_request *g, bad_request *b)
+{
+    if (prompts_of(s, root, "input", g, b)) return -1;
+    for (int i = 0; i < g->n_prompts; i++) {
+        if (prompt_len(g, i) == 0) return bad(b, 400, "input", "invalid_value", "input %d is empty", i);
+        if (prompt_len(g, i) >= s->o.n_ctx)
+            return bad(b, 400, "input", "context_length_exceeded",
+                       "This model's maximum context length is %lld tokens; input %d has %lld",
+                       (long long)s->o.n_ctx, i, (long long)prompt_len(g, i));
+    }
+    return 0;
+}
+
+/* POST /v1/embeddings: each input is one embedding request (max_tokens 0): the prompt's final
+ * hidden states pooled (the model's pooling, else mean) and L2-normalised, as OpenAI's are. */
+static enum MHD_Result handle_embeddings(conn_ctx *cc)
+{
+    hone_server *s = cc->srv;
+    bad_request b;
+    gen_request g;
+    memset(&g, 0, sizeof g);
+    enum MHD_Result ok;
+    cJSON *root = NULL, *j = NULL;
+    float *v = NULL;
+    int b64 = 0;
+    if (!(root = read_json_body(cc, &ok))) return ok;
+    cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (model && !cJSON_IsNull(model) && (!cJSON_IsString(model) || !model_known(s, model->valuestring))) {
+        ok = cJSON_IsString(model)
+                 ? send_error(cc, 404, "invalid_request_error", "model", "model_not_found",
+                              "The model '%.100s' does not exist; this server serves '%s'", model->valuestring,
+                              s->o.model_id)
+                 : send_error(cc, 400, "invalid_request_error", "model", "invalid_type", "'model' must be a string");
+        goto done;
+    }
+    cJSON *fmt = cJSON_GetObjectItemCaseSensitive(root, "encoding_format");
+    if (fmt && !cJSON_IsNull(fmt)) {
+        if (!cJSON_IsString(fmt) || (strcmp(fmt->valuestring, "float") && strcmp(fmt->valuestring, "base64"))) {
+            ok = send_error(cc, 400, "invalid_request_error", "encoding_format", "invalid_value",
+                            "'encoding_format' must be 'float' or 'base64'");
+            goto done;
+        }
+        b64 = strcmp(fmt->valuestring, "base64") == 0;
+    }
+    hone_backend *be = hone_scheduler_backend(s->sched);
+    const hone_hparams *hp = hone_model_hparams(hone_backend_model(be));
+    if (hone_backend_device(be) != HONE_DEVICE_CPU) { /* a failing step would fail its batch-mates too */
+        ok = send_error(cc, 400, "invalid_request_error", NULL, "unsupported_device",
+                        "embeddings are computed on the CPU backend only (serve with --device cpu)");
+        goto done;
+    }
+    double dims;
+    int has;
+    if (get_number(root, "dimensions", 1, 1 << 20, 1, &has, &dims, &b)) {
+        ok = send_bad(cc, &b);
+        goto done;
+    }
+    if (has && (int64_t)dims != hp->dim) {
+        ok = send_error(cc, 400, "invalid_request_error", "dimensions", "unsupported_parameter",
+                        "'dimensions' %lld: this model's embeddings have %lld (no truncation)",
+                        (long long)dims, (long long)hp->dim);
+        goto done;
+    }
+    if (embedding_inputs(s, root, &g, &b)) {
+        ok = send_bad(cc, &b);
+        goto done;
+    }
+    if (atomic_load(&s->draining)) {
+        ok = send_error(cc, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
+        goto done;
+    }
+    cc->n_per = 1;
+    cc->n_choices = g.n_prompts;
+    hone_pooling pool = s->o.pooling == HONE_POOLING_LAST ? HONE_POOLING_LAST : HONE_POOLING_MEAN;
+    for (int i = 0; i < cc->n_choices; i++) {
+        hone_sampler_params sp = HONE_SAMPLER_PARAMS_INIT;
+        hone_request_params p = {.prompt = prompt_ids(&g, i), .n_prompt = prompt_len(&g, i), .sampling = sp};
+        p.embed = pool;
+        int rc = hone_scheduler_submit(s->sched, &p, &cc->reqs[i]);
+        while (rc == HONE_ERANGE && i > 0 && !atomic_load(&s->draining)) { /* queue full: let earlier inputs finish */
+            if (wait_request(cc, i - 1, 0, 1, NULL, NULL)) {
+                ok = MHD_NO;
+                goto done;
+            }
+            rc = hone_scheduler_submit(s->sched, &p, &cc->reqs[i]);
+        }
+        if (rc) {
+            ok = rc == HONE_ERANGE ? send_error(cc, 503, "server_error", NULL, "overloaded", "%s; retry later", hone_error_last())
+                                   : send_error(cc, 400, "invalid_request_error", "input", "invalid_value", "%s", hone_error_last());
+            goto done;
+        }
+    }
+    pthread_mutex_lock(&s->mu);
+    s->inflight++;
+    cc->counted = 1;
+    pthread_mutex_unlock(&s->mu);
+    if (!(v = malloc((size_t)hp->dim * sizeof *v))) {
+        ok = send_error(cc, 500, "server_error", NULL, NULL, "out of memory");
+        goto done;
+    }
+    j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "object", "list");
+    cJSON *data = cJSON_AddArrayToObject(j, "data");
+    int64_t tokens = 0;
+    for (int i = 0; i < cc->n_choices; i++) {
+        int64_t dim = 0;
+        if (wait_request(cc, i, 0, 1, NULL, NULL)) {
+            ok = MHD_NO;
+            goto done;
+        }
+        if (cc->lasts[i].finish == HONE_FINISH_ERROR) {
+            ok = send_request_error(cc, i);
+            goto done;
+        }
+        if (hone_request_embedding(s->sched, cc->reqs[i], v, hp->dim, &dim)) {
+            ok = send_error(cc, 500, "server_error", NULL, NULL, "%s", hone_error_last());
+            goto done;
+        }
+        tokens += cc->lasts[i].prompt_tokens;
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "object", "embedding");
+        cJSON_AddNumberToObject(e, "index", i);
+        if (b64) { /* little-endian float32, as OpenAI's base64 */
+            unsigned char *raw = malloc((size_t)dim * 4);
+            for (int64_t d = 0; raw && d < dim; d++) {
+                uint32_t u;
+                memcpy(&u, &v[d], 4);
+                for (int k = 0; k < 4; k++) raw[d * 4 + k] = (unsigned char)(u >> (8 * k));
+            }
+            char *text = raw ? base64(raw, (size_t)dim * 4) : NULL;
+            free(raw);
+            cJSON_AddStringToObject(e, "embedding", text ? text : "");
+            free(text);
+        } else {
+            cJSON *arr = cJSON_AddArrayToObject(e, "embedding");
+            for (int64_t d = 0; d < dim; d++) cJSON_AddItemToArray(arr, cJSON_CreateNumber((double)v[d]));
+        }
+        cJSON_AddItemToArray(data, e);
+    }
+    cJSON_AddStringToObject(j, "model", s->o.model_id);
+    cJSON *u = cJSON_AddObjectToObject(j, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", (double)tokens);
+    cJSON_AddNumberToObject(u, "total_tokens", (double)tokens);
+    ok = send_json(cc, 200, j);
+    j = NULL;
+done:
+    cJSON_Delete(j);
+    cJSON_Delete(root);
+    gen_request_free(&g);
+    free(v);
+    return ok;
+}
+
 static enum MHD_Result handle_get(conn_ctx *cc)
 {
     hone_server *s = cc->srv;
@@ -1086,15 +1709,17 @@ static enum MHD_Result handle_get(conn_ctx *cc)
         cJSON *j = cJSON_CreateObject();
         cJSON_AddStringToObject(j, "object", "list");
         cJSON *data = cJSON_AddArrayToObject(j, "data");
-        cJSON *m = cJSON_CreateObject();
-        cJSON_AddStringToObject(m, "id", s->o.model_id);
-        cJSON_AddStringToObject(m, "object", "model");
-        cJSON_AddNumberToObject(m, "created", 0);
-        cJSON_AddStringToObject(m, "owned_by", "hone");
-        cJSON_AddNumberToObject(m, "context_length", (double)s->o.n_ctx);
-        cJSON_AddItemToArray(data, m);
+        cJSON_AddItemToArray(data, model_object(s, s->o.model_id));
+        for (int i = 0; i < s->o.n_model_aliases; i++)
+            cJSON_AddItemToArray(data, model_object(s, s->o.model_aliases[i]));
         return send_json(cc, 200, j);
     }
+    case R_MODEL:
+        if (!model_known(s, cc->model_arg))
+            return send_error(cc, 404, "invalid_request_error", "model", "model_not_found",
+                              "The model '%.100s' does not exist; this server serves '%s'", cc->model_arg,
+                              s->o.model_id);
+        return send_json(cc, 200, model_object(s, cc->model_arg));
     case R_METRICS:
         return handle_metrics(cc);
     case R_PROFILE: {
@@ -1145,6 +1770,66 @@ static enum MHD_Result count_bytes(void *cls, enum MHD_ValueKind kind, const cha
     return MHD_YES;
 }
 
+/* The CORS preflight (OPTIONS on any route): 204 with the methods and headers a browser may
+ * use; no API key is needed (browsers send none on a preflight). */
+static enum MHD_Result handle_options(conn_ctx *cc)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    if (!resp) return MHD_NO;
+    common_headers(cc, resp);
+    MHD_add_response_header(resp, "Allow", "GET, POST, OPTIONS");
+    if (cc->origin[0]) {
+        const char *req = MHD_lookup_connection_value(cc->conn, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers",
+                                req && *req && !strpbrk(req, "\r\n") ? req
+                                                                      : "Authorization, Content-Type, X-Request-Id");
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
+    }
+    enum MHD_Result ok = MHD_queue_response(cc->conn, 204, resp);
+    MHD_destroy_response(resp);
+    cc->responded = 1;
+    cc->status = 204;
+    count_status(cc->srv, cc->route, 204);
+    return ok;
+}
+
+/* The request as a whole, once its body (if any) is read: loading, preflight, key, method,
+ * route. Answering only now (never on libmicrohttpd's first call) keeps the connection open:
+ * a response queued before the request was fully read makes the library close it. */
+static enum MHD_Result dispatch(conn_ctx *cc, const char *method)
+{
+    hone_server *s = cc->srv;
+    int gen = cc->route == R_COMPLETIONS || cc->route == R_CHAT || cc->route == R_EMBEDDINGS;
+    int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    if (strcmp(method, "OPTIONS") == 0) return handle_options(cc);
+    if (!atomic_load_explicit(&s->ready, memory_order_acquire)) { /* the model is loading */
+        pthread_mutex_lock(&s->mu);
+        char stage[32];
+        double prog = s->load_progress;
+        snprintf(stage, sizeof stage, "%s", s->load_stage);
+        pthread_mutex_unlock(&s->mu);
+        if (cc->route == R_HEALTH) {
+            char body[128];
+            snprintf(body, sizeof body, "{\"status\":\"loading\",\"stage\":\"%s\",\"progress\":%.2f}",
+                     stage, prog);
+            return send_body(cc, 503, "application/json", body, strlen(body));
+        }
+        return send_error(cc, 503, "server_error", NULL, "loading", "the model is loading (%s, %.0f%%); "
+                          "retry when /health says ok", stage, prog * 100);
+    }
+    if (s->o.api_key && cc->route != R_HEALTH && !(cc->route == R_METRICS && s->o.metrics_public) &&
+        !auth_ok(s, cc->conn))
+        return send_error(cc, 401, "authentication_error", NULL, "invalid_api_key",
+                          "a valid 'Authorization: Bearer <key>' header is required");
+    if (cc->route != R_OTHER && ((gen && !cc->is_post) || (!gen && !get)))
+        return send_error(cc, 405, "invalid_request_error", NULL, "method_not_allowed",
+                          "%s is not allowed on %s", method, route_path[cc->route]);
+    if (!gen) return handle_get(cc);
+    if (cc->route == R_EMBEDDINGS) return handle_embeddings(cc);
+    return handle_generation(cc);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls)
@@ -1162,11 +1847,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cc->conn = conn;
         cc->t0 = now_s();
         cc->route = route_of(url);
+        if (cc->route == R_MODEL) snprintf(cc->model_arg, sizeof cc->model_arg, "%s", url + strlen(MODEL_PREFIX));
         request_id(s, conn, cc->rid, sizeof cc->rid);
+        cors_origin(cc);
         snprintf(cc->method, sizeof cc->method, "%s", method);
         cc->is_post = strcmp(method, "POST") == 0;
-        int gen = cc->route == R_COMPLETIONS || cc->route == R_CHAT;
-        int get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
         /* our own limits, well below libmicrohttpd's (MHD_MEMORY_LIMIT), so that a long URI or
          * header block gets an OpenAI-shaped JSON error rather than the library's HTML page */
         size_t uri = strlen(url), head = 0;
@@ -1178,29 +1863,6 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (head > MAX_HEADER_BYTES)
             return send_error(cc, 431, "invalid_request_error", NULL, "headers_too_large",
                               "the request headers exceed %d bytes", MAX_HEADER_BYTES);
-        if (!atomic_load_explicit(&s->ready, memory_order_acquire)) { /* the model is loading */
-            pthread_mutex_lock(&s->mu);
-            char stage[32];
-            double prog = s->load_progress;
-            snprintf(stage, sizeof stage, "%s", s->load_stage);
-            pthread_mutex_unlock(&s->mu);
-            if (cc->route == R_HEALTH) {
-                char body[128];
-                snprintf(body, sizeof body, "{\"status\":\"loading\",\"stage\":\"%s\",\"progress\":%.2f}",
-                         stage, prog);
-                return send_body(cc, 503, "application/json", body, strlen(body));
-            }
-            return send_error(cc, 503, "server_error", NULL, "loading", "the model is loading (%s, %.0f%%); "
-                              "retry when /health says ok", stage, prog * 100);
-        }
-        if (s->o.api_key && cc->route != R_HEALTH && !(cc->route == R_METRICS && s->o.metrics_public) &&
-            !auth_ok(s, conn))
-            return send_error(cc, 401, "authentication_error", NULL, "invalid_api_key",
-                              "a valid 'Authorization: Bearer <key>' header is required");
-        if (cc->route != R_OTHER && ((gen && !cc->is_post) || (!gen && !get)))
-            return send_error(cc, 405, "invalid_request_error", NULL, "method_not_allowed",
-                              "%s is not allowed on %s", method, route_path[cc->route]);
-        if (!gen) return handle_get(cc);
         /* a body a little too big is read and dropped, so that clients that send it all
          * before reading get the 413; a huge one is refused at once (the connection closes) */
         const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
@@ -1239,7 +1901,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cc->body[cc->body_len] = 0;
         return MHD_YES;
     }
-    return handle_generation(cc);
+    return dispatch(cc, method);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -1250,21 +1912,30 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)conn;
     if (!cc) return;
     *con_cls = NULL;
-    if (cc->req) {
-        if (!cc->last.done) hone_request_cancel(s->sched, cc->req);
-        hone_request_release(s->sched, cc->req);
+    int64_t prompt = 0, completion = 0, cached = 0;
+    hone_finish fin = HONE_FINISH_NONE;
+    for (int i = 0; i < cc->n_choices; i++) {
+        if (!cc->reqs[i]) continue;
+        if (!cc->lasts[i].done) hone_request_cancel(s->sched, cc->reqs[i]);
+        hone_request_release(s->sched, cc->reqs[i]);
+        completion += cc->lasts[i].completion_tokens;
+        if (i % (cc->n_per ? cc->n_per : 1) == 0) {
+            prompt += cc->lasts[i].prompt_tokens;
+            cached += cc->lasts[i].cached_tokens;
+        }
+        if (fin == HONE_FINISH_NONE || cc->lasts[i].finish == HONE_FINISH_ERROR) fin = cc->lasts[i].finish;
     }
+    for (int i = 0; i < MAX_CHOICES; i++) free(cc->prompt_text[i]);
     /* one line per request (successful health checks and scrapes excepted: probes would drown
      * the log); the text itself only with --log-requests */
     const char *how = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (client gone)";
     int quiet = (cc->route == R_HEALTH || cc->route == R_METRICS) && cc->status == 200 && !*how;
     const char *level = cc->status >= 500 || *how ? "warn" : "info";
-    if (cc->req)
+    if (cc->n_choices && cc->reqs[0])
         log_line(level, "request %s %s %s %d %.3fs prompt=%lld completion=%lld cached=%lld finish=%s%s",
                  cc->rid, cc->method, route_path[cc->route], cc->status, now_s() - cc->t0,
-                 (long long)cc->last.prompt_tokens, (long long)cc->last.completion_tokens,
-                 (long long)cc->last.cached_tokens,
-                 cc->last.finish == HONE_FINISH_ERROR ? "error" : finish_name(cc->last.finish), how);
+                 (long long)prompt, (long long)completion, (long long)cached,
+                 fin == HONE_FINISH_ERROR ? "error" : finish_name(fin), how);
     else if (!quiet)
         log_line(level, "request %s %s %s %d %.3fs%s", cc->rid, cc->method,
                  cc->route == R_OTHER ? "(other)" : route_path[cc->route], cc->status, now_s() - cc->t0, how);
@@ -1314,6 +1985,9 @@ void hone_server_set_ready(hone_server *s, hone_scheduler *sched, const hone_tok
     s->o.tuning_json = late->tuning_json;
     s->o.tuning_metrics = late->tuning_metrics;
     s->o.tuning_user = late->tuning_user;
+    s->o.pooling = late->pooling;
+    s->o.model_aliases = late->model_aliases;
+    s->o.n_model_aliases = late->n_model_aliases;
     set_model_label(s);
     hone_server_set_progress(s, "ready", 1);
     atomic_store_explicit(&s->ready, 1, memory_order_release); /* publishes the fields above */

@@ -1,5 +1,6 @@
 /* The OpenAI-compatible HTTP server (libmicrohttpd, a thread per connection): /v1/models,
- * /v1/completions, /v1/chat/completions (JSON or server-sent events), /health, /metrics
+ * /v1/models/{id}, /v1/completions, /v1/chat/completions (JSON or server-sent events),
+ * /v1/embeddings, /health, /metrics
  * (Prometheus text) and /v1/hone/profile, in front of the continuous-batching scheduler
  * (engine/scheduler.h). `hone serve` (app/serve_cli.c) wires it up. */
 #ifndef HONE_SERVER_H
@@ -27,9 +28,16 @@ typedef struct {
     void *tuning_user;
     int metrics_public;      /* 1: /metrics answers without the API key (a scraper on a trusted network) */
     const char *build_version, *build_commit; /* hone_build_info labels; NULL: "unknown" */
+    /* other names a request's "model" may use (--model-alias); listed by /v1/models too */
+    const char *const *model_aliases;
+    int n_model_aliases;
+    /* CORS (--cors-origins): NULL off; "*" any origin; else a comma-separated list of exact
+     * origins ("https://a.example,http://localhost:3000") that get Access-Control-Allow-Origin */
+    const char *cors_origins;
+    hone_pooling pooling;    /* /v1/embeddings: the model's pooling (NONE: mean) */
 } hone_server_opts;
 
-#define HONE_SERVER_OPTS_INIT {"127.0.0.1", 8080, NULL, 0, (size_t)1 << 20, "hone", 0, NULL, NULL, NULL, 0, NULL, NULL}
+#define HONE_SERVER_OPTS_INIT {"127.0.0.1", 8080, NULL, 0, (size_t)1 << 20, "hone", 0, NULL, NULL, NULL, 0, NULL, NULL, NULL, 0, NULL, HONE_POOLING_NONE}
 
 typedef struct hone_server hone_server;
 

@@ -91,6 +91,8 @@ def _set():
     s["tiny-llama-spm-f32"] = dict(BASE, tokenizer="spm", template="llama2", family="tiny-llama-spm")
     # a long context: the tuner's own prompt fits it (tune --llm self on loopback)
     s["tiny-llama-long-f32"] = dict(BASE, ctx=16384, family="tiny-llama-long")
+    # llama.cpp's pooling_type 3 (last token): /v1/embeddings pools as the metadata says
+    s["tiny-llama-lastpool-f32"] = dict(BASE, pooling=3, family="tiny-llama-lastpool")
     return s
 
 
@@ -236,6 +238,8 @@ def write_model(path, spec, vocab, seed, name):
     w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", float(spec["rms_eps"]))
     w.add_uint32(f"{arch}.rope.dimension_count", spec["head_dim"])
     w.add_uint32(f"{arch}.vocab_size", n_vocab)
+    if spec.get("pooling"):
+        w.add_uint32(f"{arch}.pooling_type", spec["pooling"])
 
     w.add_string("tokenizer.ggml.model", vocab["model"])
     if "pre" in vocab:

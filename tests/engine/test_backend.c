@@ -90,7 +90,7 @@ static void test_cpu_wrappers(void)
             seqs[2 * t + q] = q ? &s2 : &s1;
             outs[2 * t + q] = batch + ((int64_t)q * N_TOK + t) * V;
         }
-    hone_batch bt = {2 * N_TOK, toks, seqs, pos, outs};
+    hone_batch bt = {2 * N_TOK, toks, seqs, pos, outs, NULL};
     CHECK_EQ_INT(hone_backend_forward_batch(b, &bt), 0);
     CHECK_EQ_INT(calls, before); /* the hook is off */
     CHECK(memcmp(batch, direct, (size_t)N_TOK * row) == 0);

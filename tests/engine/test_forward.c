@@ -266,7 +266,7 @@ static void test_batch_equals_alone(void)
             }
         }
         if (!n) break;
-        hone_batch b = {n, tokens, seqs, pos, rows};
+        hone_batch b = {n, tokens, seqs, pos, rows, NULL};
         CHECK_EQ_INT(hone_ctx_forward_batch(ctx, &b), 0);
     }
     for (int q = 0; q < 3; q++) {
@@ -280,7 +280,7 @@ static void test_batch_equals_alone(void)
     hone_kv_seq z = {0};
     hone_kv_seq *zs[1] = {&z};
     int32_t zpos[1] = {3};
-    hone_batch bad = {1, prompt, zs, zpos, NULL};
+    hone_batch bad = {1, prompt, zs, zpos, NULL, NULL};
     CHECK_EQ_INT(hone_ctx_forward_batch(ctx, &bad), HONE_EINVAL);
     CHECK_STR_CONTAINS(hone_error_last(), "expected 0");
     CHECK_EQ_INT(z.n_tokens, 0);

@@ -6,6 +6,7 @@
 #include "engine/error.h"
 #include "engine/sampler.h"
 
+#include <math.h>
 #include <stdint.h>
 
 static hone_sampler *make(hone_sampler_params p, int32_t n_vocab)
@@ -314,21 +315,21 @@ static void test_nan_inf(void)
 static void test_invalid_params(void)
 {
     struct { const char *field; hone_sampler_params p; int32_t n_vocab; int rc; } cases[] = {
-        {"temperature", {NAN, 0, 1.0f, 0.0f, 1.0f, 64, 0}, 10, HONE_EINVAL},
-        {"temperature", {INFINITY, 0, 1.0f, 0.0f, 1.0f, 64, 0}, 10, HONE_EINVAL},
-        {"top_k", {1.0f, -1, 1.0f, 0.0f, 1.0f, 64, 0}, 10, HONE_EINVAL},
-        {"top_p", {1.0f, 0, 0.0f, 0.0f, 1.0f, 64, 0}, 10, HONE_EINVAL},
-        {"top_p", {1.0f, 0, 1.5f, 0.0f, 1.0f, 64, 0}, 10, HONE_EINVAL},
-        {"top_p", {1.0f, 0, NAN, 0.0f, 1.0f, 64, 0}, 10, HONE_EINVAL},
-        {"min_p", {1.0f, 0, 1.0f, -0.1f, 1.0f, 64, 0}, 10, HONE_EINVAL},
-        {"min_p", {1.0f, 0, 1.0f, 1.1f, 1.0f, 64, 0}, 10, HONE_EINVAL},
-        {"min_p", {1.0f, 0, 1.0f, NAN, 1.0f, 64, 0}, 10, HONE_EINVAL},
-        {"repeat_penalty", {1.0f, 0, 1.0f, 0.0f, 0.0f, 64, 0}, 10, HONE_EINVAL},
-        {"repeat_penalty", {1.0f, 0, 1.0f, 0.0f, -1.0f, 64, 0}, 10, HONE_EINVAL},
-        {"repeat_penalty", {1.0f, 0, 1.0f, 0.0f, NAN, 64, 0}, 10, HONE_EINVAL},
-        {"repeat_last_n", {1.0f, 0, 1.0f, 0.0f, 1.0f, -1, 0}, 10, HONE_EINVAL},
-        {"repeat_last_n", {1.0f, 0, 1.0f, 0.0f, 1.0f, (1 << 24) + 1, 0}, 10, HONE_ERANGE},
-        {"n_vocab", {1.0f, 0, 1.0f, 0.0f, 1.0f, 64, 0}, 0, HONE_EINVAL},
+        {"temperature", {NAN, 0, 1.0f, 0.0f, 1.0f, 64, 0, 0.0f, 0.0f, NULL, NULL, 0}, 10, HONE_EINVAL},
+        {"temperature", {INFINITY, 0, 1.0f, 0.0f, 1.0f, 64, 0, 0.0f, 0.0f, NULL, NULL, 0}, 10, HONE_EINVAL},
+        {"top_k", {1.0f, -1, 1.0f, 0.0f, 1.0f, 64, 0, 0.0f, 0.0f, NULL, NULL, 0}, 10, HONE_EINVAL},
+        {"top_p", {1.0f, 0, 0.0f, 0.0f, 1.0f, 64, 0, 0.0f, 0.0f, NULL, NULL, 0}, 10, HONE_EINVAL},
+        {"top_p", {1.0f, 0, 1.5f, 0.0f, 1.0f, 64, 0, 0.0f, 0.0f, NULL, NULL, 0}, 10, HONE_EINVAL},
+        {"top_p", {1.0f, 0, NAN, 0.0f, 1.0f, 64, 0, 0.0f, 0.0f, NULL, NULL, 0}, 10, HONE_EINVAL},
+        {"min_p", {1.0f, 0, 1.0f, -0.1f, 1.0f, 64, 0, 0.0f, 0.0f, NULL, NULL, 0}, 10, HONE_EINVAL},
+        {"min_p", {1.0f, 0, 1.0f, 1.1f, 1.0f, 64, 0, 0.0f, 0.0f, NULL, NULL, 0}, 10, HONE_EINVAL},
+        {"min_p", {1.0f, 0, 1.0f, NAN, 1.0f, 64, 0, 0.0f, 0.0f, NULL, NULL, 0}, 10, HONE_EINVAL},
+        {"repeat_penalty", {1.0f, 0, 1.0f, 0.0f, 0.0f, 64, 0, 0.0f, 0.0f, NULL, NULL, 0}, 10, HONE_EINVAL},
+        {"repeat_penalty", {1.0f, 0, 1.0f, 0.0f, -1.0f, 64, 0, 0.0f, 0.0f, NULL, NULL, 0}, 10, HONE_EINVAL},
+        {"repeat_penalty", {1.0f, 0, 1.0f, 0.0f, NAN, 64, 0, 0.0f, 0.0f, NULL, NULL, 0}, 10, HONE_EINVAL},
+        {"repeat_last_n", {1.0f, 0, 1.0f, 0.0f, 1.0f, -1, 0, 0.0f, 0.0f, NULL, NULL, 0}, 10, HONE_EINVAL},
+        {"repeat_last_n", {1.0f, 0, 1.0f, 0.0f, 1.0f, (1 << 24) + 1, 0, 0.0f, 0.0f, NULL, NULL, 0}, 10, HONE_ERANGE},
+        {"n_vocab", {1.0f, 0, 1.0f, 0.0f, 1.0f, 64, 0, 0.0f, 0.0f, NULL, NULL, 0}, 0, HONE_EINVAL},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         hone_sampler *s = (hone_sampler *)&cases[c]; /* must be reset to NULL */
@@ -466,7 +467,129 @@ static void test_matches_reference(void)
     }
 }
 
+
+/* OpenAI's penalties on accepted-token counts: l[j] -= c[j] * frequency + (c[j] > 0) * presence. */
+static void test_openai_penalties(void)
+{
+    float l[8] = {0, 0, 0, 1.0f, 0, 0, 0, 0};
+    hone_sampler_params p = HONE_SAMPLER_PARAMS_INIT;
+    p.temperature = 0.0f;
+    p.presence_penalty = 2.0f; /* 1 - 2 < 0: token 3 loses to token 0 after one use */
+    hone_sampler *s = make(p, 8);
+    CHECK_EQ_INT(hone_sampler_sample(s, l), 3);
+    hone_sampler_accept(s, 3);
+    CHECK_EQ_INT(hone_sampler_sample(s, l), 0);
+    hone_sampler_reset(s, 0); /* forgets the counts */
+    CHECK_EQ_INT(hone_sampler_sample(s, l), 3);
+    hone_sampler_free(s);
+
+    p.presence_penalty = 0.0f;
+    p.frequency_penalty = 0.4f; /* 1 - 0.4 c: still the best at c = 2 (0.2), not at c = 3 (-0.2) */
+    s = make(p, 8);
+    for (int c = 0; c < 2; c++) {
+        hone_sampler_accept(s, 3);
+        CHECK_EQ_INT(hone_sampler_sample(s, l), 3);
+    }
+    hone_sampler_accept(s, 3);
+    CHECK_EQ_INT(hone_sampler_sample(s, l), 0);
+    hone_sampler_free(s);
+
+    p.frequency_penalty = -0.5f; /* a negative penalty favours repeats */
+    float l2[4] = {1.0f, 0.8f, 0, 0};
+    s = make(p, 4);
+    CHECK_EQ_INT(hone_sampler_sample(s, l2), 0);
+    hone_sampler_accept(s, 1);
+    CHECK_EQ_INT(hone_sampler_sample(s, l2), 1); /* 0.8 + 0.5 > 1 */
+    hone_sampler_free(s);
+
+    /* at temperature 1 the draw follows softmax of the penalised logits: token 3 (logit ln 3,
+     * used once, presence ln 3) ends at 0, the same weight as every other token */
+    float flat[4] = {0, 0, 0, (float)log(3.0)};
+    hone_sampler_params q = HONE_SAMPLER_PARAMS_INIT;
+    q.presence_penalty = (float)log(3.0);
+    s = make(q, 4);
+    hone_sampler_accept(s, 3);
+    int counts[4];
+    CHECK_EQ_INT(count_draws(s, flat, 4, 40000, counts), 0);
+    for (int i = 0; i < 4; i++) CHECK_NEAR(counts[i] / 40000.0, 0.25, 0.015);
+    hone_sampler_free(s);
+
+    q.presence_penalty = 2.5f;
+    hone_sampler *bad = NULL;
+    CHECK_EQ_INT(hone_sampler_new(&bad, &q, 4), HONE_EINVAL);
+    CHECK(bad == NULL);
+}
+
+/* logit_bias is added to the logits first: +100 forces, -100 bans, small values shift. */
+static void test_logit_bias(void)
+{
+    float l[6] = {0, 0, 0, 0, 0, 2.0f};
+    int32_t ids[2] = {1, 5};
+    float vals[2] = {3.0f, -100.0f};
+    hone_sampler_params p = HONE_SAMPLER_PARAMS_INIT;
+    p.temperature = 0.0f;
+    p.bias_ids = ids;
+    p.bias_vals = vals;
+    p.n_bias = 2;
+    hone_sampler *s = make(p, 6);
+    ids[0] = 4; /* the sampler keeps its own copy */
+    CHECK_EQ_INT(hone_sampler_sample(s, l), 1);
+    hone_sampler_free(s);
+    ids[0] = 1;
+    p.temperature = 1.0f;
+    s = make(p, 6);
+    int counts[6];
+    CHECK_EQ_INT(count_draws(s, l, 6, 20000, counts), 0);
+    CHECK_EQ_INT(counts[5], 0); /* banned: e^-98 against e^3 */
+    double w1 = exp(3.0), total = w1 + 4.0;
+    CHECK_NEAR(counts[1] / 20000.0, w1 / total, 0.015);
+    hone_sampler_free(s);
+    int32_t out_of_range[1] = {6};
+    p.bias_ids = out_of_range;
+    p.n_bias = 1;
+    hone_sampler *bad = NULL;
+    CHECK_EQ_INT(hone_sampler_new(&bad, &p, 6), HONE_EINVAL);
+}
+
+/* hone_sampler_logprobs: log softmax of the raw logits, and the top k in order. */
+static void test_logprobs(void)
+{
+    float two[2] = {0.0f, (float)log(3.0)};
+    hone_token_logprob e;
+    hone_sampler_logprobs(two, 2, 0, 2, &e);
+    CHECK_NEAR(e.logprob, log(0.25), 1e-6);
+    CHECK_EQ_INT(e.token, 0);
+    CHECK_EQ_INT(e.n_top, 2);
+    CHECK_EQ_INT(e.top_ids[0], 1);
+    CHECK_NEAR(e.top_lps[0], log(0.75), 1e-6);
+    CHECK_EQ_INT(e.top_ids[1], 0);
+
+    enum { N = 1000 };
+    static float l[N];
+    fill_logits(l, N, 11, 8.0f);
+    l[17] = NAN;
+    l[40] = l[41] = 9.0f; /* a tie: the lower id first */
+    double mx = -INFINITY, sum = 0.0;
+    for (int i = 0; i < N; i++) if (!isnan(l[i]) && l[i] > mx) mx = l[i];
+    for (int i = 0; i < N; i++) if (!isnan(l[i])) sum += exp((double)l[i] - mx);
+    double logz = mx + log(sum);
+    hone_sampler_logprobs(l, N, 123, 50, &e); /* k is clamped to 20 */
+    CHECK_EQ_INT(e.n_top, HONE_SAMPLER_TOP_LOGPROBS_MAX);
+    CHECK_NEAR(e.logprob, (double)l[123] - logz, 1e-5);
+    CHECK_EQ_INT(e.top_ids[0], 40);
+    CHECK_EQ_INT(e.top_ids[1], 41);
+    for (int k = 1; k < e.n_top; k++) CHECK(e.top_lps[k] <= e.top_lps[k - 1]);
+    for (int k = 0; k < e.n_top; k++) CHECK_NEAR(e.top_lps[k], (double)l[e.top_ids[k]] - logz, 1e-5);
+    int better = 0; /* nothing outside the top 20 beats its last entry */
+    for (int i = 0; i < N; i++) better += !isnan(l[i]) && l[i] > l[e.top_ids[e.n_top - 1]];
+    CHECK_EQ_INT(better, e.n_top - 1);
+    hone_sampler_logprobs(l, N, 17, 0, &e);
+    CHECK_EQ_INT(e.n_top, 0);
+    CHECK(isinf(e.logprob) && e.logprob < 0);
+}
+
 TEST_MAIN(TEST_CASE(test_defaults), TEST_CASE(test_greedy), TEST_CASE(test_seed_determinism),
           TEST_CASE(test_frequencies), TEST_CASE(test_top_k), TEST_CASE(test_top_p), TEST_CASE(test_min_p),
           TEST_CASE(test_repeat_penalty), TEST_CASE(test_nan_inf), TEST_CASE(test_invalid_params),
-          TEST_CASE(test_matches_reference))
+          TEST_CASE(test_matches_reference), TEST_CASE(test_openai_penalties), TEST_CASE(test_logit_bias),
+          TEST_CASE(test_logprobs))

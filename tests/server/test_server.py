@@ -263,7 +263,7 @@ BAD = [
     ("lone surrogate", "/v1/completions", b'{"prompt": "a\\ud800b"}', 400, "invalid_request_error", None),
     ("missing prompt", "/v1/completions", {"max_tokens": 4}, 400, "invalid_request_error", "missing_required_parameter"),
     ("prompt number", "/v1/completions", {"prompt": 5}, 400, "invalid_request_error", "invalid_type"),
-    ("prompt batch", "/v1/completions", {"prompt": ["a", "b"]}, 400, "invalid_request_error", "invalid_value"),
+    ("prompt batch of non-ids", "/v1/completions", {"prompt": [["a"]]}, 400, "invalid_request_error", "invalid_value"),
     ("empty prompt", "/v1/completions", {"prompt": ""}, 400, "invalid_request_error", "invalid_value"),
     ("token id out of range", "/v1/completions", {"prompt": [1, 999999]}, 400, "invalid_request_error", "invalid_value"),
     ("unknown model", "/v1/completions", {"model": "gpt-9", "prompt": "hi"}, 404, "invalid_request_error", "model_not_found"),
@@ -278,14 +278,24 @@ BAD = [
     ("top_p zero", "/v1/completions", {"prompt": "hi", "top_p": 0}, 400, "invalid_request_error", "invalid_value"),
     ("top_p above one", "/v1/completions", {"prompt": "hi", "top_p": 1.5}, 400, "invalid_request_error", "invalid_value"),
     ("seed string", "/v1/completions", {"prompt": "hi", "seed": "x"}, 400, "invalid_request_error", "invalid_type"),
-    ("n = 2", "/v1/completions", {"prompt": "hi", "n": 2}, 400, "invalid_request_error", "invalid_value"),
+    ("n = 65", "/v1/completions", {"prompt": "hi", "n": 65}, 400, "invalid_request_error", "invalid_value"),
+    ("prompts x n over 64", "/v1/completions", {"prompt": ["a", "b", "c"], "n": 30}, 400, "invalid_request_error", "invalid_value"),
+    ("presence_penalty 3", "/v1/completions", {"prompt": "hi", "presence_penalty": 3}, 400, "invalid_request_error", "invalid_value"),
+    ("logit_bias key", "/v1/completions", {"prompt": "hi", "logit_bias": {"x": 1}}, 400, "invalid_request_error", "invalid_value"),
+    ("logit_bias 101", "/v1/completions", {"prompt": "hi", "logit_bias": {"1": 101}}, 400, "invalid_request_error", "invalid_value"),
+    ("top_logprobs without logprobs", "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2}, 400, "invalid_request_error", "invalid_value"),
+    ("echo on chat", "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "echo": True}, 400, "invalid_request_error", "unsupported_parameter"),
     ("stop number", "/v1/completions", {"prompt": "hi", "stop": 3}, 400, "invalid_request_error", "invalid_type"),
     ("stop array of numbers", "/v1/completions", {"prompt": "hi", "stop": ["a", 1]}, 400, "invalid_request_error", "invalid_type"),
     ("five stops", "/v1/completions", {"prompt": "hi", "stop": ["a", "b", "c", "d", "e"]}, 400, "invalid_request_error", "invalid_value"),
     ("empty stop", "/v1/completions", {"prompt": "hi", "stop": ""}, 400, "invalid_request_error", "invalid_value"),
     ("stream not bool", "/v1/completions", {"prompt": "hi", "stream": "yes"}, 400, "invalid_request_error", "invalid_type"),
     ("stream_options without stream", "/v1/completions", {"prompt": "hi", "stream_options": {"include_usage": True}}, 400, "invalid_request_error", "invalid_value"),
-    ("logprobs", "/v1/completions", {"prompt": "hi", "logprobs": 3}, 400, "invalid_request_error", "unsupported_parameter"),
+    ("logprobs 21", "/v1/completions", {"prompt": "hi", "logprobs": 21}, 400, "invalid_request_error", "invalid_value"),
+    ("logprobs bool on completions", "/v1/completions", {"prompt": "hi", "logprobs": True}, 400, "invalid_request_error", "invalid_type"),
+    ("embeddings without input", "/v1/embeddings", {"model": "x"}, 404, "invalid_request_error", "model_not_found"),
+    ("embeddings missing input", "/v1/embeddings", {}, 400, "invalid_request_error", "missing_required_parameter"),
+    ("embeddings bad format", "/v1/embeddings", {"input": "hi", "encoding_format": "hex"}, 400, "invalid_request_error", "invalid_value"),
     ("prompt longer than the context", "/v1/completions", {"prompt": LONG * 4}, 400, "invalid_request_error", "context_length_exceeded"),
     ("oversized body", "/v1/completions", {"prompt": BIG}, 413, "invalid_request_error", "request_too_large"),
     ("missing messages", "/v1/chat/completions", {"max_tokens": 3}, 400, "invalid_request_error", "missing_required_parameter"),
@@ -330,7 +340,8 @@ def test_bad_inputs(t):
         t.check(complete(s, "still fine", max_tokens=3)["usage"]["completion_tokens"] >= 1, "serves after")
         m = s.metrics()
         n400 = m.get('hone_requests_total{route="/v1/completions",status="400"}', 0) + \
-            m.get('hone_requests_total{route="/v1/chat/completions",status="400"}', 0)
+            m.get('hone_requests_total{route="/v1/chat/completions",status="400"}', 0) + \
+            m.get('hone_requests_total{route="/v1/embeddings",status="400"}', 0)
         t.check(n400 == sum(1 for b in BAD if b[3] == 400), "400s counted (%d)" % n400)
         t.check(s.proc.poll() is None, "process alive")
 
