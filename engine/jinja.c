@@ -466,7 +466,8 @@ static void lex_tag(parser *p, const char *s, size_t n, size_t *pos, int *line, 
                 if (i + 1 < n && s[i] == ops2[k][0] && s[i + 1] == ops2[k][1]) t.s = (str){s + i, 2};
             if (!t.s.n) {
                 if (!strchr("+-*/%~<>=.,:|()[]{}", c) || c == '\0')
-                    fail(&p->f, HONE_EINVAL, *line, "unexpected character '%c' in a tag", c);
+                    fail(&p->f, HONE_EINVAL, *line, "unexpected character '%.*s' in a tag",
+                         (int)cp_len((const unsigned char *)s + i, n - i), s + i);
                 t.s = (str){s + i, 1};
                 if (c == '(' || c == '[' || c == '{') depth++;
                 if ((c == ')' || c == ']' || c == '}') && depth > 0) depth--;
@@ -1830,7 +1831,7 @@ static size_t cp_offset(str s, size_t idx)
 static value get_item(rctx *c, value v, value key, int line)
 {
     if (v.t == V_UNDEF) fail_undefined(c, v, line);
-    if (key.t == V_UNDEF) fail_undefined(c, key, line);
+    if (key.t == V_UNDEF) return vundef_fmt(c, "%s object has no element Undefined", type_name(v));
     if ((v.t == V_DICT || v.t == V_NS) && key.t == V_STR) {
         value *x = dict_get(v.u.d, key.u.s);
         if (x) return *x;

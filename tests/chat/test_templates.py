@@ -83,7 +83,21 @@ TOOLS = [
     {"type": "function", "function": {
         "name": "search", "description": "Search the web — with ünïcode and \"quotes\"",
         "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}},
+    {"type": "function", "function": {
+        "name": "plan", "description": "Make a plan",
+        "parameters": {"type": "object", "properties": {
+            "steps": {"type": "array", "items": {"type": "string"}, "description": "Steps to take"},
+            "meta": {"type": "object", "additionalProperties": {"type": "integer"}, "description": "Counts"},
+            "flag": {"type": "boolean", "description": "A flag", "default": False},
+            "score": {"type": "number", "description": "Score", "minimum": 0.5}},
+            "required": ["steps"]}}},
 ]
+
+# a union type (Hermes 3's template recurses on it until Python's recursion limit; hone's
+# macro depth limit stops it too)
+TOOLS_UNION = TOOLS + [{"type": "function", "function": {
+    "name": "note", "description": "Take a note", "parameters": {"type": "object", "properties": {
+        "maybe": {"type": ["string", "null"], "description": "Optional note"}}}}}]
 
 CALL1 = {"id": "call12345", "type": "function",
          "function": {"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}}
@@ -134,13 +148,20 @@ CONVERSATIONS = [
     ("not alternating", [U("a"), U("b")], None, True),
     ("named user", [{"role": "user", "content": "Hi", "name": "alice"}], None, True),
     ("developer role", [{"role": "developer", "content": "Dev rules."}, U("Hi")], None, True),
+    ("union tool type", [U("Note this")], TOOLS_UNION, True),
     ("quotes and braces", [U("{{ not a tag }} {% neither %} 'single' \"double\" \\ back")], None, True),
 ]
 
-EXTRAS = [
-    ("", {}),
-    (" enable_thinking=false", {"enable_thinking": False}),
-]
+# More variables some templates read (chat_template_kwargs), each a further pass over every
+# conversation.
+EXTRAS = {
+    "qwen3": [(" enable_thinking=false", {"enable_thinking": False}), (" enable_thinking=true", {"enable_thinking": True})],
+    "deepseek-v3.1": [(" thinking", {"thinking": True})],
+    "granite3.3": [(" thinking", {"thinking": True}),
+                   (" documents", {"documents": [{"doc_id": 1, "text": "Paris is in France."}],
+                                   "controls": {"citations": True}})],
+    "llama3.1": [(" tools in system", {"tools_in_user_message": False})],
+}
 
 TOKENS = {
     "smollm2": ("<|im_start|>", "<|im_end|>"),
@@ -155,6 +176,9 @@ TOKENS = {
     "llama2": ("<s>", "</s>"),
     "mistral-v0.1": ("<s>", "</s>"),
     "llama3": ("<|begin_of_text|>", "<|eot_id|>"),
+    "hermes3-tool-use": ("<|begin_of_text|>", "<|im_end|>"),
+    "granite3.3": ("<|end_of_text|>", "<|end_of_text|>"),
+    "deepseek-v3.1": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
 }
 
 # Small templates, one construct each (rendered with CORPUS_VARS).
@@ -234,6 +258,33 @@ UNSUPPORTED = [  # (template, words the error message must contain)
 ]
 
 
+def mutants(templates, n, seed):
+    """n random edits of the shipped templates (cuts, inserted Jinja tokens, copies, truncations)."""
+    import random
+    rnd = random.Random(seed)
+    toks = ["{{", "}}", "{%", "%}", "{#", "#}", "-", "(", ")", "[", "]", "{", "}", "'", '"', "\\", "|", ".", ",", ":",
+            "if", "for", "endfor", "endif", "else", "in", "not", "is", "loop", "ns", "~", "+", "*", "**", "//", "%",
+            "0", "-1", "namespace(", "raise_exception(", "messages", "tojson", "\n", " ", "macro", "endmacro",
+            "call", "caller()", "set", "=", "[::-1]", "range("]
+    texts = list(templates.values())
+    out = []
+    for _ in range(n):
+        t = rnd.choice(texts)
+        for _ in range(rnd.randint(1, 6)):
+            op, p = rnd.random(), rnd.randrange(len(t) + 1)
+            if op < 0.3:
+                t = t[:p] + t[p + rnd.randint(1, 20):]
+            elif op < 0.7:
+                t = t[:p] + rnd.choice(toks) + t[p:]
+            elif op < 0.85:
+                q = rnd.randrange(len(t) + 1)
+                t = t[:p] + t[min(p, q):max(p, q)] + t[p:]
+            else:
+                t = t[:p]
+        out.append(t)
+    return out
+
+
 def load_templates():
     out = {}
     tdir = os.path.join(HERE, "templates")
@@ -274,9 +325,7 @@ def main():
     for tname, text in templates.items():
         bos, eos = TOKENS.get(tname, ("<s>", "</s>"))
         for cname, msgs, tools, gen in CONVERSATIONS:
-            for ename, extra in EXTRAS:
-                if extra and tname not in ("qwen3",):
-                    continue
+            for ename, extra in [("", {})] + EXTRAS.get(tname, []):
                 variables = {"messages": msgs, "tools": tools, "documents": None, "add_generation_prompt": gen,
                              "bos_token": bos, "eos_token": eos, "date_string": "26 Jul 2024", **extra}
                 cases.append({"template": text, "vars": variables, "now": NOW})
@@ -302,6 +351,25 @@ def main():
     for name, (n, good, errs) in per_template.items():
         print("%-26s %3d/%d identical (%d where both raise)" % (name, good, n, errs))
     print("corpus: %d snippets" % len(CORPUS))
+
+    # Mutated templates: hone answers every one (no crash, no hang: the helper would die), and
+    # where both render, the outputs agree.
+    fuzz_vars = {"messages": CONVERSATIONS[9][1], "tools": TOOLS, "add_generation_prompt": True,
+                 "bos_token": "<s>", "eos_token": "</s>", "date_string": "26 Jul 2024"}
+    fuzz = [{"template": t, "vars": fuzz_vars, "now": NOW} for t in mutants(templates, 600, 1234)]
+    fres = run_c(fuzz)
+    assert len(fres) == len(fuzz)
+    both = disagree = 0
+    for case, c in zip(fuzz, fres):
+        p = render_py(case["template"], case["vars"])
+        if p["ok"] and c["ok"]:
+            both += 1
+            if p["out"] != c["out"]:
+                failures += 1
+                print("FUZZ MISMATCH %r\n  jinja2: %r\n  hone:   %r" % (case["template"][:200], p["out"][:200], c["out"][:200]))
+        elif p["ok"] != c["ok"]:
+            disagree += 1
+    print("fuzz: %d mutants, %d rendered by both (identical), %d accepted by only one of the two" % (len(fuzz), both, disagree))
 
     # Unsupported constructs: errors that name the construct and the line, in hone alone.
     ures = run_c([{"template": t, "vars": {}} for t, _ in UNSUPPORTED])
