@@ -179,6 +179,7 @@ TOKENS = {
     "hermes3-tool-use": ("<|begin_of_text|>", "<|im_end|>"),
     "granite3.3": ("<|end_of_text|>", "<|end_of_text|>"),
     "deepseek-v3.1": ("<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>"),
+    "phi3.5": ("<s>", "<|endoftext|>"),
 }
 
 # Small templates, one construct each (rendered with CORPUS_VARS).
