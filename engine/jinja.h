@@ -11,8 +11,8 @@
  * Jinja expressions (+ - * / // % ** ~, comparisons incl. chains, in / not in, and/or/not,
  * ternary if-else), literals (strings, numbers, lists, tuples, dicts), subscripts and Python
  * slices; filters abs, capitalize, count, d/default, first, float, indent, int, items, join,
- * last, length, list, lower, map, max, min, reject, rejectattr, replace, reverse, round, safe,
- * select, selectattr, sort, string, sum, title, tojson, trim, unique, upper; tests boolean,
+ * last, length, list, lower, map, reject, rejectattr, replace, reverse, safe, select,
+ * selectattr, sort, string, sum, title, tojson (indent=), trim, unique, upper; tests boolean,
  * callable, defined, divisibleby, eq/equalto/==, even, false, float, ge/gt/le/lt/ne, in,
  * integer, iterable, lower, mapping, none, number, odd, sameas, sequence, string, true,
  * undefined, upper; globals namespace, range, dict, raise_exception, strftime_now; methods
