@@ -36,9 +36,10 @@
 static const hone_cli_command core_commands[] = {
     {"generate", NULL,
      "  generate -m MODEL -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
-     "           [--repeat-penalty R] [--seed S] [--chat] [--system TEXT]\n"
+     "           [--repeat-penalty R] [--seed S] [--chat] [--system TEXT] [--chat-template FILE]\n"
      "                          stream a completion (with --chat: one chat turn)\n"},
-    {"info", NULL, "  info -m MODEL [--tensors] print architecture, dtypes, tokenizer (and every tensor)\n"},
+    {"info", NULL, "  info -m MODEL [--tensors] [--chat-template FILE]\n"
+                   "                          print architecture, dtypes, tokenizer, chat template (and every tensor)\n"},
     {"tokenize", NULL,
      "  tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos]\n"
      "                          print the token ids of a text\n"},
@@ -62,6 +63,7 @@ static const char usage_tail[] =
 
 typedef struct {
     const char *model, *prompt, *file, *out, *prompt_tokens, *tokens, *system, *kernels;
+    const char *chat_template; /* --chat-template FILE: renders instead of the GGUF's template */
     int64_t n_predict, steps, n_ctx;
     int n_threads, chat, no_bos, all_positions, tensors, device, help;
     hone_sampler_params sp;
@@ -137,7 +139,7 @@ static int parse_int_range(const char *flag, const char *v, int64_t lo, int64_t 
 }
 
 enum { O_OUT = 256, O_PROMPT_TOKENS, O_TOKENS, O_SYSTEM, O_KERNELS, O_DEVICE, O_STEPS, O_CTX, O_TEMP,
-       O_TOP_K, O_TOP_P, O_MIN_P, O_REPEAT, O_SEED, O_CHAT, O_NO_BOS, O_ALL_POS, O_TENSORS };
+       O_TOP_K, O_TOP_P, O_MIN_P, O_REPEAT, O_SEED, O_CHAT, O_NO_BOS, O_ALL_POS, O_TENSORS, O_CHAT_TEMPLATE };
 
 static const struct option long_opts[] = {
     {"model", required_argument, NULL, 'm'},      {"prompt", required_argument, NULL, 'p'},
@@ -152,6 +154,7 @@ static const struct option long_opts[] = {
     {"repeat-penalty", required_argument, NULL, O_REPEAT}, {"seed", required_argument, NULL, O_SEED},
     {"chat", no_argument, NULL, O_CHAT},          {"no-bos", no_argument, NULL, O_NO_BOS},
     {"all-positions", no_argument, NULL, O_ALL_POS}, {"tensors", no_argument, NULL, O_TENSORS},
+    {"chat-template", required_argument, NULL, O_CHAT_TEMPLATE},
     {NULL, 0, NULL, 0},
 };
 
@@ -181,6 +184,7 @@ static int parse_options(int argc, char **argv, options *o)
         case O_PROMPT_TOKENS: o->prompt_tokens = v; break;
         case O_TOKENS: o->tokens = v; break;
         case O_SYSTEM: o->system = v; break;
+        case O_CHAT_TEMPLATE: o->chat_template = v; break;
         case O_KERNELS: o->kernels = v; break;
         case O_CHAT: o->chat = 1; break;
         case O_NO_BOS: o->no_bos = 1; break;
@@ -297,10 +301,12 @@ static int cmd_info(const options *o)
         if (*hone_tokenizer_note(tok)) printf("              note: %s\n", hone_tokenizer_note(tok));
     }
     hone_chat_template ct;
-    if (tok && hone_chat_load(&ct, g, tok) == 0) {
-        printf("chat template %s%s\n", hone_chat_family_name(ct.family),
-               ct.is_fallback ? " (no recognised template: ChatML assumed)" : "");
+    if (tok && hone_chat_load_with(&ct, g, tok, o->chat_template) == 0) {
+        char line[512];
+        printf("chat template %s\n", hone_chat_describe(&ct, line, sizeof line));
         hone_chat_clear(&ct);
+    } else if (tok) {
+        printf("chat template unusable: %s\n", hone_error_last());
     }
     if (o->tensors)
         for (int64_t i = 0; i < hone_gguf_n_tensors(g); i++) {
@@ -377,7 +383,7 @@ static int prompt_ids(const options *o, const hone_model *m, hone_tokenizer *tok
     int add_bos = o->no_bos ? 0 : -1;
     if (o->chat) {
         hone_chat_template ct;
-        if ((rc = hone_chat_load(&ct, hone_model_gguf(m), tok))) {
+        if ((rc = hone_chat_load_with(&ct, hone_model_gguf(m), tok, o->chat_template))) {
             free(text);
             return rc;
         }

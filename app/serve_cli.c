@@ -30,6 +30,7 @@ static const char serve_usage[] =
     "                  [--step-tokens N] [--max-queue N] [--timeout SECONDS] [--model-name NAME]\n"
     "                  [--no-prefix-cache] [--no-profile] [--device cpu|cuda|auto] [--kernels DIR]\n"
     "                  [--metrics-no-auth] [--model-alias NAME]... [--cors-origins '*'|ORIGIN,...]\n"
+    "                  [--chat-template FILE]\n"
     "                  [--tune [--llm URL|self|none] [--llm-model NAME] [--auto-apply]\n"
     "                   [--tune-budget N] [--tune-interval S] [--tune-watch S] [--tune-spot S]\n"
     "                   [--tune-margin X] [--tune-e2e-slack X] [--tune-slot SLOT] [--tune-repo DIR] [--tune-state-dir DIR]\n"
@@ -45,6 +46,7 @@ static const char serve_usage[] =
     "  --model-name: the model's id (default: the file's name without .gguf and spaces);\n"
     "  --model-alias: another name requests may use (repeatable). --cors-origins: answer browsers\n"
     "  from these origins (\"*\": any), preflights included.\n"
+    "  --chat-template FILE: render chat requests with this Jinja template instead of the GGUF's.\n"
     "  --port 0 picks a free port (printed on stderr). The API key may also come from\n"
     "  $HONE_API_KEY. SIGTERM or SIGINT: stop accepting, finish in-flight requests, exit 0.\n";
 
@@ -155,6 +157,7 @@ int hone_cli_serve(int argc, char **argv)
     hone_device device = HONE_DEVICE_CPU;
     int64_t v, kv_blocks = 0;
     const char *kernels_dir = NULL;
+    const char *chat_template = NULL; /* --chat-template FILE */
     so.api_key = getenv("HONE_API_KEY");
 #ifdef HONE_VERSION_STRING
     so.build_version = HONE_VERSION_STRING;
@@ -200,6 +203,7 @@ int hone_cli_serve(int argc, char **argv)
         else if (IS("--llm")) to.llm = val;
         else if (IS("--llm-model")) to.llm_model = val;
         else if (IS("--kernels")) kernels_dir = val;
+        else if (IS("--chat-template")) chat_template = val;
         else if (IS("--tune-repo")) to.repo = val;
         else if (IS("--push-to")) to.push = val;
         else if (IS("--tune-slot")) to.slot = val;
@@ -242,7 +246,7 @@ int hone_cli_serve(int argc, char **argv)
     if (test_load_delay(&sigs)) { rc = 0; goto fail; }
     if (hone_model_load(&m, model_path) || hone_tokenizer_new(&tok, hone_model_gguf(m))) goto fail;
     hone_server_set_progress(srv, "backend", 0.5);
-    if (hone_chat_load(&tmpl, hone_model_gguf(m), tok)) goto fail;
+    if (hone_chat_load_with(&tmpl, hone_model_gguf(m), tok, chat_template)) goto fail;
     have_tmpl = 1;
     const hone_hparams *hp = hone_model_hparams(m);
     if (co.n_ctx <= 0) co.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;

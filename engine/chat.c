@@ -1,77 +1,27 @@
-/* Chat templates: pick the family by marker strings in the Jinja text, then render with
- * hand-written code that mirrors each official template line by line (including Python's
- * str.strip() where the template calls .strip() or |trim). */
+/* Chat templates (contract in chat.h): load the template text (a file, the GGUF's, or the
+ * builtin ChatML), parse it with engine/jinja, and render conversations given as cJSON with the
+ * variables transformers' apply_chat_template passes. */
 #include "chat.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "error.h"
+#include "file.h"
 
-typedef struct {
-    char *s;
-    size_t n, cap;
-    int failed;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *p, size_t n)
-{
-    if (b->failed) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *ns = realloc(b->s, cap);
-        if (!ns) {
-            b->failed = 1;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->n, p, n);
-    b->n += n;
-    b->s[b->n] = '\0';
-}
-
-static void sb_str(sbuf *b, const char *s) { sb_put(b, s ? s : "", s ? strlen(s) : 0); }
-
-/* Length of the Python-whitespace character at s[0..n) (str.isspace: ASCII \t\n\v\f\r,
- * \x1c-\x1f, space, U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F,
- * U+3000), or 0. */
-static size_t py_space_at(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    if (c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F)) return 1;
-    if (c == 0xC2 && n >= 2 && (s[1] == 0x85 || s[1] == 0xA0)) return 2;
-    if (c == 0xE1 && n >= 3 && s[1] == 0x9A && s[2] == 0x80) return 3;
-    if (c == 0xE2 && n >= 3 && s[1] == 0x80 &&
-        (s[2] <= 0x8A || s[2] == 0xA8 || s[2] == 0xA9 || s[2] == 0xAF)) return 3;
-    if (c == 0xE2 && n >= 3 && s[1] == 0x81 && s[2] == 0x9F) return 3;
-    if (c == 0xE3 && n >= 3 && s[1] == 0x80 && s[2] == 0x80) return 3;
-    return 0;
-}
-
-/* Python's str.strip(): appends s without leading and trailing whitespace. */
-static void sb_strip(sbuf *b, const char *str)
-{
-    const unsigned char *s = (const unsigned char *)(str ? str : "");
-    size_t n = strlen((const char *)s), lo = 0, k;
-    while (lo < n && (k = py_space_at(s + lo, n - lo)) > 0) lo += k;
-    /* Trailing: scan forward so multi-byte spaces are recognised from their lead byte. */
-    size_t i = lo, last_non_space_end = lo;
-    while (i < n) {
-        k = py_space_at(s + i, n - i);
-        if (k) {
-            i += k;
-        } else {
-            i++;
-            while (i < n && (s[i] & 0xC0) == 0x80) i++;
-            last_non_space_end = i;
-        }
-    }
-    sb_put(b, (const char *)s + lo, last_non_space_end - lo);
-}
+/* The builtin for models without a template: ChatML, content strings or text parts. A model
+ * without a template cannot be told about tools, so tools are refused rather than dropped. */
+static const char BUILTIN_CHATML[] =
+    "{%- if tools %}{{ raise_exception('the model has no chat template and the builtin ChatML one cannot "
+    "render tools: give a template with --chat-template FILE') }}{% endif %}"
+    "{%- for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' }}"
+    "{%- if message['content'] is string %}{{ message['content'] }}"
+    "{%- elif message['content'] is iterable %}{% for part in message['content'] %}"
+    "{%- if part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}{% endif %}"
+    "{{- '<|im_end|>\\n' }}{% endfor %}"
+    "{%- if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 
 static char *dup_n(const char *s, size_t n)
 {
@@ -83,73 +33,11 @@ static char *dup_n(const char *s, size_t n)
     return d;
 }
 
-static const char *find_n(const char *hay, size_t hl, const char *needle)
+static int has(const char *hay, size_t hl, const char *needle)
 {
     size_t nl = strlen(needle);
     for (size_t i = 0; nl <= hl && i <= hl - nl; i++)
-        if (hay[i] == needle[0] && !memcmp(hay + i, needle, nl)) return hay + i;
-    return NULL;
-}
-
-/* Reads the Jinja string literal whose opening quote is at q (within text[0..len)) into a
- * malloc'd, unescaped *out. Returns 0, 1 if the literal is not closed, or HONE_ENOMEM. */
-static int jinja_literal(const char *text, size_t len, const char *q, char **out)
-{
-    char quote = *q;
-    const char *end = text + len;
-    char *v = malloc((size_t)(end - q) + 1);
-    *out = NULL;
-    if (!v) return hone_error_set(HONE_ENOMEM, "chat: out of memory");
-    size_t m = 0;
-    for (const char *p = q + 1; p < end; p++) {
-        if (*p == quote) {
-            v[m] = '\0';
-            *out = v;
-            return 0;
-        }
-        if (*p == '\\' && p + 1 < end) {
-            p++;
-            switch (*p) {
-            case 'n': v[m++] = '\n'; break;
-            case 't': v[m++] = '\t'; break;
-            case 'r': v[m++] = '\r'; break;
-            default: v[m++] = *p; break; /* \\ \' \" */
-            }
-            continue;
-        }
-        v[m++] = *p;
-    }
-    free(v);
-    return 1;
-}
-
-/* ChatML templates that hard-code a whole system turn in one literal, e.g. SmolLM2's
- * {% if loop.first and messages[0]['role'] != 'system' %}{{ '<|im_start|>system\nYou are ...<|im_end|>\n' }}
- * insert it when the conversation has no system message: *out = its content (NULL if
- * none, malloc'd otherwise). */
-static int chatml_default_system(const char *text, size_t len, char **out)
-{
-    static const char head[] = "<|im_start|>system";
-    const char *p = text;
-    *out = NULL;
-    while ((p = find_n(p, (size_t)(text + len - p), head)) != NULL) {
-        if (p > text && (p[-1] == '\'' || p[-1] == '"')) {
-            char *lit;
-            int rc = jinja_literal(text, len, p - 1, &lit);
-            if (rc < 0) return rc;
-            if (rc == 0) {
-                const char *body = lit + sizeof head - 1;
-                const char *end = strstr(body, "<|im_end|>");
-                if (*body == '\n' && end && !strstr(body, "<|im_start|>")) {
-                    *out = dup_n(body + 1, (size_t)(end - body - 1));
-                    free(lit);
-                    return *out ? 0 : hone_error_set(HONE_ENOMEM, "chat: out of memory");
-                }
-                free(lit);
-            }
-        }
-        p += sizeof head - 1;
-    }
+        if (hay[i] == needle[0] && !memcmp(hay + i, needle, nl)) return 1;
     return 0;
 }
 
@@ -160,6 +48,7 @@ const char *hone_chat_family_name(hone_chat_family f)
     case HONE_CHAT_LLAMA2: return "llama2";
     case HONE_CHAT_LLAMA3: return "llama3";
     case HONE_CHAT_MISTRAL: return "mistral";
+    case HONE_CHAT_OTHER: return "other";
     }
     return "unknown";
 }
@@ -167,9 +56,10 @@ const char *hone_chat_family_name(hone_chat_family f)
 void hone_chat_clear(hone_chat_template *t)
 {
     if (!t) return;
-    free(t->default_system);
+    free(t->path);
     free(t->bos_text);
     free(t->eos_text);
+    hone_jinja_free(t->jinja);
     memset(t, 0, sizeof *t);
 }
 
@@ -178,21 +68,26 @@ int hone_chat_detect(hone_chat_template *out, const char *text, size_t len, cons
 {
     memset(out, 0, sizeof *out);
     if (!text) len = 0;
-    if (len && find_n(text, len, "<|im_start|>")) {
+    if (!len) {
         out->family = HONE_CHAT_CHATML;
-        int rc = chatml_default_system(text, len, &out->default_system);
-        if (rc) return rc;
-    } else if (len && find_n(text, len, "<|start_header_id|>")) {
-        out->family = HONE_CHAT_LLAMA3;
-        out->emits_bos = find_n(text, len, "bos_token") != NULL;
-    } else if (len && find_n(text, len, "[INST]")) {
-        int sys = find_n(text, len, "<<SYS>>") != NULL;
-        out->family = sys ? HONE_CHAT_LLAMA2 : HONE_CHAT_MISTRAL;
-        out->emits_bos = find_n(text, len, "bos_token") != NULL;
-        out->eos_space = !sys && find_n(text, len, "eos_token + ' '") != NULL;
-    } else {
-        out->family = HONE_CHAT_CHATML;
+        out->source = HONE_CHAT_SOURCE_BUILTIN;
         out->is_fallback = 1;
+        text = BUILTIN_CHATML;
+    } else {
+        out->source = HONE_CHAT_SOURCE_GGUF;
+        out->text_len = len;
+        out->emits_bos = has(text, len, "bos_token");
+        if (has(text, len, "<|im_start|>")) out->family = HONE_CHAT_CHATML;
+        else if (has(text, len, "<|start_header_id|>")) out->family = HONE_CHAT_LLAMA3;
+        else if (has(text, len, "[INST]")) out->family = has(text, len, "<<SYS>>") ? HONE_CHAT_LLAMA2 : HONE_CHAT_MISTRAL;
+        else out->family = HONE_CHAT_OTHER;
+    }
+    int rc = hone_jinja_new(&out->jinja, text, len ? len : strlen(text));
+    if (rc) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", hone_error_last());
+        hone_chat_clear(out);
+        return hone_error_set(rc, "chat template: %s", msg);
     }
     const char *bos = bos_text, *eos = eos_text;
     if (!bos) bos = out->family == HONE_CHAT_LLAMA3 ? "<|begin_of_text|>" : "<s>";
@@ -206,7 +101,8 @@ int hone_chat_detect(hone_chat_template *out, const char *text, size_t len, cons
     return 0;
 }
 
-int hone_chat_load(hone_chat_template *out, const hone_gguf *g, const hone_tokenizer *tok)
+int hone_chat_load_with(hone_chat_template *out, const hone_gguf *g, const hone_tokenizer *tok,
+                        const char *template_path)
 {
     memset(out, 0, sizeof *out);
     const char *bos = NULL, *eos = NULL;
@@ -214,7 +110,31 @@ int hone_chat_load(hone_chat_template *out, const hone_gguf *g, const hone_token
         if (hone_tokenizer_bos(tok) >= 0) bos = hone_tokenizer_token_text(tok, hone_tokenizer_bos(tok));
         if (hone_tokenizer_eos(tok) >= 0) eos = hone_tokenizer_token_text(tok, hone_tokenizer_eos(tok));
     }
-    int64_t i = hone_gguf_find_key(g, "tokenizer.chat_template");
+    if (template_path) {
+        char *text = NULL;
+        size_t len = 0;
+        int rc = hone_file_read(template_path, &text, &len);
+        if (rc) return rc;
+        if (!len) {
+            free(text);
+            return hone_error_set(HONE_EINVAL, "--chat-template %s is empty", template_path);
+        }
+        rc = hone_chat_detect(out, text, len, bos, eos);
+        free(text);
+        if (rc) {
+            char msg[1024];
+            snprintf(msg, sizeof msg, "%s", hone_error_last());
+            return hone_error_set(rc, "--chat-template %s: %s", template_path, msg);
+        }
+        out->source = HONE_CHAT_SOURCE_FILE;
+        out->path = dup_n(template_path, strlen(template_path));
+        if (!out->path) {
+            hone_chat_clear(out);
+            return hone_error_set(HONE_ENOMEM, "chat: out of memory");
+        }
+        return 0;
+    }
+    int64_t i = g ? hone_gguf_find_key(g, "tokenizer.chat_template") : -1;
     hone_gguf_str s = {NULL, 0};
     if (i >= 0) {
         int rc = hone_gguf_kv_str(g, i, &s);
@@ -223,104 +143,69 @@ int hone_chat_load(hone_chat_template *out, const hone_gguf *g, const hone_token
     return hone_chat_detect(out, s.ptr, (size_t)s.len, bos, eos);
 }
 
-static int is_role(const hone_chat_msg *m, const char *role)
+int hone_chat_load(hone_chat_template *out, const hone_gguf *g, const hone_tokenizer *tok)
 {
-    return m->role && !strcmp(m->role, role);
+    return hone_chat_load_with(out, g, tok, NULL);
 }
 
-static void format_chatml(sbuf *b, const hone_chat_template *t, const hone_chat_msg *msgs, int n, int gen)
+const char *hone_chat_describe(const hone_chat_template *t, char *buf, size_t n)
 {
-    for (int i = 0; i < n; i++) {
-        if (i == 0 && t->default_system && !is_role(&msgs[0], "system")) {
-            sb_str(b, "<|im_start|>system\n");
-            sb_str(b, t->default_system);
-            sb_str(b, "<|im_end|>\n");
-        }
-        sb_str(b, "<|im_start|>");
-        sb_str(b, msgs[i].role);
-        sb_str(b, "\n");
-        sb_str(b, msgs[i].content);
-        sb_str(b, "<|im_end|>\n");
+    switch (t->source) {
+    case HONE_CHAT_SOURCE_GGUF:
+        snprintf(buf, n, "the GGUF's tokenizer.chat_template (%zu bytes, %s-like)", t->text_len,
+                 hone_chat_family_name(t->family));
+        break;
+    case HONE_CHAT_SOURCE_FILE:
+        snprintf(buf, n, "file %s (%zu bytes, %s-like)", t->path ? t->path : "?", t->text_len,
+                 hone_chat_family_name(t->family));
+        break;
+    default:
+        snprintf(buf, n, "builtin ChatML (the model file has no tokenizer.chat_template)");
     }
-    if (gen) sb_str(b, "<|im_start|>assistant\n");
+    return buf;
 }
 
-static void format_llama3(sbuf *b, const hone_chat_template *t, const hone_chat_msg *msgs, int n, int gen)
+/* Adds a reference to item (not a copy) under key, replacing what vars had there. */
+static int set_ref(cJSON *vars, const char *key, const cJSON *item)
 {
-    for (int i = 0; i < n; i++) {
-        if (i == 0 && t->emits_bos) sb_str(b, t->bos_text);
-        sb_str(b, "<|start_header_id|>");
-        sb_str(b, msgs[i].role);
-        sb_str(b, "<|end_header_id|>\n\n");
-        sb_strip(b, msgs[i].content);
-        sb_str(b, "<|eot_id|>");
-    }
-    if (gen) sb_str(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    cJSON_DeleteItemFromObjectCaseSensitive(vars, key);
+    return cJSON_AddItemReferenceToObject(vars, key, (cJSON *)item) ? 0 : -1;
 }
 
-static const char ALTERNATE[] = "Conversation roles must alternate user/assistant/user/assistant/...";
-
-static int format_llama2(sbuf *b, const hone_chat_template *t, const hone_chat_msg *msgs, int n)
+int hone_chat_render(char **out, const hone_chat_template *tmpl, const cJSON *messages, const cJSON *tools,
+                     const hone_chat_render_opts *opts)
 {
-    const char *sys = NULL;
-    if (n == 0) /* the template reads messages[0] unconditionally */
-        return hone_error_set(HONE_EINVAL, "chat (llama2): the template needs at least one message");
-    if (is_role(&msgs[0], "system")) {
-        sys = msgs[0].content ? msgs[0].content : "";
-        msgs++;
-        n--;
+    static const hone_chat_render_opts defaults = HONE_CHAT_RENDER_OPTS_INIT;
+    *out = NULL;
+    if (!opts) opts = &defaults;
+    if (!tmpl || !tmpl->jinja) return hone_error_set(HONE_EINVAL, "chat: no template loaded");
+    if (!cJSON_IsArray(messages)) return hone_error_set(HONE_EINVAL, "chat: messages must be a JSON array");
+    if (tools && !cJSON_IsArray(tools) && !cJSON_IsNull(tools))
+        return hone_error_set(HONE_EINVAL, "chat: tools must be a JSON array");
+    if (opts->extra && !cJSON_IsObject(opts->extra))
+        return hone_error_set(HONE_EINVAL, "chat: the extra template variables must be a JSON object");
+    cJSON *vars = cJSON_CreateObject();
+    int bad = !vars;
+    bad = bad || set_ref(vars, "messages", messages);
+    if (!bad && tools && cJSON_IsArray(tools)) bad = set_ref(vars, "tools", tools);
+    else bad = bad || !cJSON_AddNullToObject(vars, "tools");
+    bad = bad || !cJSON_AddNullToObject(vars, "documents");
+    bad = bad || !cJSON_AddBoolToObject(vars, "add_generation_prompt", opts->add_generation_prompt != 0);
+    bad = bad || !cJSON_AddStringToObject(vars, "bos_token", tmpl->bos_text ? tmpl->bos_text : "");
+    bad = bad || !cJSON_AddStringToObject(vars, "eos_token", tmpl->eos_text ? tmpl->eos_text : "");
+    if (opts->enable_thinking >= 0) bad = bad || !cJSON_AddBoolToObject(vars, "enable_thinking", opts->enable_thinking);
+    for (const cJSON *x = opts->extra ? opts->extra->child : NULL; x && !bad; x = x->next)
+        if (x->string) bad = set_ref(vars, x->string, x);
+    if (bad) {
+        cJSON_Delete(vars);
+        return hone_error_set(HONE_ENOMEM, "chat: out of memory");
     }
-    for (int i = 0; i < n; i++) {
-        int user = is_role(&msgs[i], "user");
-        if (user != (i % 2 == 0)) return hone_error_set(HONE_EINVAL, "chat (llama2): %s", ALTERNATE);
-    }
-    for (int i = 0; i < n; i++) {
-        sbuf content = {0};
-        if (i == 0 && sys) {
-            sb_str(&content, "<<SYS>>\n");
-            sb_str(&content, sys);
-            sb_str(&content, "\n<</SYS>>\n\n");
-        }
-        sb_str(&content, msgs[i].content);
-        if (content.failed) {
-            free(content.s);
-            b->failed = 1;
-            return 0;
-        }
-        if (is_role(&msgs[i], "user")) {
-            if (t->emits_bos) sb_str(b, t->bos_text);
-            sb_str(b, "[INST] ");
-            sb_strip(b, content.s);
-            sb_str(b, " [/INST]");
-        } else if (is_role(&msgs[i], "assistant")) {
-            sb_str(b, " ");
-            sb_strip(b, content.s);
-            sb_str(b, " ");
-            sb_str(b, t->eos_text);
-        }
-        free(content.s);
-    }
-    return 0;
-}
-
-static int format_mistral(sbuf *b, const hone_chat_template *t, const hone_chat_msg *msgs, int n)
-{
-    if (t->emits_bos) sb_str(b, t->bos_text);
-    for (int i = 0; i < n; i++) {
-        int user = is_role(&msgs[i], "user");
-        if (user != (i % 2 == 0)) return hone_error_set(HONE_EINVAL, "chat (mistral): %s", ALTERNATE);
-        if (user) {
-            sb_str(b, "[INST] ");
-            sb_str(b, msgs[i].content);
-            sb_str(b, " [/INST]");
-        } else if (is_role(&msgs[i], "assistant")) {
-            sb_str(b, msgs[i].content);
-            sb_str(b, t->eos_text);
-            if (t->eos_space) sb_str(b, " ");
-        } else {
-            return hone_error_set(HONE_EINVAL, "chat (mistral): Only user and assistant roles are supported! (got '%s')",
-                                  msgs[i].role ? msgs[i].role : "(null)");
-        }
+    int rc = hone_jinja_render(out, tmpl->jinja, vars, NULL);
+    cJSON_Delete(vars);
+    if (rc) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", hone_error_last());
+        return hone_error_set(rc, "chat template: %s", msg);
     }
     return 0;
 }
@@ -334,21 +219,20 @@ int hone_chat_format(char **out, const hone_chat_template *tmpl, const hone_chat
         if (!msgs[i].role || !msgs[i].content)
             return hone_error_set(HONE_EINVAL, "chat: message %d has a NULL %s", i,
                                   msgs[i].role ? "content" : "role");
-    sbuf b = {0};
-    int rc = 0;
-    sb_put(&b, "", 0);
-    switch (tmpl->family) {
-    case HONE_CHAT_CHATML: format_chatml(&b, tmpl, msgs, n, add_generation_prompt); break;
-    case HONE_CHAT_LLAMA3: format_llama3(&b, tmpl, msgs, n, add_generation_prompt); break;
-    case HONE_CHAT_LLAMA2: rc = format_llama2(&b, tmpl, msgs, n); break;
-    case HONE_CHAT_MISTRAL: rc = format_mistral(&b, tmpl, msgs, n); break;
-    default: rc = hone_error_set(HONE_EINVAL, "chat: unknown template family %d", (int)tmpl->family);
+    cJSON *arr = cJSON_CreateArray();
+    int bad = !arr;
+    for (int i = 0; i < n && !bad; i++) {
+        cJSON *m = cJSON_CreateObject();
+        bad = !m || !cJSON_AddItemToArray(arr, m) || !cJSON_AddStringToObject(m, "role", msgs[i].role) ||
+              !cJSON_AddStringToObject(m, "content", msgs[i].content);
     }
-    if (!rc && b.failed) rc = hone_error_set(HONE_ENOMEM, "chat: out of memory");
-    if (rc) {
-        free(b.s);
-        return rc;
+    if (bad) {
+        cJSON_Delete(arr);
+        return hone_error_set(HONE_ENOMEM, "chat: out of memory");
     }
-    *out = b.s;
-    return 0;
+    hone_chat_render_opts o = HONE_CHAT_RENDER_OPTS_INIT;
+    o.add_generation_prompt = add_generation_prompt;
+    int rc = hone_chat_render(out, tmpl, arr, NULL, &o);
+    cJSON_Delete(arr);
+    return rc;
 }
