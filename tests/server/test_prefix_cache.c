@@ -116,7 +116,7 @@ static void test_reuse_is_bitwise(void)
     pos[13] = (int32_t)sa2.n_tokens;
     seqs[13] = &sa2;
     out[13] = NULL;
-    hone_batch batch = {14, toks, seqs, pos, out};
+    hone_batch batch = {14, toks, seqs, pos, out, NULL};
     CHECK_EQ_INT(hone_ctx_forward_batch(ctx, &batch), 0);
     CHECK(memcmp(lb, lc + 44 * n_vocab, (size_t)n_vocab * sizeof *lb) == 0);
 
