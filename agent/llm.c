@@ -187,7 +187,7 @@ static int error_message(const char *body, char *buf, size_t cap)
     return ctx;
 }
 
-/* POSTs body to url with the retries; *reply: the 2xx answer's body (malloc'd). */
+/* POSTs body to url (body NULL: a GET) with the retries; *reply: the 2xx answer's body (malloc'd). */
 static int post(hone_llm *l, const char *url, const char *body, char **reply, hone_llm_usage *usage)
 {
     *reply = NULL;
@@ -205,7 +205,8 @@ static int post(hone_llm *l, const char *url, const char *body, char **reply, ho
         curl_easy_reset(curl);
         curl_easy_setopt(curl, CURLOPT_URL, url);
         curl_easy_setopt(curl, CURLOPT_HTTPHEADER, hdr);
-        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+        if (body) curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+        else curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
         curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
         curl_easy_setopt(curl, CURLOPT_WRITEDATA, &resp);
         curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, l->o.timeout_ms);
@@ -265,6 +266,15 @@ int hone_llm_chat(hone_llm *l, const hone_llm_msg *msgs, int n, char **out, hone
     free(reply);
     free(body);
     return rc;
+}
+
+int hone_llm_set_model(hone_llm *l, const char *model)
+{
+    char *m = strdup(model);
+    if (!m) return hone_error_set(HONE_ENOMEM, "out of memory");
+    free(l->model);
+    l->model = m;
+    return 0;
 }
 
 int hone_llm_post(hone_llm *l, const char *path, const char *body, char **reply, hone_llm_usage *usage)

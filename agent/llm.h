@@ -59,5 +59,9 @@ int hone_llm_chat(hone_llm *l, const hone_llm_msg *msgs, int n, char **out, hone
  * "/chat/completions") with the same timeouts, retries and errors as hone_llm_chat, and returns
  * the 2xx reply's body as it came (malloc'd, caller frees). */
 int hone_llm_post(hone_llm *l, const char *path, const char *body, char **reply, hone_llm_usage *usage);
+/* body NULL: a GET of the path (e.g. "/models"). */
+
+/* Replaces the model name sent with each request. */
+int hone_llm_set_model(hone_llm *l, const char *model);
 
 #endif

@@ -88,6 +88,18 @@ static int side_open(side *s, const char *src, const hone_verify_opts *o)
         lo.api_key = o->api_key;
         if (o->timeout_ms > 0) lo.timeout_ms = o->timeout_ms;
         int rc = hone_llm_new(&s->llm, &lo);
+        if (!rc && !o->model) { /* the endpoint's first model, as /v1/models lists them */
+            char *reply = NULL;
+            rc = hone_llm_post(s->llm, "/models", NULL, &reply, NULL);
+            cJSON *root = rc ? NULL : cJSON_Parse(reply);
+            cJSON *m0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "data"), 0);
+            cJSON *id = cJSON_GetObjectItemCaseSensitive(m0, "id");
+            if (!rc && !cJSON_IsString(id))
+                rc = hone_error_set(HONE_EFORMAT, "%s/models lists no model; name one with --model", src);
+            if (!rc) rc = hone_llm_set_model(s->llm, id->valuestring);
+            cJSON_Delete(root);
+            free(reply);
+        }
         snprintf(s->desc, sizeof s->desc, "endpoint %s (model %s)", src, s->llm ? hone_llm_model(s->llm) : "?");
         return rc;
     }

@@ -30,7 +30,7 @@ typedef struct {
     int n_threads;          /* file sides; 0: the CPUs this process may use */
     const char *kernels_dir;/* file sides: approved CPU kernels (NULL: the shipped baselines) */
     const char *api_key;    /* endpoints; NULL: $HONE_LLM_API_KEY */
-    const char *model;      /* endpoints' "model"; NULL: "default" */
+    const char *model;      /* endpoints' "model"; NULL: the first of the endpoint's /models */
     long timeout_ms;        /* per endpoint request; <= 0: 120 s */
     int quiet;              /* no progress lines on stderr */
 } hone_verify_opts;

@@ -11,7 +11,10 @@
    the bias over the same partition (the endpoint's top-k, the rest lumped), top-1 agreement
    equals the positions where the bias moves the argmax, and the first free-running divergence
    is where the biased greedy decode leaves the reference's.
-3. Bad input: an unreachable endpoint and a prompts file that is not JSONL are clear errors.
+3. Hone against its own server (`hone serve`, the model named from its /v1/models): KL 0 to the
+   precision of the f32 logprobs the API reports (< 1e-10), top-1 agreement 100%, p = 0, every
+   free-running output identical.
+4. Bad input: an unreachable endpoint and a prompts file that is not JSONL are clear errors.
 Exit 77 without the hone binary or SmolLM2."""
 import http.server
 import json
@@ -216,7 +219,7 @@ def main():
         with open(prompts, "w") as f:
             for i, t in enumerate(texts):
                 f.write(json.dumps({"id": f"p{i}", "set": "t", "prompt": t}) + "\n")
-        r, _ = verify(tmp, smol, url, "--steps", "6", "--prompts", prompts, "--top-k", str(k))
+        r, _ = verify(tmp, smol, url, "--steps", "6", "--prompts", prompts, "--top-k", str(k), "--model", "scripted")
         srv.shutdown()
         check(r is not None, "verify file vs scripted endpoint ran")
         if r:
@@ -258,7 +261,20 @@ def main():
             n = sum(len(p["top1"]) for p in r["prompts"])
             check(abs(r["summary"]["flip_rate"] - flips / n) < 1e-12, "p from the flipped positions")
 
-        # 3. bad input
+        # 3. Hone against its own server
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "server"))
+        import serverlib  # noqa: E402
+        with serverlib.Server(smol, "--no-profile") as srv:
+            r, _ = verify(tmp, smol, srv.url + "/v1", "--steps", "8", "--max-prompts", "4")
+        check(r is not None, "verify file vs its own server ran")
+        if r:
+            s = r["summary"]
+            check(s["kl_max"] < 1e-10, f"file vs its own server: KL max {s['kl_max']:.3g} (f32 logprobs)")
+            check(s["top1_agreement"] == 1 and s["flip_rate"] == 0, "agreement 100%, p = 0")
+            check(s["greedy_identical"] == s["prompts"], "every free-running output identical")
+            check("SmolLM2" in r["candidate"]["description"], "the model named from /v1/models")
+
+        # 4. bad input
         p = run([HONE, "verify", "--reference", smol, "--candidate", "http://127.0.0.1:9/v1", "--max-prompts", "1",
                  "--timeout-ms", "2000", "--quiet"])
         check(p.returncode == 1 and "unreachable" in p.stderr, "an unreachable endpoint is a clear error")
