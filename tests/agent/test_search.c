@@ -52,7 +52,7 @@ static void check_space_shape(hone_slot_id slot, const hone_search_point *pts, i
 static void test_linear_families(void)
 {
     int checked = 0;
-    for (int s = HONE_SLOT_MATVEC_F32; s <= HONE_SLOT_MATMUL_Q4_1; s++) {
+    for (int s = HONE_SLOT_MATVEC_F32; s <= HONE_SLOT_MATMUL_LAST; s++) {
         hone_slot_id slot = (hone_slot_id)s;
         hone_search_point pts[64];
         int n = hone_search_space(slot, pts, 64);
@@ -73,7 +73,7 @@ static void test_linear_families(void)
             checked++;
         }
     }
-    CHECK_EQ_INT(checked, 36);
+    CHECK_EQ_INT(checked, 3 * (HONE_SLOT_MATMUL_LAST - HONE_SLOT_MATVEC_F32 + 1));
     /* the points of the old single-table proposer, unchanged */
     hone_search_point pts[64];
     CHECK_EQ_INT(hone_search_space(HONE_SLOT_MATVEC_Q4_1, pts, 64), 20);
