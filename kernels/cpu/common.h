@@ -545,49 +545,49 @@ static inline void hone_cpu_deqv_q4_1(const uint8_t *row, int64_t blk, __m512 *l
  * path's operations on the same operands (the scales as the same f32 scalars, the same fused
  * multiply-adds), so the bits are the scalar ones. blk is the 32-value chunk of the row; the
  * K formats' block is blk / 8, its chunk blk % 8. */
-static inline __m512 hone_cpu_v_iota16(void)
-{
-    return _mm512_castsi512_ps(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-}
-
 /* 16 bytes at p widened to 16 u32 lanes. */
 static inline __m512i hone_cpu_v_u8x16(const uint8_t *p)
 {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
 }
 
-/* The 5-bit values of a q5_0 / q5_1 block: nibbles of qs and bit j of qh. */
-static inline void hone_cpu_v_q5(const uint8_t *qs, const uint8_t *qhp, __m512i *lo, __m512i *hi)
+/* q5_0 / q5_1: the 32 possible values of a block form a table of two zmm (each entry the
+ * scalar path's value), and each 5-bit index (a nibble of qs, bit 4 from qh through a mask
+ * register) picks its value with one two-table permute. */
+static inline void hone_cpu_v_q5_index(const uint8_t *qs, const uint8_t *qhp, __m512i *lo, __m512i *hi)
 {
     uint32_t qh;
     memcpy(&qh, qhp, 4);
-    __m512i iota = _mm512_castps_si512(hone_cpu_v_iota16()), one = _mm512_set1_epi32(1);
-    __m512i h = _mm512_set1_epi32((int)qh), nib = _mm512_set1_epi32(0xF);
-    __m512i q = hone_cpu_v_u8x16(qs);
-    __m512i hl = _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, iota), one), 4);
-    __m512i hh = _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(_mm512_srli_epi32(h, 16), iota), one), 4);
-    *lo = _mm512_or_si512(_mm512_and_si512(q, nib), hl);
-    *hi = _mm512_or_si512(_mm512_srli_epi32(q, 4), hh);
+    __m512i q = hone_cpu_v_u8x16(qs), s16 = _mm512_set1_epi32(16);
+    __m512i a = _mm512_and_si512(q, _mm512_set1_epi32(0xF)), b = _mm512_srli_epi32(q, 4);
+    *lo = _mm512_mask_or_epi32(a, (__mmask16)(qh & 0xFFFF), a, s16);
+    *hi = _mm512_mask_or_epi32(b, (__mmask16)(qh >> 16), b, s16);
 }
 
 static inline void hone_cpu_deqv_q5_0(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
 {
     const hone_block_q5_0 *b = (const hone_block_q5_0 *)row + blk;
+    const __m512 i0 = _mm512_setr_ps(-16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4, -3, -2, -1);
+    const __m512 i1 = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     __m512 d = _mm512_set1_ps(hone_cpu_half(b->d));
-    __m512i l, h, s16 = _mm512_set1_epi32(16);
-    hone_cpu_v_q5(b->qs, b->qh, &l, &h);
-    *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(l, s16)), d);
-    *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(h, s16)), d);
+    __m512 t0 = _mm512_mul_ps(i0, d), t1 = _mm512_mul_ps(i1, d);
+    __m512i l, h;
+    hone_cpu_v_q5_index(b->qs, b->qh, &l, &h);
+    *lo = _mm512_permutex2var_ps(t0, l, t1);
+    *hi = _mm512_permutex2var_ps(t0, h, t1);
 }
 
 static inline void hone_cpu_deqv_q5_1(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
 {
     const hone_block_q5_1 *b = (const hone_block_q5_1 *)row + blk;
+    const __m512 i0 = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m512 i1 = _mm512_setr_ps(16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
     __m512 d = _mm512_set1_ps(hone_cpu_half(b->d)), m = _mm512_set1_ps(hone_cpu_half(b->m));
+    __m512 t0 = _mm512_fmadd_ps(i0, d, m), t1 = _mm512_fmadd_ps(i1, d, m);
     __m512i l, h;
-    hone_cpu_v_q5(b->qs, b->qh, &l, &h);
-    *lo = _mm512_fmadd_ps(_mm512_cvtepi32_ps(l), d, m);
-    *hi = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h), d, m);
+    hone_cpu_v_q5_index(b->qs, b->qh, &l, &h);
+    *lo = _mm512_permutex2var_ps(t0, l, t1);
+    *hi = _mm512_permutex2var_ps(t0, h, t1);
 }
 
 /* mxfp4: a 16-entry table (kvalue * d, each the scalar product) picked by nibble, as q4_0. */
@@ -691,6 +691,74 @@ static inline void hone_cpu_deqv_q2_k(const uint8_t *row, int64_t blk, __m512 *l
     }
     *lo = out[0];
     *hi = out[1];
+}
+
+/* K formats, decode: a whole 256-value block at a time, its scales unpacked once (the per-chunk
+ * deqv above unpacks them for every 32 values). Each value is the same operations on the same
+ * operands as hone_cpu_deqv_<dt> (so as the scalar path), and the fmas run in the same element
+ * order into the same 16 lanes: the bits of hone_cpu_matvec_simd. */
+typedef void (*hone_cpu_deqv256_fn)(const uint8_t *blk, __m512 w[16]);
+
+static inline __attribute__((always_inline)) void hone_cpu_deqv256_q4_k(const uint8_t *blk, __m512 w[16])
+{
+    const hone_block_q4_k *b = (const hone_block_q4_k *)blk;
+    float d = hone_cpu_half(b->d), dmin = hone_cpu_half(b->dmin);
+    __m512i nib = _mm512_set1_epi32(0xF);
+    for (int k = 0; k < 8; k += 2) {
+        int sc0, m0, sc1, m1;
+        hone_cpu_scale_min_k4(b->scales, k, &sc0, &m0);
+        hone_cpu_scale_min_k4(b->scales, k + 1, &sc1, &m1);
+        __m512 d0 = _mm512_set1_ps(d * (float)sc0), n0 = _mm512_set1_ps(dmin * (float)m0);
+        __m512 d1 = _mm512_set1_ps(d * (float)sc1), n1 = _mm512_set1_ps(dmin * (float)m1);
+        const uint8_t *q = b->qs + (k >> 1) * 32;
+        for (int g = 0; g < 2; g++) {
+            __m512i v = hone_cpu_v_u8x16(q + 16 * g);
+            w[2 * k + g] = _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v, nib)), d0, n0);
+            w[2 * k + 2 + g] = _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)), d1, n1);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void hone_cpu_deqv256_q6_k(const uint8_t *blk, __m512 w[16])
+{
+    const hone_block_q6_k *b = (const hone_block_q6_k *)blk;
+    float d = hone_cpu_half(b->d);
+    __m512i nib = _mm512_set1_epi32(0xF), three = _mm512_set1_epi32(3), s32 = _mm512_set1_epi32(32);
+    for (int h = 0; h < 2; h++)
+        for (int g = 0; g < 2; g++) {
+            __m512i qh = hone_cpu_v_u8x16(b->qh + 32 * h + 16 * g);
+            __m512i l0 = hone_cpu_v_u8x16(b->ql + 64 * h + 16 * g);
+            __m512i l1 = hone_cpu_v_u8x16(b->ql + 64 * h + 32 + 16 * g);
+            __m512i lo[4] = {_mm512_and_si512(l0, nib), _mm512_and_si512(l1, nib),
+                             _mm512_srli_epi32(l0, 4), _mm512_srli_epi32(l1, 4)};
+            for (int p = 0; p < 4; p++) {
+                __m512i e = _mm512_and_si512(_mm512_srli_epi32(qh, 2 * p), three);
+                __m512i q = _mm512_sub_epi32(_mm512_or_si512(lo[p], _mm512_slli_epi32(e, 4)), s32);
+                float ds = d * (float)b->scales[8 * h + 2 * p + g];
+                w[2 * (4 * h + p) + g] = _mm512_mul_ps(_mm512_set1_ps(ds), _mm512_cvtepi32_ps(q));
+            }
+        }
+}
+
+/* y[r] = W[r] . x, block by block: the 16 vectors of a block against x in element order. */
+static inline __attribute__((always_inline)) void
+hone_cpu_matvec_simd_k(float *restrict y, const void *W, const float *restrict x, int64_t rows,
+                       int64_t cols, int64_t block_bytes, hone_cpu_deqv256_fn deqv256, int ith, int nth)
+{
+    int64_t r0, r1;
+    hone_cpu_share(rows, ith, nth, &r0, &r1);
+    int64_t nb = cols / 256;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *rw = (const uint8_t *)W + r * nb * block_bytes;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            __m512 w[16];
+            deqv256(rw + b * block_bytes, w);
+            const float *xb = x + b * 256;
+            for (int i = 0; i < 16; i++) acc = _mm512_fmadd_ps(w[i], _mm512_loadu_ps(xb + 16 * i), acc);
+        }
+        y[r] = hone_cpu_zmm_sum(acc);
+    }
 }
 #endif
 
