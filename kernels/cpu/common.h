@@ -545,49 +545,49 @@ static inline void hone_cpu_deqv_q4_1(const uint8_t *row, int64_t blk, __m512 *l
  * path's operations on the same operands (the scales as the same f32 scalars, the same fused
  * multiply-adds), so the bits are the scalar ones. blk is the 32-value chunk of the row; the
  * K formats' block is blk / 8, its chunk blk % 8. */
+static inline __m512 hone_cpu_v_iota16(void)
+{
+    return _mm512_castsi512_ps(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+}
+
 /* 16 bytes at p widened to 16 u32 lanes. */
 static inline __m512i hone_cpu_v_u8x16(const uint8_t *p)
 {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
 }
 
-/* q5_0 / q5_1: the 32 possible values of a block form a table of two zmm (each entry the
- * scalar path's value), and each 5-bit index (a nibble of qs, bit 4 from qh through a mask
- * register) picks its value with one two-table permute. */
-static inline void hone_cpu_v_q5_index(const uint8_t *qs, const uint8_t *qhp, __m512i *lo, __m512i *hi)
+/* The 5-bit values of a q5_0 / q5_1 block: nibbles of qs and bit j of qh. */
+static inline void hone_cpu_v_q5(const uint8_t *qs, const uint8_t *qhp, __m512i *lo, __m512i *hi)
 {
     uint32_t qh;
     memcpy(&qh, qhp, 4);
-    __m512i q = hone_cpu_v_u8x16(qs), s16 = _mm512_set1_epi32(16);
-    __m512i a = _mm512_and_si512(q, _mm512_set1_epi32(0xF)), b = _mm512_srli_epi32(q, 4);
-    *lo = _mm512_mask_or_epi32(a, (__mmask16)(qh & 0xFFFF), a, s16);
-    *hi = _mm512_mask_or_epi32(b, (__mmask16)(qh >> 16), b, s16);
+    __m512i iota = _mm512_castps_si512(hone_cpu_v_iota16()), one = _mm512_set1_epi32(1);
+    __m512i h = _mm512_set1_epi32((int)qh), nib = _mm512_set1_epi32(0xF);
+    __m512i q = hone_cpu_v_u8x16(qs);
+    __m512i hl = _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, iota), one), 4);
+    __m512i hh = _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(_mm512_srli_epi32(h, 16), iota), one), 4);
+    *lo = _mm512_or_si512(_mm512_and_si512(q, nib), hl);
+    *hi = _mm512_or_si512(_mm512_srli_epi32(q, 4), hh);
 }
 
 static inline void hone_cpu_deqv_q5_0(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
 {
     const hone_block_q5_0 *b = (const hone_block_q5_0 *)row + blk;
-    const __m512 i0 = _mm512_setr_ps(-16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4, -3, -2, -1);
-    const __m512 i1 = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     __m512 d = _mm512_set1_ps(hone_cpu_half(b->d));
-    __m512 t0 = _mm512_mul_ps(i0, d), t1 = _mm512_mul_ps(i1, d);
-    __m512i l, h;
-    hone_cpu_v_q5_index(b->qs, b->qh, &l, &h);
-    *lo = _mm512_permutex2var_ps(t0, l, t1);
-    *hi = _mm512_permutex2var_ps(t0, h, t1);
+    __m512i l, h, s16 = _mm512_set1_epi32(16);
+    hone_cpu_v_q5(b->qs, b->qh, &l, &h);
+    *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(l, s16)), d);
+    *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(h, s16)), d);
 }
 
 static inline void hone_cpu_deqv_q5_1(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
 {
     const hone_block_q5_1 *b = (const hone_block_q5_1 *)row + blk;
-    const __m512 i0 = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    const __m512 i1 = _mm512_setr_ps(16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
     __m512 d = _mm512_set1_ps(hone_cpu_half(b->d)), m = _mm512_set1_ps(hone_cpu_half(b->m));
-    __m512 t0 = _mm512_fmadd_ps(i0, d, m), t1 = _mm512_fmadd_ps(i1, d, m);
     __m512i l, h;
-    hone_cpu_v_q5_index(b->qs, b->qh, &l, &h);
-    *lo = _mm512_permutex2var_ps(t0, l, t1);
-    *hi = _mm512_permutex2var_ps(t0, h, t1);
+    hone_cpu_v_q5(b->qs, b->qh, &l, &h);
+    *lo = _mm512_fmadd_ps(_mm512_cvtepi32_ps(l), d, m);
+    *hi = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h), d, m);
 }
 
 /* mxfp4: a 16-entry table (kvalue * d, each the scalar product) picked by nibble, as q4_0. */
