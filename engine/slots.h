@@ -118,8 +118,13 @@ typedef enum {
     HONE_SLOT_RMSNORM,
     HONE_SLOT_MATVEC_F32, HONE_SLOT_MATVEC_F16, HONE_SLOT_MATVEC_BF16,
     HONE_SLOT_MATVEC_Q8_0, HONE_SLOT_MATVEC_Q4_0, HONE_SLOT_MATVEC_Q4_1,
+    /* the further GGML formats (no fused slots) */
+    HONE_SLOT_MATVEC_Q5_0, HONE_SLOT_MATVEC_Q5_1, HONE_SLOT_MATVEC_Q4_K, HONE_SLOT_MATVEC_Q5_K,
+    HONE_SLOT_MATVEC_Q6_K, HONE_SLOT_MATVEC_Q3_K, HONE_SLOT_MATVEC_Q2_K, HONE_SLOT_MATVEC_MXFP4,
     HONE_SLOT_MATMUL_F32, HONE_SLOT_MATMUL_F16, HONE_SLOT_MATMUL_BF16,
     HONE_SLOT_MATMUL_Q8_0, HONE_SLOT_MATMUL_Q4_0, HONE_SLOT_MATMUL_Q4_1,
+    HONE_SLOT_MATMUL_Q5_0, HONE_SLOT_MATMUL_Q5_1, HONE_SLOT_MATMUL_Q4_K, HONE_SLOT_MATMUL_Q5_K,
+    HONE_SLOT_MATMUL_Q6_K, HONE_SLOT_MATMUL_Q3_K, HONE_SLOT_MATMUL_Q2_K, HONE_SLOT_MATMUL_MXFP4,
     HONE_SLOT_ROPE,
     HONE_SLOT_ATTENTION_DECODE,
     HONE_SLOT_ATTENTION_PREFILL,
@@ -135,11 +140,15 @@ typedef enum {
     HONE_SLOT_COUNT
 } hone_slot_id;
 
+/* The last matvec and matmul slots (the matvec_<dt> slots are MATVEC_F32 .. MATVEC_LAST). */
+#define HONE_SLOT_MATVEC_LAST HONE_SLOT_MATVEC_MXFP4
+#define HONE_SLOT_MATMUL_LAST HONE_SLOT_MATMUL_MXFP4
+
 /* The first fused slot: the slots below it are the ones every backend implements (the CUDA
  * backend has a kernels/cuda/<slot>.cu for each). */
 #define HONE_SLOT_FUSED_FIRST HONE_SLOT_QKV_F32
 
-#define HONE_SLOT_MAX 64       /* built-in + registered slots */
+#define HONE_SLOT_MAX 80       /* built-in + registered slots */
 
 /* What a slot computes, for the consumers that treat families alike (the oracle, the search
  * proposer's templates). HONE_SLOT_KIND_OTHER: a registered slot, whose descriptor carries
@@ -290,7 +299,7 @@ int hone_slots_param_types(int id, char *buf, int cap);
 int hone_slots_matvec_id(int dtype);
 int hone_slots_matmul_id(int dtype);
 /* The fused slot of kind (HONE_SLOT_KIND_QKV, _FFN, _RMSNORM_MATVEC) for a weight dtype; -1 if
- * there is none. */
+ * there is none (f32 .. q4_1 have them; q5_0 .. mxfp4 do not). */
 int hone_slots_fused_id(hone_slot_kind kind, int dtype);
 /* 1 for a fused slot (its baseline is the unfused composition; see the table below). */
 int hone_slots_is_fused(int id);

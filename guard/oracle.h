@@ -17,7 +17,9 @@
  * f32 / f16 / bf16 widened exactly; q8_0 = q * d, q4_0 = (q - 8) * d, q4_1 = q * d + m, with d
  * and m the block's f16 scales widened exactly. All exact in double (q4_1: q * d is exact and
  * the sum with m is exact unless d and m differ by more than 2^38 in magnitude, which no real
- * model has; then it is rounded once in double). Block dtypes need cols % 32 == 0.
+ * model has; then it is rounded once in double); q5_0, q5_1, mxfp4, q2_K .. q6_K as ggml's
+ * dequantize_row_* in double (each exact but for q5_1's and the K formats' min, as q4_1's).
+ * Block dtypes need cols % 32 == 0 (K formats: cols % 256 == 0).
  * An unsupported dtype gives NaN everywhere. */
 void hone_oracle_dequant_row(double *out, int32_t dtype, const void *W, int64_t row, int64_t cols);
 
@@ -122,7 +124,8 @@ void hone_oracle_bound_attention(double *b, const float *q, const float *k_cache
                                  const float *v_cache, const int32_t *block_table, int64_t n,
                                  int64_t pos0, int64_t block_size, int64_t n_heads,
                                  int64_t n_kv_heads, int64_t head_dim, float scale);
-void hone_oracle_bound_swiglu(double *b, const double *ref, int64_t n);
+/* swiglu: the relative bound above, plus |ref| where gate < -87 (expf's f32 overflow). */
+void hone_oracle_bound_swiglu(double *b, const double *ref, const float *gate, int64_t n);
 void hone_oracle_bound_add(double *b, const double *ref, int64_t n);
 /* The fused slots, from their components' bounds: qkv is the three matvec bounds side by side.
  * ffn: with g, u the exact projections and e_g, e_u their matvec bounds, |silu'| <= 1.1 and

@@ -51,6 +51,114 @@ DTYPES = {
     "q4_1": (QT.Q4_1, gguf.LlamaFileType.MOSTLY_Q4_1),
 }
 
+# ---------------------------------------------------------------- the further weight dtypes
+# (q5_0 .. mxfp4): random blocks with sane scales (see random_blocks), one tiny model each.
+# The K formats need rows of whole 256-value blocks, so their models are 256 wide.
+QUANT_DTYPES = {
+    "q5_0": (QT.Q5_0, gguf.LlamaFileType.MOSTLY_Q5_0),
+    "q5_1": (QT.Q5_1, gguf.LlamaFileType.MOSTLY_Q5_1),
+    "q4_k": (QT.Q4_K, gguf.LlamaFileType.MOSTLY_Q4_K_S),
+    "q5_k": (QT.Q5_K, gguf.LlamaFileType.MOSTLY_Q5_K_S),
+    "q6_k": (QT.Q6_K, gguf.LlamaFileType.MOSTLY_Q6_K),
+    "q3_k": (QT.Q3_K, gguf.LlamaFileType.MOSTLY_Q3_K_S),
+    "q2_k": (QT.Q2_K, gguf.LlamaFileType.MOSTLY_Q2_K),
+    "mxfp4": (QT.MXFP4, gguf.LlamaFileType.MOSTLY_MXFP4_MOE),
+}
+K_DTYPES = {"q4_k", "q5_k", "q6_k", "q3_k", "q2_k"}
+DTYPES.update(QUANT_DTYPES)
+
+
+def _quant_set(base):
+    """tiny-llama-<dt> for each of QUANT_DTYPES (K formats: dim 256, ffn 512)."""
+    s = {}
+    for dt in QUANT_DTYPES:
+        if dt in K_DTYPES:
+            s[f"tiny-llama-{dt}"] = dict(base, dtype=dt, head_dim=64, ffn=512, family="tiny-llama-256")
+        else:
+            s[f"tiny-llama-{dt}"] = dict(base, dtype=dt)
+    return s
+
+
+def _f16_bytes(x):
+    return np.asarray(x, dtype=np.float16).reshape(-1, 1).view(np.uint8)
+
+
+def _pack_k4_scales(sc, m):
+    """q4_K / q5_K: 8 6-bit scales and mins [n, 8] -> the 12 packed bytes [n, 12]."""
+    sc, m = sc.astype(np.uint8), m.astype(np.uint8)
+    out = np.zeros((sc.shape[0], 12), np.uint8)
+    out[:, 0:4] = sc[:, 0:4] | ((sc[:, 4:8] >> 4) << 6)
+    out[:, 4:8] = m[:, 0:4] | ((m[:, 4:8] >> 4) << 6)
+    out[:, 8:12] = (sc[:, 4:8] & 0xF) | ((m[:, 4:8] & 0xF) << 4)
+    return out
+
+
+def _pack_q3_scales(s):
+    """q3_K: 16 6-bit scales [n, 16] (stored + 32) -> the 12 packed bytes [n, 12]."""
+    s = s.astype(np.uint8)
+    out = np.zeros((s.shape[0], 12), np.uint8)
+    out[:, 0:8] = (s[:, 0:8] & 0xF) | ((s[:, 8:16] & 0xF) << 4)
+    for i in range(16):
+        out[:, 8 + i % 4] |= ((s[:, i] >> 4) & 3) << (2 * (i // 4))
+    return out
+
+
+def random_blocks(arr, qtype):
+    """Random, valid blocks of qtype for a tensor of arr's shape: random quants and packed
+    scales, the f16 scales chosen so that the values' spread is about arr's (groups centred
+    where the format has a min). Deterministic: the generator is seeded by arr's bytes."""
+    rng = np.random.default_rng(zlib.crc32(arr.tobytes()) ^ int(qtype))
+    bs, ts = gguf.GGML_QUANT_SIZES[qtype]
+    nb = arr.size // bs
+    t = float(arr.std()) or 1.0
+
+    def u8(n):
+        return rng.integers(0, 256, size=(nb, n), dtype=np.uint8)
+
+    def ints(lo, hi, n):
+        return rng.integers(lo, hi + 1, size=(nb, n))
+
+    def scale(x):
+        return (x * rng.uniform(0.7, 1.3, size=nb)).astype(np.float32)
+
+    if qtype == QT.Q5_0:  # (q - 16) d: std 9.2 d
+        d = scale(t / 9.2) * rng.choice([-1, 1], size=nb)
+        parts = [_f16_bytes(d), u8(4), u8(16)]
+    elif qtype == QT.Q5_1:  # q d + m, m = -15.5 d
+        d = scale(t / 9.2)
+        parts = [_f16_bytes(d), _f16_bytes(-15.5 * d), u8(4), u8(16)]
+    elif qtype == QT.MXFP4:  # e2m1 values (doubled) have rms 5.85
+        e = np.clip(np.round(np.log2(scale(t / 5.85))) + 128, 2, 250).astype(np.uint8)
+        parts = [e.reshape(-1, 1), u8(16)]
+    elif qtype in (QT.Q4_K, QT.Q5_K):  # (d sc) q - (dmin m), dmin = k d, m ~ sc (mean q) / k
+        top = 15 if qtype == QT.Q4_K else 31
+        k = 8 if qtype == QT.Q4_K else 16
+        sc = ints(16, 63, 8)
+        m = np.clip(np.round(sc * (top / 2) / k), 0, 63)
+        d = scale(t / (40 * top * 0.29))
+        parts = [_f16_bytes(d), _f16_bytes(k * d), _pack_k4_scales(sc, m)]
+        if qtype == QT.Q5_K:
+            parts.append(u8(32))
+        parts.append(u8(128))
+    elif qtype == QT.Q6_K:  # (d sc) (q - 32): std 18.5 |sc|
+        sc = ints(-64, 63, 16).astype(np.int8).view(np.uint8)
+        d = scale(t / (37 * 18.5))
+        parts = [u8(128), u8(64), sc, _f16_bytes(d)]
+    elif qtype == QT.Q3_K:  # (d sc) q, sc in -32..31, q in -4..3
+        s = ints(0, 63, 16)
+        d = scale(t / (18.5 * 2.3))
+        parts = [u8(32), u8(64), _pack_q3_scales(s), _f16_bytes(d)]
+    elif qtype == QT.Q2_K:  # (d sc) q - dmin m, dmin = d, m = 1.5 sc
+        sc = ints(1, 10, 16)
+        m = np.round(1.5 * sc)
+        d = scale(t / (6 * 1.12))
+        parts = [(sc | (m.astype(np.int64) << 4)).astype(np.uint8), u8(64), _f16_bytes(d), _f16_bytes(d)]
+    else:
+        raise ValueError(f"random_blocks: {qtype.name}")
+    blocks = np.concatenate(parts, axis=1)
+    assert blocks.shape == (nb, ts), (qtype.name, blocks.shape)
+    return blocks.reshape(*arr.shape[:-1], arr.shape[-1] // bs * ts)
+
 # Official chat templates (Jinja text exactly as in the models' tokenizer_config.json).
 LLAMA2_CHAT_TEMPLATE = (
     "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}"
@@ -81,7 +189,8 @@ BASE = dict(arch="llama", dtype="f32", n_layer=2, n_head=4, n_kv_head=2, head_di
 def _set():
     s = {}
     for dt in DTYPES:
-        s[f"tiny-llama-{dt}"] = dict(BASE, dtype=dt)
+        if dt not in QUANT_DTYPES:
+            s[f"tiny-llama-{dt}"] = dict(BASE, dtype=dt)
     s["tiny-llama-mha-tied-f32"] = dict(BASE, n_kv_head=4, tied=True, family="tiny-llama-mha-tied")
     s["tiny-qwen2-f32"] = dict(BASE, arch="qwen2", tied=True, bias=True, rope_base=1000000.0,
                                rms_eps=1e-6, family="tiny-qwen2")
@@ -93,6 +202,7 @@ def _set():
     s["tiny-llama-long-f32"] = dict(BASE, ctx=16384, family="tiny-llama-long")
     # llama.cpp's pooling_type 3 (last token): /v1/embeddings pools as the metadata says
     s["tiny-llama-lastpool-f32"] = dict(BASE, pooling=3, family="tiny-llama-lastpool")
+    s.update(_quant_set(BASE))
     return s
 
 
@@ -212,6 +322,8 @@ def encode_tensor(arr, qtype):
         return arr.astype(np.float32), None
     if qtype == QT.F16:
         return arr.astype(np.float16), None
+    if qtype in {q for q, _ in QUANT_DTYPES.values()}:
+        return random_blocks(arr, qtype), qtype
     return gguf.quants.quantize(arr, qtype), qtype
 
 
@@ -433,6 +545,9 @@ def main(argv=None):
         ap.error("n-head must be a multiple of n-kv-head")
     if spec["dtype"] in ("q8_0", "q4_0", "q4_1") and (spec["n_head"] * spec["head_dim"] % 32 or spec["ffn"] % 32):
         ap.error("quantised dtypes need dim and ffn to be multiples of 32")
+    qk = gguf.GGML_QUANT_SIZES[DTYPES[spec["dtype"]][0]][0]
+    if spec["n_head"] * spec["head_dim"] % qk or spec["ffn"] % qk:
+        ap.error(f"dtype {spec['dtype']} needs dim and ffn to be multiples of {qk}")
     name = a.name or f"tiny-{spec['arch']}-{spec['dtype']}"
     return build(a.out, {name: spec}, a.seed, a.force)
 

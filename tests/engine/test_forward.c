@@ -87,7 +87,11 @@ static void test_bitwise_invariance(void)
 {
     const char *models[] = {"tiny-llama-f32.gguf", "tiny-llama-f16.gguf", "tiny-llama-bf16.gguf",
                             "tiny-llama-q8_0.gguf", "tiny-llama-q4_0.gguf", "tiny-llama-q4_1.gguf",
-                            "tiny-qwen2-f32.gguf", "tiny-llama-mha-tied-f32.gguf"};
+                            "tiny-qwen2-f32.gguf", "tiny-llama-mha-tied-f32.gguf",
+                            /* the further formats (random valid blocks; K formats 256 wide) */
+                            "tiny-llama-q5_0.gguf", "tiny-llama-q5_1.gguf", "tiny-llama-q4_k.gguf",
+                            "tiny-llama-q5_k.gguf", "tiny-llama-q6_k.gguf", "tiny-llama-q3_k.gguf",
+                            "tiny-llama-q2_k.gguf", "tiny-llama-mxfp4.gguf"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) check_invariance(models[i]);
 }
 

@@ -308,8 +308,17 @@ static hone_cpu_deq_fn gdeq(int dt)
     case HONE_DTYPE_BF16: return gdeq_bf16;
     case HONE_DTYPE_Q8_0: return gdeq_q8_0;
     case HONE_DTYPE_Q4_0: return gdeq_q4_0;
-    default: return gdeq_q4_1;
+    case HONE_DTYPE_Q4_1: return gdeq_q4_1;
+    default: return hone_cpu_deqr_for(dt); /* q5_0 .. mxfp4: the portable per-chunk dequantiser */
     }
+}
+
+/* 1 for the formats whose f32 weight is rounded once (q4_1's q * d + m, q5_1 likewise, the K
+ * formats' subtraction of the min and q6_K's second product); the others dequantise exactly. */
+static int rounds_weight(int dt)
+{
+    return dt == HONE_DTYPE_Q4_1 || dt == HONE_DTYPE_Q5_1 || dt == HONE_DTYPE_Q4_K ||
+           dt == HONE_DTYPE_Q5_K || dt == HONE_DTYPE_Q6_K || dt == HONE_DTYPE_Q2_K;
 }
 
 static void generic_matmul(float *Y, int dt, const void *W, const float *X, int64_t n,
@@ -368,7 +377,7 @@ static void mat_case(int dt, int64_t n, int64_t rows, int64_t cols)
     double *ref = xmalloc((size_t)(nt * rows) * sizeof(double));
     double *bound = xmalloc((size_t)(nt * rows) * sizeof(double));
     hone_oracle_matmul(ref, dt, W, X, nt, rows, cols);
-    double g = MARGIN * dot_gamma(cols, dt == HONE_DTYPE_Q4_1);
+    double g = MARGIN * dot_gamma(cols, rounds_weight(dt));
     for (int64_t t = 0; t < nt; t++) {
         hone_oracle_matvec_abs(bound + t * rows, dt, W, X + t * cols, rows, cols);
         for (int64_t r = 0; r < rows; r++) bound[t * rows + r] = g * bound[t * rows + r] + 1e-37;
@@ -447,6 +456,30 @@ static void test_matmul(void)
     mat_case(HONE_DTYPE_Q8_0, 2, 49152, 576);
 }
 
+/* The further formats (q5_0 .. mxfp4): matvec and matmul over whole blocks (32 or 256 values),
+ * one and odd row counts, several blocks per row and the SmolLM2 shapes the blocks divide. */
+static void test_mat_more(void)
+{
+    setup();
+    static const int MORE[] = {HONE_DTYPE_Q5_0, HONE_DTYPE_Q5_1, HONE_DTYPE_Q4_K, HONE_DTYPE_Q5_K,
+                               HONE_DTYPE_Q6_K, HONE_DTYPE_Q3_K, HONE_DTYPE_Q2_K, HONE_DTYPE_MXFP4};
+    static const int64_t ns[] = {0, 1, 2, 5, 13};
+    static const int64_t edge_rows[] = {1, 3, 17};
+    for (size_t di = 0; di < sizeof MORE / sizeof MORE[0]; di++) {
+        int dt = MORE[di];
+        int64_t bs = hone_dtype_block_size(dt);
+        for (int ni = 0; ni < 5; ni++)
+            for (int r = 0; r < 3; r++) {
+                mat_case(dt, ns[ni], edge_rows[r], bs);
+                mat_case(dt, ns[ni], edge_rows[r], 3 * bs);
+            }
+        mat_case(dt, 0, 576, 1536);
+        mat_case(dt, 5, 576, 1536);
+        mat_case(dt, 0, 1536, bs == 32 ? 576 : 512);
+        mat_case(dt, 13, 192, bs == 32 ? 576 : 768);
+    }
+}
+
 /* ---- embed -------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -469,11 +502,14 @@ static void test_embed(void)
     static const int64_t block_dims[] = {32, 64, 576};
     static const int64_t odd_dims[] = {1, 7, 33};
     const int64_t vocab = 50;
-    for (int di = 0; di < 6; di++) {
-        int dt = DTYPES[di];
+    static const int MORE[] = {HONE_DTYPE_Q5_0, HONE_DTYPE_Q5_1, HONE_DTYPE_Q4_K, HONE_DTYPE_Q5_K,
+                               HONE_DTYPE_Q6_K, HONE_DTYPE_Q3_K, HONE_DTYPE_Q2_K, HONE_DTYPE_MXFP4};
+    for (int di = 0; di < 6 + 8; di++) {
+        int dt = di < 6 ? DTYPES[di] : MORE[di - 6];
         for (int k = 0; k < 6; k++) {
-            if (k >= 3 && is_block(dt)) break;
+            if (k >= 3 && hone_dtype_block_size(dt) > 1) break;
             int64_t dim = k < 3 ? block_dims[k] : odd_dims[k - 3];
+            if (di >= 6) dim = hone_dtype_block_size(dt) * (k + 1); /* whole blocks */
             for (int ni = 0; ni < 4; ni++) {
                 int64_t n = ns[ni];
                 char what[96];
@@ -493,7 +529,7 @@ static void test_embed(void)
                 double *bound = xmalloc((size_t)(n * dim) * sizeof(double));
                 hone_oracle_embed(ref, T, dt, ids, n, dim);
                 for (int64_t i = 0; i < n * dim; i++)
-                    bound[i] = dt == HONE_DTYPE_Q4_1 ? MARGIN * U * fabs(ref[i]) : 0.0;
+                    bound[i] = rounds_weight(dt) ? MARGIN * U * fabs(ref[i]) : 0.0;
                 check_accuracy(HONE_SLOT_EMBED, what, out, ref, bound, n, dim);
                 uint64_t h1 = hash_bytes(hash_bytes(HASH0, T, bytes), ids, sizeof ids);
                 CHECK_MSG(h0 == h1, "%s: inputs modified", what);
@@ -1035,7 +1071,7 @@ static void report(void)
             "max_ulp", "err/bound");
     for (int id = 0; id < HONE_SLOT_COUNT; id++) {
         const slot_stats *s = &STATS[id];
-        if (TESTS_RUN == 10) CHECK_MSG(s->cases > 0, "slot %s was not tested", hone_slots_name((hone_slot_id)id));
+        if (TESTS_RUN == 11) CHECK_MSG(s->cases > 0, "slot %s was not tested", hone_slots_name((hone_slot_id)id));
         fprintf(stderr, "%-18s %5d %10.3g %10.3g %8.2f %12.3g\n", hone_slots_name((hone_slot_id)id),
                 s->cases, s->max_abs, s->max_rel, s->max_ulp, s->max_ratio);
     }
@@ -1048,7 +1084,7 @@ static void test_report(void)
 }
 
 TEST_MAIN(TEST_CASE(test_table_complete), TEST_CASE(test_matvec),
-          TEST_CASE(test_matmul), TEST_CASE(test_embed), TEST_CASE(test_rmsnorm),
+          TEST_CASE(test_matmul), TEST_CASE(test_mat_more), TEST_CASE(test_embed), TEST_CASE(test_rmsnorm),
           TEST_CASE(test_rope), TEST_CASE(test_attention_decode),
           TEST_CASE(test_attention_prefill), TEST_CASE(test_swiglu_add), TEST_CASE(test_fused),
           TEST_CASE(test_report))

@@ -3,7 +3,8 @@
 
 Reads the GGUF with the `gguf` package only for its container parsing; every
 tensor is dequantised here from its raw block bytes in float64 (F32, F16, BF16,
-Q8_0, Q4_0, Q4_1), where d*q (+m) is exact. Architectures: llama, mistral
+Q8_0, Q4_0, Q4_1), where d*q (+m) is exact; Q5_0, Q5_1, Q2_K..Q6_K and MXFP4 through
+the gguf package's own dequantiser (gguf.quants.dequantize). Architectures: llama, mistral
 (normal RoPE: adjacent pairs (x[2i], x[2i+1])) and qwen2 (NeoX RoPE: pairs
 (x[i], x[i+rot/2]), Q/K/V biases).
 
@@ -69,7 +70,23 @@ def dequant_raw(raw, qtype, n_elem):
             return ((q - 8.0) * d[:, None]).reshape(-1)
         m = _f16(blk[:, 2:4])
         return (q * d[:, None] + m[:, None]).reshape(-1)
+    if QT(qtype) in GGUF_DEQUANT_TYPES:
+        return dequant_gguf(raw, qtype, n_elem)
     raise NotImplementedError(f"reference: tensor type {QT(qtype).name} not supported")
+
+
+# The further GGML formats go through the gguf package's own dequantiser (numpy, an
+# implementation independent of Hone's C): its f32 values are exactly ggml's (each product of
+# an f16 scale and small integers is exact; the min's subtraction, q5_1's addition and q6_K's
+# second product are the one f32 rounding), widened to float64 without loss.
+GGUF_DEQUANT_TYPES = {QT.Q5_0, QT.Q5_1, QT.Q2_K, QT.Q3_K, QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.MXFP4}
+
+
+def dequant_gguf(raw, qtype, n_elem):
+    out = gguf.quants.dequantize(np.ascontiguousarray(raw).reshape(1, -1), QT(qtype))
+    out = np.asarray(out, dtype=np.float32).reshape(-1)
+    assert out.size == n_elem, (QT(qtype).name, out.size, n_elem)
+    return out.astype(np.float64)
 
 
 def row_bytes(qtype, n_cols):

@@ -47,6 +47,12 @@ TINY_MODELS = [
     "tiny-llama-q4_0", "tiny-llama-q4_1", "tiny-llama-mha-tied-f32", "tiny-qwen2-f32",
     "tiny-mistral-f32", "tiny-llama-spm-f32",
 ]
+# The further weight dtypes (q5_0 .. mxfp4; random valid blocks, tools/make_tiny_model.py):
+# besides max |dlogit| and argmax, the normalised squared error of all their logits,
+# sum (hone - ref)^2 / sum ref^2, must be <= NMSE_QUANT (issue 15).
+QUANT_MODELS = ["tiny-llama-q5_0", "tiny-llama-q5_1", "tiny-llama-q4_k", "tiny-llama-q5_k",
+                "tiny-llama-q6_k", "tiny-llama-q3_k", "tiny-llama-q2_k", "tiny-llama-mxfp4"]
+NMSE_QUANT = 1e-11
 # all ids < 512 so they are valid for the SPM models too
 PROMPT = [1, 17, 300, 411, 65, 123, 400, 289]
 FORCED = [260, 33, 499, 7, 128]
@@ -121,6 +127,29 @@ def check_case(label, ref_model, dump, prompt, steps, tol, all_positions, forced
     return not errs, res["max_abs_diff"], msg
 
 
+def quant_cases(data):
+    """The QUANT_MODELS cases, as the tiny models' (greedy over all positions, and forced)."""
+    cases = []
+    for name in QUANT_MODELS:
+        path = os.path.join(data, name + ".gguf")
+        if not os.path.isfile(path):
+            print(f"note: {name}.gguf not in {data}; skipped")
+            continue
+        cases.append((f"{name} greedy", path, PROMPT, 4, TOL_TINY, True, None, 60))
+        cases.append((f"{name} forced", path, PROMPT[:5], len(FORCED), TOL_TINY, False, FORCED, 60))
+    return cases
+
+
+def check_nmse(label, ref_model, dump):
+    """NMSE of every row of the dump against the reference at its position: (ok, message)."""
+    d = read_logits(dump)
+    ref = ref_model.logits(d.tokens[:int(d.row_pos.max()) + 1])[d.row_pos]
+    diff = d.logits.astype(np.float64) - ref
+    nmse = float(np.sum(diff * diff) / np.sum(ref * ref))
+    ok = np.isfinite(nmse) and nmse <= NMSE_QUANT
+    return ok, f"{label}: NMSE {nmse:.3g} (bound {NMSE_QUANT:g}){'' if ok else '  FAIL'}"
+
+
 def main():
     hone = os.environ.get("HONE_BIN")
     data = os.environ.get("HONE_TEST_DATA")
@@ -143,6 +172,8 @@ def main():
             rng = np.random.default_rng(7)
             long_prompt = [1] + [int(x) for x in rng.integers(3, 512, size=149)]
             cases.append((f"{name} long", path, long_prompt, 8, TOL_TINY, True, None, 60))
+
+    cases += quant_cases(data)
 
     smol = None
     if os.environ.get("HONE_LOGITS_SKIP_SMOLLM2") != "1":
@@ -185,6 +216,10 @@ def main():
                 ref = refs.get(path) or refs.setdefault(path, ReferenceModel(path, cache=True))
             ok, mad, msg = check_case(label, ref, out, prompt, steps, tol, allpos, forced)
             print(f"{msg}  [hone {dt:.2f}s]")
+            if os.path.basename(path)[:-len(".gguf")] in QUANT_MODELS:
+                ok_n, msg_n = check_nmse(label, ref, out)
+                print(f"    {msg_n}")
+                ok &= ok_n
             if path == smol and ok:
                 d = read_logits(out)
                 cont = "".join(vocab[t] for t in d.tokens[len(prompt):]).replace("Ġ", " ")
