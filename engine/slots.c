@@ -44,6 +44,7 @@ void hone_cpu_attention_prefill(float *, const float *, const float *, const flo
                                 float, float *, int, int);
 void hone_cpu_swiglu(float *, const float *, const float *, int64_t, int, int);
 void hone_cpu_add(float *, const float *, const float *, int64_t, int, int);
+void hone_cpu_geglu(float *, const float *, const float *, int64_t, int, int);
 
 const char hone_slots_rules[] =
     "Rules every CPU slot function obeys (baselines and candidates alike):\n"
@@ -195,6 +196,13 @@ static void cost_swiglu(const hone_slot_desc *d, const hone_slot_shape *s, doubl
     (void)d;
     *bytes = 12 * (double)s->d[B_N];
     *flops = 5 * (double)s->d[B_N];
+}
+
+static void cost_geglu(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes, double *flops)
+{
+    (void)d;
+    *bytes = 12 * (double)s->d[B_N];
+    *flops = 12 * (double)s->d[B_N];
 }
 
 static void cost_add(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes, double *flops)
@@ -704,6 +712,18 @@ static const hone_slot_desc builtin[HONE_SLOT_COUNT] = {
         .cuda_x = L(B_N), .cuda_y = NONE,
         .cost = cost_add, .shapes = shapes_elementwise, .invoke = invoke_binary,
         .cpu_baseline = (void *)hone_cpu_add},
+    [HONE_SLOT_GEGLU] = {
+        .name = "geglu", .kind = HONE_SLOT_KIND_GEGLU, .dtype = -1,
+        .math = "out[i] = gelu_tanh(gate[i]) * up[i], i < n (Gemma's gated FFN): in f32, "
+                "y = 0.7978845608f * g * (1 + 0.044715f * g * g), t = (float)tanh((double)y), "
+                "out = 0.5f * g * (1 + t) * u, each operation rounded left to right; out may equal "
+                "gate or up.",
+        .fn_type = "hone_slot_geglu_fn", .n_args = 4,
+        .args = {T_OUT("out", B_N), T_IN("gate", -6, 6, 100, B_N), T_IN("up", -2, 2, 1e3, B_N), T_DIM("n", B_N)},
+        .n_dims = 1, .dims = {"n"}, .key_dims = 1, .range_dim = -1,
+        .share_units = L(B_N), .share_len = NONE, .cmp_rows = NONE, .cuda_x = L(B_N), .cuda_y = NONE,
+        .cost = cost_geglu, .shapes = shapes_elementwise, .invoke = invoke_binary,
+        .cpu_baseline = (void *)hone_cpu_geglu},
     [HONE_SLOT_QKV_F32] = QKV_DESC(f32, HONE_DTYPE_F32),
     [HONE_SLOT_QKV_F16] = QKV_DESC(f16, HONE_DTYPE_F16),
     [HONE_SLOT_QKV_BF16] = QKV_DESC(bf16, HONE_DTYPE_BF16),

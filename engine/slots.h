@@ -83,6 +83,13 @@ typedef void (*hone_slot_attention_prefill_fn)(float *out, const float *q, const
 typedef void (*hone_slot_swiglu_fn)(float *out, const float *gate, const float *up, int64_t n,
                                     int ith, int nth);
 
+/* out[i] = gelu_tanh(gate[i]) * up[i] (Gemma's gated FFN), i < n, in f32 as
+ * g' = 0.7978845608f * g * (1 + 0.044715f * g * g); t = (float)tanh((double)g');
+ * out = 0.5f * g * (1 + t) * u, each operation rounded to f32 left to right (tanh in double,
+ * rounded once). out may equal gate or up. Share: elements. */
+typedef void (*hone_slot_geglu_fn)(float *out, const float *gate, const float *up, int64_t n,
+                                   int ith, int nth);
+
 /* y[i] = a[i] + b[i], i < n. y may equal a or b. Share: elements. */
 typedef void (*hone_slot_add_fn)(float *y, const float *a, const float *b, int64_t n, int ith,
                                  int nth);
@@ -125,6 +132,7 @@ typedef enum {
     HONE_SLOT_ATTENTION_PREFILL,
     HONE_SLOT_SWIGLU,
     HONE_SLOT_ADD,
+    HONE_SLOT_GEGLU,
     /* the fused slots, one per weight dtype in the matvec order (f32 .. q4_1); no CUDA kernel */
     HONE_SLOT_QKV_F32, HONE_SLOT_QKV_F16, HONE_SLOT_QKV_BF16,
     HONE_SLOT_QKV_Q8_0, HONE_SLOT_QKV_Q4_0, HONE_SLOT_QKV_Q4_1,
@@ -157,6 +165,7 @@ typedef enum {
     HONE_SLOT_KIND_QKV,             /* fused: q, k, v projections in one pass */
     HONE_SLOT_KIND_FFN,             /* fused: gate and up projections with swiglu */
     HONE_SLOT_KIND_RMSNORM_MATVEC,  /* fused: rmsnorm into the one matvec it feeds */
+    HONE_SLOT_KIND_GEGLU,           /* gelu_tanh(gate) * up (Gemma) */
     HONE_SLOT_KIND_OTHER
 } hone_slot_kind;
 

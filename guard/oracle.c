@@ -200,6 +200,14 @@ void hone_oracle_swiglu(double *out, const float *gate, const float *up, int64_t
     }
 }
 
+void hone_oracle_geglu(double *out, const float *gate, const float *up, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double g = (double)gate[i];
+        out[i] = 0.5 * g * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (g + 0.044715 * g * g * g))) * (double)up[i];
+    }
+}
+
 void hone_oracle_add(double *y, const float *a, const float *b, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) y[i] = (double)a[i] + (double)b[i];
@@ -368,6 +376,16 @@ void hone_oracle_bound_swiglu(double *b, const double *ref, int64_t n)
 }
 
 void hone_oracle_bound_add(double *b, const double *ref, int64_t n) { relative(b, ref, n, U); }
+
+void hone_oracle_bound_geglu(double *b, const float *gate, const float *up, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double g = (double)gate[i], y = sqrt(2.0 / 3.14159265358979323846) * (g + 0.044715 * g * g * g), t = tanh(y);
+        double e = (1.0 - t * t) * fabs(y) * hone_oracle_gamma(6) + 2 * U * fabs(t) +
+                   hone_oracle_gamma(3) * fabs(1.0 + t);
+        b[i] = floor_of(fabs(0.5 * g * (double)up[i]) * e);
+    }
+}
 
 void hone_oracle_bound_qkv(double *b, int32_t dtype, const void *Wq, const void *Wk,
                            const void *Wv, const float *x, int64_t rq, int64_t rk, int64_t rv,

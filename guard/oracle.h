@@ -72,6 +72,8 @@ void hone_oracle_attention_prefill(double *out, const float *q, const float *k_c
 
 /* swiglu: out[i] = gate[i] / (1 + exp(-gate[i])) * up[i] in double, i < n. */
 void hone_oracle_swiglu(double *out, const float *gate, const float *up, int64_t n);
+/* geglu: out[i] = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) up[i] in double, g = gate[i]. */
+void hone_oracle_geglu(double *out, const float *gate, const float *up, int64_t n);
 
 /* add: y[i] = a[i] + b[i] in double (exact for any two f32 whose exponents differ by < 29). */
 void hone_oracle_add(double *y, const float *a, const float *b, int64_t n);
@@ -123,6 +125,11 @@ void hone_oracle_bound_attention(double *b, const float *q, const float *k_cache
                                  int64_t pos0, int64_t block_size, int64_t n_heads,
                                  int64_t n_kv_heads, int64_t head_dim, float scale);
 void hone_oracle_bound_swiglu(double *b, const double *ref, int64_t n);
+/* geglu: with y the tanh argument and t = tanh(y): the argument's gamma_6 relative error (four
+ * roundings and the two f32 constants) moves t by (1 - t^2) |y| gamma_6, the tanh's own
+ * rounding by u |t|, the rest gamma_3 relative:
+ *   |0.5 g u| ((1 - t^2) |y| gamma_6 + 2 u |t| + gamma_3 |1 + t|). */
+void hone_oracle_bound_geglu(double *b, const float *gate, const float *up, int64_t n);
 void hone_oracle_bound_add(double *b, const double *ref, int64_t n);
 /* The fused slots, from their components' bounds: qkv is the three matvec bounds side by side.
  * ffn: with g, u the exact projections and e_g, e_u their matvec bounds, |silu'| <= 1.1 and

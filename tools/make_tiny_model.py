@@ -91,7 +91,30 @@ def _set():
     s["tiny-llama-spm-f32"] = dict(BASE, tokenizer="spm", template="llama2", family="tiny-llama-spm")
     # a long context: the tuner's own prompt fits it (tune --llm self on loopback)
     s["tiny-llama-long-f32"] = dict(BASE, ctx=16384, family="tiny-llama-long")
+    s.update(_arch_set())
     return s
+
+
+def _arch_set():
+    """The architecture variants beyond Llama's (see ARCH_FEATURES)."""
+    s = {}
+    # Gemma 3: 7 layers so both kinds interleave (layer 5 global, the others windowed over 6
+    # keys), head_dim * heads (128) != dim (64), QK norm, post-norms, GELU FFN, tied.
+    g3 = dict(BASE, arch="gemma3", dim=64, n_head=4, n_kv_head=2, head_dim=32, n_layer=7, tied=True,
+              tokenizer="spm", template="none", rope_base=1000000.0, rms_eps=1e-6, swa=6,
+              family="tiny-gemma3")
+    for dt in ("f32", "f16", "q8_0"):
+        s[f"tiny-gemma3-{dt}"] = dict(g3, dtype=dt)
+    s["tiny-qwen3-f32"] = dict(BASE, arch="qwen3", tied=True, rope_base=1000000.0, rms_eps=1e-6,
+                               family="tiny-qwen3")
+    s["tiny-mistral-swa-f32"] = dict(BASE, arch="mistral", tokenizer="spm", template="mistral", swa=5,
+                                     family="tiny-mistral-swa")
+    return s
+
+
+def arch_features(spec):
+    """(qk_norm, post_norms) of an architecture variant."""
+    return spec["arch"] in ("qwen3", "gemma3"), spec["arch"] == "gemma3"
 
 
 SET = _set()
@@ -169,8 +192,10 @@ def spm_vocab(model_bytes):
 def gen_weights(spec, n_vocab, seed):
     """f32 master weights, W of shape (out, in) (= ggml ne0=in, ne1=out)."""
     rng = np.random.default_rng(seed + zlib.crc32(spec["family"].encode()))
-    dim = spec["n_head"] * spec["head_dim"]
+    qd = spec["n_head"] * spec["head_dim"]
+    dim = spec.get("dim", qd)
     kvd = spec["n_kv_head"] * spec["head_dim"]
+    qk_norm, post_norms = arch_features(spec)
     ffn = spec["ffn"]
 
     def mat(o, i):
@@ -186,18 +211,24 @@ def gen_weights(spec, n_vocab, seed):
     for L in range(spec["n_layer"]):
         p = f"blk.{L}."
         w[p + "attn_norm.weight"] = norm(dim)
-        w[p + "attn_q.weight"] = mat(dim, dim)
+        w[p + "attn_q.weight"] = mat(qd, dim)
         w[p + "attn_k.weight"] = mat(kvd, dim)
         w[p + "attn_v.weight"] = mat(kvd, dim)
         if spec["bias"]:
             w[p + "attn_q.bias"] = bias(dim)
             w[p + "attn_k.bias"] = bias(kvd)
             w[p + "attn_v.bias"] = bias(kvd)
-        w[p + "attn_output.weight"] = mat(dim, dim)
+        w[p + "attn_output.weight"] = mat(dim, qd)
         w[p + "ffn_norm.weight"] = norm(dim)
         w[p + "ffn_gate.weight"] = mat(ffn, dim)
         w[p + "ffn_up.weight"] = mat(ffn, dim)
         w[p + "ffn_down.weight"] = mat(dim, ffn)
+        if qk_norm:
+            w[p + "attn_q_norm.weight"] = norm(spec["head_dim"])
+            w[p + "attn_k_norm.weight"] = norm(spec["head_dim"])
+        if post_norms:
+            w[p + "post_attention_norm.weight"] = norm(dim)
+            w[p + "post_ffw_norm.weight"] = norm(dim)
     w["output_norm.weight"] = norm(dim)
     out = mat(n_vocab, dim)  # always drawn so tied/untied families stay comparable
     if not spec["tied"]:
@@ -219,7 +250,7 @@ def write_model(path, spec, vocab, seed, name):
     arch = spec["arch"]
     qtype, ftype = DTYPES[spec["dtype"]]
     n_vocab = len(vocab["tokens"])
-    dim = spec["n_head"] * spec["head_dim"]
+    dim = spec.get("dim", spec["n_head"] * spec["head_dim"])
     tmp = path + ".tmp"
     w = gguf.GGUFWriter(tmp, arch)
     w.add_name(name)
@@ -236,6 +267,11 @@ def write_model(path, spec, vocab, seed, name):
     w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", float(spec["rms_eps"]))
     w.add_uint32(f"{arch}.rope.dimension_count", spec["head_dim"])
     w.add_uint32(f"{arch}.vocab_size", n_vocab)
+    if "dim" in spec:
+        w.add_uint32(f"{arch}.attention.key_length", spec["head_dim"])
+        w.add_uint32(f"{arch}.attention.value_length", spec["head_dim"])
+    if spec.get("swa"):
+        w.add_uint32(f"{arch}.attention.sliding_window", spec["swa"])
 
     w.add_string("tokenizer.ggml.model", vocab["model"])
     if "pre" in vocab:
@@ -255,7 +291,7 @@ def write_model(path, spec, vocab, seed, name):
     w.add_bool("tokenizer.ggml.add_eos_token", False)
     w.add_bool("tokenizer.ggml.add_space_prefix", vocab["add_space_prefix"])
     template = {"smollm2": vocab.get("template"), "llama2": LLAMA2_CHAT_TEMPLATE,
-                "mistral": MISTRAL_CHAT_TEMPLATE}[spec["template"]]
+                "mistral": MISTRAL_CHAT_TEMPLATE, "none": None}[spec["template"]]
     if template:
         w.add_string("tokenizer.chat_template", template)
 
@@ -378,7 +414,7 @@ def main(argv=None):
     ap.add_argument("--out", help="output directory (required unless --list)")
     ap.add_argument("--all", action="store_true", help="write the whole test set")
     ap.add_argument("--name", help="model name (a name from the set selects its spec)")
-    ap.add_argument("--arch", choices=["llama", "qwen2", "mistral"])
+    ap.add_argument("--arch", choices=["llama", "qwen2", "mistral", "qwen3", "gemma3"])
     ap.add_argument("--dtype", choices=list(DTYPES))
     ap.add_argument("--tokenizer", choices=["bpe", "spm"])
     g = ap.add_mutually_exclusive_group()

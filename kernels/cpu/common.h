@@ -499,6 +499,15 @@ static inline void hone_cpu_rmsnorm_row(float *y, const float *x, const float *r
 /* The swiglu slot's element: silu(g) * u = g / (1 + expf(-g)) * u in f32. */
 static inline float hone_cpu_silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
+/* The geglu slot's element: gelu_tanh(g) * u in f32, tanh in double rounded once (the
+ * contract in engine/slots.h). */
+static inline float hone_cpu_gelu_mul(float g, float u)
+{
+    float y = 0.7978845608028654f * g * (1.0f + 0.044715f * g * g);
+    float t = (float)tanh((double)y);
+    return 0.5f * g * (1.0f + t) * u;
+}
+
 /* y[0 .. r1 - r0) = rows r0 .. r1 - 1 of W[.][cols] against x, as matvec_<dt> computes them. */
 typedef void (*hone_cpu_rows_fn)(float *y, const void *W, const float *x, int64_t r0, int64_t r1,
                                  int64_t cols);
