@@ -861,20 +861,23 @@ typedef struct {
     const float *a, *b;
     int64_t n;
     int alias; /* 0: out of place; 1: out == a (gate); 2: out == b (up) */
-    int is_add;
+    int is_add;     /* 1: add; 2: geglu; 0: swiglu */
 } ew_ctx;
 
 static void run_ew(const void *c, float *out, int ith, int nth)
 {
     const ew_ctx *e = c;
     const float *a = e->alias == 1 ? out : e->a, *b = e->alias == 2 ? out : e->b;
-    if (e->is_add) HONE_SLOTS_FN(&TAB, HONE_SLOT_ADD, hone_slot_add_fn)(out, a, b, e->n, ith, nth);
+    if (e->is_add == 2) HONE_SLOTS_FN(&TAB, HONE_SLOT_GEGLU, hone_slot_geglu_fn)(out, a, b, e->n, ith, nth);
+    else if (e->is_add) HONE_SLOTS_FN(&TAB, HONE_SLOT_ADD, hone_slot_add_fn)(out, a, b, e->n, ith, nth);
     else HONE_SLOTS_FN(&TAB, HONE_SLOT_SWIGLU, hone_slot_swiglu_fn)(out, a, b, e->n, ith, nth);
 }
 
 static void ew_case(int is_add, int64_t n)
 {
-    int slot = is_add ? HONE_SLOT_ADD : HONE_SLOT_SWIGLU;
+    int geglu = is_add == 2;
+    int slot = geglu ? HONE_SLOT_GEGLU : is_add ? HONE_SLOT_ADD : HONE_SLOT_SWIGLU;
+    if (geglu) is_add = 0;
     char what[96];
     snprintf(what, sizeof what, "%s n=%lld", hone_slots_name((hone_slot_id)slot), (long long)n);
     float *a = rnd_vec(n, is_add ? -4 : -12, is_add ? 4 : 12), *b = rnd_vec(n, -3, 3);
@@ -886,17 +889,22 @@ static void ew_case(int is_add, int64_t n)
         a[4] = -0.0f;
     }
     uint64_t h0 = hash_bytes(hash_bytes(HASH0, a, (size_t)n * 4), b, (size_t)n * 4);
-    ew_ctx ctx = {a, b, n, 0, is_add};
+    ew_ctx ctx = {a, b, n, 0, geglu ? 2 : is_add};
     job j = {what, run_ew, &ctx, n, 1, 0, NULL};
     float *out = xmalloc((size_t)n * sizeof(float));
     check_job(&j, out);
     double *ref = xmalloc((size_t)n * sizeof(double));
     double *bound = xmalloc((size_t)n * sizeof(double));
     if (is_add) hone_oracle_add(ref, a, b, n);
+    else if (geglu) hone_oracle_geglu(ref, a, b, n);
     else hone_oracle_swiglu(ref, a, b, n);
-    for (int64_t i = 0; i < n; i++)
-        bound[i] = is_add ? MARGIN * U * fabs(ref[i])
-                          : MARGIN * gamma_k(5) * fabs(ref[i]) + 1e-37 * fabs((double)b[i]);
+    if (geglu) { /* the guard's bound (tanh's absolute rounding near 1 + t = 0) */
+        hone_oracle_bound_geglu(bound, a, b, n);
+        for (int64_t i = 0; i < n; i++) bound[i] *= MARGIN;
+    } else
+        for (int64_t i = 0; i < n; i++)
+            bound[i] = is_add ? MARGIN * U * fabs(ref[i])
+                              : MARGIN * gamma_k(5) * fabs(ref[i]) + 1e-37 * fabs((double)b[i]);
     check_accuracy(slot, what, out, ref, bound, 1, n);
     CHECK_MSG(h0 == hash_bytes(hash_bytes(HASH0, a, (size_t)n * 4), b, (size_t)n * 4),
               "%s: inputs modified", what);
@@ -904,7 +912,7 @@ static void ew_case(int is_add, int64_t n)
     for (int alias = 1; alias <= 2; alias++) {
         char what2[128];
         snprintf(what2, sizeof what2, "%s out == %s", what, alias == 1 ? "first input" : "second input");
-        ew_ctx c2 = {a, b, n, alias, is_add};
+        ew_ctx c2 = {a, b, n, alias, geglu ? 2 : is_add};
         job j2 = {what2, run_ew, &c2, n, 1, 0, alias == 1 ? a : b};
         float *o2 = xmalloc((size_t)n * sizeof(float));
         check_job(&j2, o2);
@@ -923,7 +931,7 @@ static void test_swiglu_add(void)
 {
     setup();
     static const int64_t ns[] = {1, 7, 33, 100, 1536, 1536 * 13};
-    for (int is_add = 0; is_add < 2; is_add++)
+    for (int is_add = 0; is_add < 3; is_add++) /* swiglu, add, geglu */
         for (int i = 0; i < 6; i++) ew_case(is_add, ns[i]);
 }
 
