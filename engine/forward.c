@@ -453,13 +453,23 @@ static int cpu_softcap(void *p, hone_act x, float cap, int64_t elems)
     return 0;
 }
 
+/* rope at layer's base; with llama3's frequency factors, the rope_freqs slot. */
 static int cpu_rope_layer(void *p, hone_act x, int64_t layer, int64_t n, int64_t heads)
 {
     hone_ctx *c = p;
     float base = c->hp.rope_base;
-    c->hp.rope_base = hone_model_layer_rope_base(c->m, layer);
-    op_rope(c, act(c, x), n, heads);
-    c->hp.rope_base = base;
+    if (!c->hp.rope_freqs) {
+        c->hp.rope_base = hone_model_layer_rope_base(c->m, layer);
+        op_rope(c, act(c, x), n, heads);
+        c->hp.rope_base = base;
+        return 0;
+    }
+    hone_slot_shape s = shape_of(-1);
+    s.d[0] = n; s.d[1] = heads; s.d[2] = c->hp.head_dim; s.d[3] = c->hp.n_rot; s.d[4] = c->hp.n_rot / 2;
+    s.f[0] = hone_model_layer_rope_base(c->m, layer); s.flag = c->hp.rope_neox;
+    hone_slot_value v[HONE_SLOT_MAX_ARGS] = {{.p = act(c, x)}, {.cp = c->pos},
+                                             {.cp = hone_model_rope_freqs(c->m)->data}};
+    run(c, HONE_SLOT_ROPE_FREQS, &s, v);
     return 0;
 }
 
@@ -550,7 +560,7 @@ static const hone_layer_ops cpu_ops = {
     .swiglu = cpu_swiglu, .gather = cpu_gather,
     .qkv = cpu_qkv, .ffn = cpu_ffn, .norm_matmul = cpu_norm_matmul,
     .scale = cpu_scale, .head_norm = cpu_head_norm, .geglu = cpu_geglu, .softcap = cpu_softcap,
-    .rope_layer = cpu_rope_layer, .windows = 1,
+    .rope_layer = cpu_rope_layer, .rope_freqs = 1, .windows = 1,
 };
 
 /* Runs n <= chunk batch rows through the model. out_rows[t] is where row t's logits go

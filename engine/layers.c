@@ -31,8 +31,9 @@ int hone_layers_check(const hone_model *m, const hone_layer_ops *o, const char *
     NEED(hp->qk_norm && !o->head_norm, "QK norm")
     NEED(hp->geglu && !o->geglu, "GELU-tanh gated FFN (geglu)")
     NEED(hp->final_softcap != 0 && !o->softcap, "final logit soft-capping")
-    NEED(needs_rope_layer(hp) && !o->rope_layer, "per-layer RoPE bases")
-    NEED(hp->rope_freqs && !o->rope_freqs, "llama3 RoPE frequency factors (rope_freqs.weight)")
+    NEED(hp->swa_pattern && hp->rope_base_swa != hp->rope_base && !o->rope_layer, "per-layer RoPE bases")
+    NEED(hp->rope_freqs && !(o->rope_layer && o->rope_freqs),
+         "llama3 RoPE frequency factors (rope_freqs.weight)")
     NEED(hp->swa && !o->windows, "sliding-window attention")
 #undef NEED
     if (!len) return 0;

@@ -52,6 +52,10 @@ void hone_oracle_matmul(double *Y, int32_t dtype, const void *W, const float *X,
  * Example: head_dim = n_rot = 2, pos = 1, x = {1, 0} gives y = {cos 1, sin 1}. */
 void hone_oracle_rope(double *y, const float *x, const int32_t *pos, int64_t n, int64_t n_heads,
                       int64_t head_dim, int64_t n_rot, float freq_base, int32_t neox);
+/* rope_freqs: as rope with theta_i divided by freqs[i] (freqs[n_rot / 2]). */
+void hone_oracle_rope_freqs(double *y, const float *x, const int32_t *pos, const float *freqs,
+                            int64_t n, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                            float freq_base, int32_t neox);
 
 /* attention_decode: out[h][d] = sum_j softmax_j(scale * q[h] . K[j][kvh]) V[j][kvh][d] over
  * j < n_kv, kvh = h / (n_heads / n_kv_heads), all in double (max-shifted softmax), reading the
@@ -116,6 +120,9 @@ void hone_oracle_bound_matmul(double *b, int32_t dtype, const void *W, const flo
 void hone_oracle_bound_rope(double *b, const float *x, const int32_t *pos, int64_t n,
                             int64_t n_heads, int64_t head_dim, int64_t n_rot, float freq_base,
                             int32_t neox);
+void hone_oracle_bound_rope_freqs(double *b, const float *x, const int32_t *pos, const float *freqs,
+                                  int64_t n, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                                  float freq_base, int32_t neox);
 /* attention (decode: n = 1, pos0 = n_kv - 1): for out[t][h][d] = sum_j p_j v_jd,
  * sum_j p_j |v_jd| (d_j + max_k d_k + EXP_ULPS u + 3 gamma_{n_kv + 2}), where d_j bounds the
  * error of score j: gamma_{head_dim + 2} scale sum_i |q_i k_ji| plus u (|s_j| + max_k s_k) for

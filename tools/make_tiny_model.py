@@ -109,7 +109,26 @@ def _arch_set():
                                family="tiny-qwen3")
     s["tiny-mistral-swa-f32"] = dict(BASE, arch="mistral", tokenizer="spm", template="mistral", swa=5,
                                      family="tiny-mistral-swa")
+    # Llama 3.1-style RoPE: rope_freqs.weight from the llama3 rule (factor 8, low 1, high 4)
+    for dt in ("f32", "q8_0"):
+        s[f"tiny-llama3-{dt}"] = dict(BASE, dtype=dt, rope_base=500000.0, rope_freqs=True,
+                                      family="tiny-llama3")
     return s
+
+
+def llama3_rope_freqs(head_dim, base, factor=8.0, low=1.0, high=4.0, orig_ctx=8192):
+    """The divisors of the inverse frequencies, as convert_hf_to_gguf writes rope_freqs."""
+    out = []
+    for i in range(0, head_dim, 2):
+        wavelen = 2 * np.pi * base ** (i / head_dim)
+        if wavelen < orig_ctx / high:
+            out.append(1.0)
+        elif wavelen > orig_ctx / low:
+            out.append(factor)
+        else:
+            smooth = (orig_ctx / wavelen - low) / (high - low)
+            out.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.asarray(out, dtype=np.float32)
 
 
 def arch_features(spec):
@@ -230,6 +249,8 @@ def gen_weights(spec, n_vocab, seed):
             w[p + "post_attention_norm.weight"] = norm(dim)
             w[p + "post_ffw_norm.weight"] = norm(dim)
     w["output_norm.weight"] = norm(dim)
+    if spec.get("rope_freqs"):
+        w["rope_freqs.weight"] = llama3_rope_freqs(spec["head_dim"], spec["rope_base"])
     out = mat(n_vocab, dim)  # always drawn so tied/untied families stay comparable
     if not spec["tied"]:
         w["output.weight"] = out

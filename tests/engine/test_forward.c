@@ -92,7 +92,7 @@ static void test_bitwise_invariance(void)
                             "tiny-qwen2-f32.gguf", "tiny-llama-mha-tied-f32.gguf",
                             /* the architecture variants; 21 tokens pass every sliding window */
                             "tiny-gemma3-f32.gguf", "tiny-gemma3-q8_0.gguf", "tiny-qwen3-f32.gguf",
-                            "tiny-mistral-swa-f32.gguf"};
+                            "tiny-mistral-swa-f32.gguf", "tiny-llama3-f32.gguf"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) check_invariance(models[i]);
 }
 

@@ -73,9 +73,22 @@ static void test_other_hparams(void)
         CHECK(!hone_model_layer(m, 0)->q_norm.data);
         hone_model_free(m);
     }
+    m = load("tiny-llama3-f32.gguf");
+    if (m) {
+        const hone_weight *f = hone_model_rope_freqs(m);
+        CHECK(hone_model_hparams(m)->rope_freqs && f->data && f->cols == 8);
+        CHECK_NEAR(((const float *)f->data)[0], 1.0, 0);
+        CHECK_NEAR(((const float *)f->data)[7], 8.0, 0);
+        hone_layer_ops rope_only = {.rope_layer = NULL};
+        CHECK_EQ_INT(hone_layers_check(m, &rope_only, "the test executor"), HONE_EUNSUPPORTED);
+        CHECK_STR_CONTAINS(hone_error_last(), "llama3 RoPE frequency factors (rope_freqs.weight)");
+        CHECK(strstr(hone_error_last(), "per-layer RoPE bases") == NULL);
+        hone_model_free(m);
+    }
     m = load("tiny-llama-f32.gguf");
     if (m) {
         const hone_hparams *hp = hone_model_hparams(m);
+        CHECK(!hp->rope_freqs && !hone_model_rope_freqs(m)->data);
         CHECK(!hp->qk_norm && !hp->swa && hp->embd_scale == 0 && !hp->geglu);
         CHECK_EQ_INT(hone_model_layer_window(m, 0), 0);
         hone_model_free(m);

@@ -580,6 +580,56 @@ static void run_rope(const void *c, float *out, int ith, int nth)
     HONE_SLOTS_FN(&TAB, HONE_SLOT_ROPE, hone_slot_rope_fn)(out, r->pos, r->n, r->n_heads, r->head_dim, r->n_rot, r->freq_base, r->neox, ith, nth);
 }
 
+typedef struct {
+    rope_ctx r;
+    const float *freqs;
+} rope_freqs_ctx;
+
+static void run_rope_freqs(const void *c, float *out, int ith, int nth)
+{
+    const rope_freqs_ctx *f = c;
+    const rope_ctx *r = &f->r;
+    HONE_SLOTS_FN(&TAB, HONE_SLOT_ROPE_FREQS, hone_slot_rope_freqs_fn)(out, r->pos, f->freqs, r->n, r->n_heads, r->head_dim, r->n_rot, r->freq_base, r->neox, ith, nth);
+}
+
+/* rope_freqs: within the guard's bound of its oracle on llama3-like factors (1 .. 8), and
+ * with every factor 1 bitwise the rope slot. */
+static void test_rope_freqs(void)
+{
+    setup();
+    /* n, n_heads, head_dim, n_rot */
+    static const int64_t cfg[][4] = {{1, 9, 64, 64}, {5, 3, 64, 64}, {13, 2, 16, 8}, {2, 4, 128, 128}};
+    for (int ci = 0; ci < 4; ci++)
+        for (int neox = 0; neox < 2; neox++) {
+            int64_t n = cfg[ci][0], nh = cfg[ci][1], hd = cfg[ci][2], nr = cfg[ci][3], len = n * nh * hd;
+            char what[128];
+            snprintf(what, sizeof what, "rope_freqs n=%lld heads=%lld hd=%lld n_rot=%lld neox=%d",
+                     (long long)n, (long long)nh, (long long)hd, (long long)nr, neox);
+            int32_t pos[13];
+            for (int64_t t = 0; t < n; t++) pos[t] = (int32_t)(rnd_u64() % 8192);
+            float *x = rnd_vec(len, -2, 2), *freqs = rnd_vec(nr / 2, 1, 8), ones[64];
+            for (int i = 0; i < 64; i++) ones[i] = 1.0f;
+            rope_freqs_ctx ctx = {{pos, n, nh, hd, nr, 500000.0f, neox}, freqs};
+            job j = {what, run_rope_freqs, &ctx, len, hd, 0, x};
+            float *y = xmalloc((size_t)len * sizeof(float)), *y1 = xmalloc((size_t)len * sizeof(float));
+            float *y0 = xmalloc((size_t)len * sizeof(float));
+            check_job(&j, y);
+            double *ref = xmalloc((size_t)len * sizeof(double)), *bound = xmalloc((size_t)len * sizeof(double));
+            hone_oracle_rope_freqs(ref, x, pos, freqs, n, nh, hd, nr, 500000.0f, neox);
+            hone_oracle_bound_rope_freqs(bound, x, pos, freqs, n, nh, hd, nr, 500000.0f, neox);
+            for (int64_t k = 0; k < len; k++) bound[k] = MARGIN * bound[k] + 1e-10 * fabs((double)x[k]);
+            check_accuracy(HONE_SLOT_ROPE_FREQS, what, y, ref, bound, n * nh, hd);
+            ctx.freqs = ones;
+            job j1 = {what, run_rope_freqs, &ctx, len, hd, 0, x};
+            check_job(&j1, y1);
+            rope_ctx plain = ctx.r;
+            job j0 = {what, run_rope, &plain, len, hd, 0, x};
+            check_job(&j0, y0);
+            CHECK_MSG(first_diff(y0, y1, len) < 0, "%s: factors of 1 differ from rope", what);
+            free(ref); free(bound); free(y); free(y0); free(y1); free(x); free(freqs);
+        }
+}
+
 static void test_rope(void)
 {
     setup();
@@ -1057,6 +1107,6 @@ static void test_report(void)
 
 TEST_MAIN(TEST_CASE(test_table_complete), TEST_CASE(test_matvec),
           TEST_CASE(test_matmul), TEST_CASE(test_embed), TEST_CASE(test_rmsnorm),
-          TEST_CASE(test_rope), TEST_CASE(test_attention_decode),
+          TEST_CASE(test_rope), TEST_CASE(test_rope_freqs), TEST_CASE(test_attention_decode),
           TEST_CASE(test_attention_prefill), TEST_CASE(test_swiglu_add), TEST_CASE(test_fused),
           TEST_CASE(test_report))

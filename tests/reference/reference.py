@@ -4,8 +4,12 @@
 Reads the GGUF with the `gguf` package only for its container parsing; every
 tensor is dequantised here from its raw block bytes in float64 (F32, F16, BF16,
 Q8_0, Q4_0, Q4_1), where d*q (+m) is exact. Architectures: llama, mistral
-(normal RoPE: adjacent pairs (x[2i], x[2i+1])) and qwen2 (NeoX RoPE: pairs
-(x[i], x[i+rot/2]), Q/K/V biases).
+(normal RoPE: adjacent pairs (x[2i], x[2i+1])), qwen2 (NeoX RoPE: pairs
+(x[i], x[i+rot/2]), Q/K/V biases), qwen3 (NeoX, QK norm) and gemma3 (NeoX, QK
+norm, embedding scale sqrt(dim), post-attention and post-FFN norms, GELU-tanh
+FFN, every 6th layer global at rope.freq_base and the others sliding-window at
+base 10000); llama3 RoPE frequency factors (rope_freqs.weight), sliding windows
+(attention.sliding_window) and final logit soft-capping where the file has them.
 
 CLI:
   reference.py MODEL --tokens 1,2,3 [--out FILE.npy]    logits for every position
@@ -130,8 +134,8 @@ class ReferenceModel:
         self.attn_scale = 1.0 / np.sqrt(self.head_dim)
         if gemma3 and self.n_layer == 62:  # 27B: query_pre_attn_scalar = dim / heads
             self.attn_scale = 1.0 / np.sqrt(self.dim / self.n_head)
-        if "rope_freqs.weight" in self.t:
-            raise NotImplementedError("reference: rope_freqs (llama3 RoPE) not implemented")
+        # llama3 RoPE: theta_i divided by rope_freqs.weight[i]
+        self.rope_freqs = self.weight("rope_freqs.weight").astype(np.float64) if "rope_freqs.weight" in self.t else None
 
     def layer_window(self, L):
         if not self.swa or (self.swa_pattern and L % self.swa_pattern == self.swa_pattern - 1):
@@ -185,6 +189,8 @@ class ReferenceModel:
         rd = self.rot_dim
         half = rd // 2
         inv = (self.rope_base if base is None else base) ** (-2.0 * np.arange(half, dtype=np.float64) / rd)
+        if self.rope_freqs is not None:
+            inv = inv / self.rope_freqs
         ang = pos[:, None].astype(np.float64) * inv[None, :]  # [T, half]
         c = np.cos(ang)[:, None, :].astype(self.dt)
         s = np.sin(ang)[:, None, :].astype(self.dt)

@@ -45,7 +45,7 @@ TOL_SMOLLM2 = float(os.environ.get("HONE_LOGITS_TOL_SMOLLM2", "2e-3"))
 # The architecture variants (tools/make_tiny_model.py _arch_set): besides max |dlogit| they must
 # reach NMSE <= 1e-11 against the float64 reference (sum (hone - ref)^2 / sum ref^2 over all rows).
 ARCH_MODELS = ["tiny-gemma3-f32", "tiny-gemma3-f16", "tiny-gemma3-q8_0", "tiny-qwen3-f32",
-               "tiny-mistral-swa-f32"]
+               "tiny-mistral-swa-f32", "tiny-llama3-f32", "tiny-llama3-q8_0"]
 NMSE_MAX = 1e-11
 TINY_MODELS = [
     "tiny-llama-f32", "tiny-llama-f16", "tiny-llama-bf16", "tiny-llama-q8_0",
@@ -56,7 +56,7 @@ TINY_MODELS = [
 PROMPT = [1, 17, 300, 411, 65, 123, 400, 289]
 FORCED = [260, 33, 499, 7, 128]
 LONG_MODELS = ["tiny-llama-f32", "tiny-qwen2-f32", "tiny-llama-q4_0", "tiny-gemma3-f32",
-               "tiny-mistral-swa-f32"]
+               "tiny-mistral-swa-f32", "tiny-llama3-f32"]
 SMOLLM2_WORDS = ["In", "Ġone", "Ġword", ",", "Ġthe", "Ġcapital", "Ġof", "ĠFrance", "Ġis"]
 
 UNSUPPORTED_HINTS = ("unknown command", "unknown subcommand", "not implemented",
