@@ -106,13 +106,16 @@ def _arch_set():
     for dt in ("f32", "f16", "q8_0"):
         s[f"tiny-gemma3-{dt}"] = dict(g3, dtype=dt)
     s["tiny-qwen3-f32"] = dict(BASE, arch="qwen3", tied=True, rope_base=1000000.0, rms_eps=1e-6,
-                               family="tiny-qwen3")
+                               pre="qwen2", family="tiny-qwen3")
+    # the DeepSeek pre-tokenizers over the tiny BPE vocabulary (tokenizer tests; one layer)
+    for pre in ("deepseek-llm", "deepseek-coder"):
+        s[f"tiny-{pre}-f32"] = dict(BASE, n_layer=1, pre=pre, family=f"tiny-{pre}")
     s["tiny-mistral-swa-f32"] = dict(BASE, arch="mistral", tokenizer="spm", template="mistral", swa=5,
                                      family="tiny-mistral-swa")
     # Llama 3.1-style RoPE: rope_freqs.weight from the llama3 rule (factor 8, low 1, high 4)
     for dt in ("f32", "q8_0"):
         s[f"tiny-llama3-{dt}"] = dict(BASE, dtype=dt, rope_base=500000.0, rope_freqs=True,
-                                      family="tiny-llama3")
+                                      pre="llama-bpe", family="tiny-llama3")
     return s
 
 
@@ -295,8 +298,8 @@ def write_model(path, spec, vocab, seed, name):
         w.add_uint32(f"{arch}.attention.sliding_window", spec["swa"])
 
     w.add_string("tokenizer.ggml.model", vocab["model"])
-    if "pre" in vocab:
-        w.add_string("tokenizer.ggml.pre", vocab["pre"])
+    if "pre" in vocab:  # a variant may name another pre-tokenizer over the same vocabulary
+        w.add_string("tokenizer.ggml.pre", spec.get("pre", vocab["pre"]))
     w.add_array("tokenizer.ggml.tokens", vocab["tokens"])
     if "scores" in vocab:
         w.add_array("tokenizer.ggml.scores", vocab["scores"])

@@ -83,6 +83,17 @@ def main():
         else:
             print(f"note: {tiny_bpe} missing: tiny BPE part skipped")
 
+        # the other byte-level pre-tokenizers over the tiny vocabulary
+        for name in ("tiny-llama3-f32", "tiny-qwen3-f32", "tiny-deepseek-llm-f32",
+                     "tiny-deepseek-coder-f32"):
+            path = os.path.join(data, name + ".gguf")
+            if not os.path.isfile(path):
+                print(f"note: {path} missing: skipped")
+                continue
+            hf_pre = ref.hf_split_bytelevel_from_gguf(path)
+            label = f"{name} ({ref.gguf_vocab(path)['pre']})"
+            bad += compare(label, hone, path, cases, lambda s, h=hf_pre: h.encode(s).ids, tmpdir)
+
         spm_gguf = os.path.join(data, "tiny-llama-spm-f32.gguf")
         spm_model = os.path.join(data, "tiny-llama-spm.model")
         if os.path.isfile(spm_gguf) and os.path.isfile(spm_model):
