@@ -47,6 +47,10 @@ def gguf_vocab(path):
         merges=strs("tokenizer.ggml.merges"),
         bos=scalar("tokenizer.ggml.bos_token_id"),
         eos=scalar("tokenizer.ggml.eos_token_id"),
+        scores=[float(x) for x in f["tokenizer.ggml.scores"].contents()]
+        if "tokenizer.ggml.scores" in f else None,
+        add_bos=scalar("tokenizer.ggml.add_bos_token"),
+        add_space_prefix=scalar("tokenizer.ggml.add_space_prefix"),
         template=scalar("tokenizer.chat_template"),
     )
 
@@ -109,6 +113,89 @@ def hf_split_bytelevel_from_gguf(path):
     specials = [t for t, ty in zip(v["tokens"], v["types"] or []) if ty in (3, 4)]
     tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
     return tok
+
+
+class SpmReference:
+    """SentencePiece-style BPE over a GGUF's own vocabulary (tokenizer.ggml.model = llama), as
+    Gemma's tokenizer runs it: control and user-defined tokens (Gemma's newline and space runs,
+    its HTML tags, <start_of_turn>) are cut out of the text first, longest token first; each
+    remaining fragment has its spaces written as U+2581 (a dummy prefix only where the file asks
+    for one) and is merged pairwise, always the adjacent pair whose concatenation is the
+    highest-scoring token (leftmost on ties); what is no token falls back to <0xXX> bytes; BOS
+    first when the file asks. Written from that description, independently of Hone's C."""
+
+    def __init__(self, path):
+        v = gguf_vocab(path)
+        self.tokens = v["tokens"]
+        self.scores = v["scores"]
+        self.id = {}
+        for i, t in enumerate(self.tokens):
+            self.id.setdefault(t, i)
+        types = v["types"]
+        self.special = sorted((i for i, ty in enumerate(types) if ty in (3, 4)),
+                              key=lambda i: -len(self.tokens[i].encode("utf-8")))
+        self.bos = v["bos"] if v["add_bos"] else None
+        self.prefix = True if v["add_space_prefix"] is None else bool(v["add_space_prefix"])
+
+    def _partition(self, text):
+        frags = [text]  # str: raw text; int: a special token
+        for i in self.special:
+            s = self.tokens[i]
+            if not s:
+                continue
+            out = []
+            for fr in frags:
+                if isinstance(fr, int):
+                    out.append(fr)
+                    continue
+                parts = fr.split(s)
+                for k, part in enumerate(parts):
+                    if part:
+                        out.append(part)
+                    if k < len(parts) - 1:
+                        out.append(i)
+            frags = out
+        return frags
+
+    def _bpe(self, text):
+        syms = list(text)
+        while True:
+            best, at = None, -1
+            for k in range(len(syms) - 1):
+                t = self.id.get(syms[k] + syms[k + 1])
+                if t is not None and (best is None or self.scores[t] > best):
+                    best, at = self.scores[t], k
+            if at < 0:
+                break
+            syms[at:at + 2] = [syms[at] + syms[at + 1]]
+        ids = []
+        for sym in syms:
+            if sym in self.id:
+                ids.append(self.id[sym])
+            else:
+                ids.extend(self.id[f"<0x{b:02X}>"] for b in sym.encode("utf-8"))
+        return ids
+
+    def encode(self, text):
+        ids = [] if self.bos is None else [self.bos]
+        first = True
+        for fr in self._partition(text):
+            if isinstance(fr, int):
+                ids.append(fr)
+            else:
+                piece = fr.replace(" ", "\u2581")
+                if self.prefix and first:
+                    piece = "\u2581" + piece
+                ids.extend(self._bpe(piece))
+            first = False
+        return ids
+
+
+GEMMA_SPECIAL_TEXTS = [
+    "<start_of_turn>user\nWhat is 2+2?<end_of_turn>\n<start_of_turn>model\n4<end_of_turn>\n",
+    "<table><caption>x</caption></table>   and\n\n\n\n\n runs" + " " * 40 + "end",
+    "<bos>text<eos> and a partial <start_of_turn and <end_of_turn",
+]
 
 
 # Texts every tokenizer must agree on. Special tokens appear only in SPECIAL_TEXTS.
