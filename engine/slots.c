@@ -53,6 +53,9 @@ void hone_cpu_attention_prefill(float *, const float *, const float *, const flo
                                 float, float *, int, int);
 void hone_cpu_swiglu(float *, const float *, const float *, int64_t, int, int);
 void hone_cpu_add(float *, const float *, const float *, int64_t, int, int);
+void hone_cpu_geglu(float *, const float *, const float *, int64_t, int, int);
+void hone_cpu_rope_freqs(float *, const int32_t *, const float *, int64_t, int64_t, int64_t, int64_t,
+                         float, int32_t, int, int);
 
 const char hone_slots_rules[] =
     "Rules every CPU slot function obeys (baselines and candidates alike):\n"
@@ -91,6 +94,12 @@ static void invoke_rope(void *fn, const hone_slot_value *v, int ith, int nth)
 {
     ((hone_slot_rope_fn)fn)(v[0].p, v[1].cp, v[2].i64, v[3].i64, v[4].i64, v[5].i64, v[6].f32,
                             v[7].i32, ith, nth);
+}
+
+static void invoke_rope_freqs(void *fn, const hone_slot_value *v, int ith, int nth)
+{
+    ((hone_slot_rope_freqs_fn)fn)(v[0].p, v[1].cp, v[2].cp, v[3].i64, v[4].i64, v[5].i64, v[6].i64,
+                                  v[7].f32, v[8].i32, ith, nth);
 }
 
 static void invoke_attention_decode(void *fn, const hone_slot_value *v, int ith, int nth)
@@ -143,7 +152,7 @@ enum { E_N, E_DIM, E_VOCAB };                    /* embed */
 enum { R_N, R_DIM };                             /* rmsnorm */
 enum { MV_ROWS, MV_COLS };                       /* matvec */
 enum { MM_N, MM_ROWS, MM_COLS };                 /* matmul */
-enum { P_N, P_HEADS, P_HEAD_DIM, P_ROT };        /* rope */
+enum { P_N, P_HEADS, P_HEAD_DIM, P_ROT, P_HALF }; /* rope (rope_freqs: P_HALF = n_rot / 2, derived) */
 enum { A_N, A_POS0, A_NKV, A_BS, A_HEADS, A_KVH, A_HD, A_NBLOCKS }; /* attention */
 enum { B_N };                                    /* swiglu, add */
 enum { QKV_RQ, QKV_RK, QKV_RV, QKV_COLS, QKV_ROWS }; /* qkv (QKV_ROWS = rq + rk + rv, derived) */
@@ -207,6 +216,13 @@ static void cost_swiglu(const hone_slot_desc *d, const hone_slot_shape *s, doubl
     *flops = 5 * (double)s->d[B_N];
 }
 
+static void cost_geglu(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes, double *flops)
+{
+    (void)d;
+    *bytes = 12 * (double)s->d[B_N];
+    *flops = 12 * (double)s->d[B_N];
+}
+
 static void cost_add(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes, double *flops)
 {
     (void)d;
@@ -243,6 +259,12 @@ static void derive_qkv(const hone_slot_desc *d, hone_slot_shape *s)
 {
     (void)d;
     s->d[QKV_ROWS] = s->d[QKV_RQ] + s->d[QKV_RK] + s->d[QKV_RV];
+}
+
+static void derive_rope_freqs(const hone_slot_desc *d, hone_slot_shape *s)
+{
+    (void)d;
+    s->d[P_HALF] = s->d[P_ROT] / 2;
 }
 
 /* The cache of a case holds its keys' blocks plus two more no key should be read from. */
@@ -755,6 +777,38 @@ static const hone_slot_desc builtin[HONE_SLOT_COUNT] = {
         .cuda_x = L(B_N), .cuda_y = NONE,
         .cost = cost_add, .shapes = shapes_elementwise, .invoke = invoke_binary,
         .cpu_baseline = (void *)hone_cpu_add},
+    [HONE_SLOT_GEGLU] = {
+        .name = "geglu", .kind = HONE_SLOT_KIND_GEGLU, .dtype = -1,
+        .math = "out[i] = gelu_tanh(gate[i]) * up[i], i < n (Gemma's gated FFN): in f32, "
+                "y = 0.7978845608f * g * (1 + 0.044715f * g * g), t = (float)tanh((double)y), "
+                "out = 0.5f * g * (1 + t) * u, each operation rounded left to right; out may equal "
+                "gate or up.",
+        .fn_type = "hone_slot_geglu_fn", .n_args = 4,
+        .args = {T_OUT("out", B_N), T_IN("gate", -6, 6, 100, B_N), T_IN("up", -2, 2, 1e3, B_N), T_DIM("n", B_N)},
+        .n_dims = 1, .dims = {"n"}, .key_dims = 1, .range_dim = -1,
+        .share_units = L(B_N), .share_len = NONE, .cmp_rows = NONE, .cuda_x = L(B_N), .cuda_y = NONE,
+        .cost = cost_geglu, .shapes = shapes_elementwise, .invoke = invoke_binary,
+        .cpu_baseline = (void *)hone_cpu_geglu},
+    [HONE_SLOT_ROPE_FREQS] = {
+        .name = "rope_freqs", .kind = HONE_SLOT_KIND_ROPE_FREQS, .dtype = -1,
+        .math = "rope with per-pair frequency factors (llama3's rope_freqs.weight): in place on "
+                "x[n][n_heads][head_dim], rotates the first n_rot dims of every head by theta_i = "
+                "pos[t] * (freq_base^(-2i/n_rot) / freqs[i]), i < n_rot/2, the inverse frequency and "
+                "the angle in double; normal layout (neox == 0) pairs (2i, 2i+1), NeoX pairs (i, i + "
+                "n_rot/2); (a, b) -> (a cos - b sin, a sin + b cos).",
+        .fn_type = "hone_slot_rope_freqs_fn", .n_args = 9,
+        .args = {{.name = "x", .ctype = "float *", .role = HONE_SLOT_ARG_INOUT, .dims = L(P_N, P_HEADS, P_HEAD_DIM), .lo = -2, .hi = 2},
+                 {.name = "pos", .ctype = "const int32_t *", .role = HONE_SLOT_ARG_INDEX, .dims = L(P_N), .bound = -1},
+                 {.name = "freqs", .ctype = "const float *", .role = HONE_SLOT_ARG_NORM, .dims = L(P_HALF), .lo = 1, .hi = 8},
+                 T_DIM("n", P_N), T_DIM("n_heads", P_HEADS), T_DIM("head_dim", P_HEAD_DIM),
+                 T_DIM("n_rot", P_ROT), T_F32("freq_base", 0),
+                 {.name = "neox", .ctype = "int32_t", .role = HONE_SLOT_ARG_I32, .dims = {0, HONE_SLOT_END}}},
+        .n_dims = 5, .dims = {"n", "heads", "head_dim", "n_rot", "half"}, .key_dims = 15, .range_dim = -1,
+        .params = {"freq_base"},
+        .share_units = L(P_N, P_HEADS), .share_len = L(P_HEAD_DIM), .cmp_rows = L(P_N, P_HEADS),
+        .nth_max_dim = 2, .cuda_x = L(P_N, P_HEADS), .cuda_y = NONE,
+        .cost = cost_rope, .derive = derive_rope_freqs, .shapes = shapes_rope, .invoke = invoke_rope_freqs,
+        .cpu_baseline = (void *)hone_cpu_rope_freqs},
     [HONE_SLOT_QKV_F32] = QKV_DESC(f32, HONE_DTYPE_F32),
     [HONE_SLOT_QKV_F16] = QKV_DESC(f16, HONE_DTYPE_F16),
     [HONE_SLOT_QKV_BF16] = QKV_DESC(bf16, HONE_DTYPE_BF16),

@@ -53,6 +53,14 @@ typedef void (*hone_slot_rope_fn)(float *x, const int32_t *pos, int64_t n, int64
                                   int64_t head_dim, int64_t n_rot, float freq_base, int32_t neox,
                                   int ith, int nth);
 
+/* rope with llama3's frequency factors: theta_i = pos[t] * (freq_base^(-2i/n_rot) / freqs[i])
+ * (the inverse frequency and the angle in double), freqs[n_rot / 2]; otherwise as rope.
+ * Share: (token, head) rows. */
+typedef void (*hone_slot_rope_freqs_fn)(float *x, const int32_t *pos, const float *freqs,
+                                        int64_t n, int64_t n_heads, int64_t head_dim,
+                                        int64_t n_rot, float freq_base, int32_t neox, int ith,
+                                        int nth);
+
 /* The paged KV cache of one layer: token j of a sequence lives in block
  * block_table[j / block_size] at slot j % block_size; a block holds
  * [block_size][n_kv_heads][head_dim] f32 for K (k_cache) and likewise for V (v_cache). */
@@ -82,6 +90,13 @@ typedef void (*hone_slot_attention_prefill_fn)(float *out, const float *q, const
  * gate or up. Share: elements. */
 typedef void (*hone_slot_swiglu_fn)(float *out, const float *gate, const float *up, int64_t n,
                                     int ith, int nth);
+
+/* out[i] = gelu_tanh(gate[i]) * up[i] (Gemma's gated FFN), i < n, in f32 as
+ * g' = 0.7978845608f * g * (1 + 0.044715f * g * g); t = (float)tanh((double)g');
+ * out = 0.5f * g * (1 + t) * u, each operation rounded to f32 left to right (tanh in double,
+ * rounded once). out may equal gate or up. Share: elements. */
+typedef void (*hone_slot_geglu_fn)(float *out, const float *gate, const float *up, int64_t n,
+                                   int ith, int nth);
 
 /* y[i] = a[i] + b[i], i < n. y may equal a or b. Share: elements. */
 typedef void (*hone_slot_add_fn)(float *y, const float *a, const float *b, int64_t n, int ith,
@@ -130,6 +145,8 @@ typedef enum {
     HONE_SLOT_ATTENTION_PREFILL,
     HONE_SLOT_SWIGLU,
     HONE_SLOT_ADD,
+    HONE_SLOT_GEGLU,
+    HONE_SLOT_ROPE_FREQS,
     /* the fused slots, one per weight dtype in the matvec order (f32 .. q4_1); no CUDA kernel */
     HONE_SLOT_QKV_F32, HONE_SLOT_QKV_F16, HONE_SLOT_QKV_BF16,
     HONE_SLOT_QKV_Q8_0, HONE_SLOT_QKV_Q4_0, HONE_SLOT_QKV_Q4_1,
@@ -166,6 +183,8 @@ typedef enum {
     HONE_SLOT_KIND_QKV,             /* fused: q, k, v projections in one pass */
     HONE_SLOT_KIND_FFN,             /* fused: gate and up projections with swiglu */
     HONE_SLOT_KIND_RMSNORM_MATVEC,  /* fused: rmsnorm into the one matvec it feeds */
+    HONE_SLOT_KIND_GEGLU,           /* gelu_tanh(gate) * up (Gemma) */
+    HONE_SLOT_KIND_ROPE_FREQS,      /* rope with per-pair frequency factors (llama3) */
     HONE_SLOT_KIND_OTHER
 } hone_slot_kind;
 

@@ -271,6 +271,21 @@ void hone_oracle_matmul(double *Y, int32_t dtype, const void *W, const float *X,
 void hone_oracle_rope(double *y, const float *x, const int32_t *pos, int64_t n, int64_t n_heads,
                       int64_t head_dim, int64_t n_rot, float freq_base, int32_t neox)
 {
+    hone_oracle_rope_freqs(y, x, pos, NULL, n, n_heads, head_dim, n_rot, freq_base, neox);
+}
+
+/* theta_i = pos * base^(-2i/n_rot), divided by freqs[i] when freqs is not NULL. */
+static double rope_theta(int32_t pos, const float *freqs, int64_t i, int64_t n_rot, float freq_base)
+{
+    double inv = pow((double)freq_base, -2.0 * (double)i / (double)n_rot);
+    if (freqs) inv /= (double)freqs[i];
+    return (double)pos * inv;
+}
+
+void hone_oracle_rope_freqs(double *y, const float *x, const int32_t *pos, const float *freqs,
+                            int64_t n, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                            float freq_base, int32_t neox)
+{
     int64_t half = n_rot / 2;
     for (int64_t t = 0; t < n; t++) {
         for (int64_t h = 0; h < n_heads; h++) {
@@ -278,7 +293,7 @@ void hone_oracle_rope(double *y, const float *x, const int32_t *pos, int64_t n, 
             double *o = y + (t * n_heads + h) * head_dim;
             for (int64_t d = 0; d < head_dim; d++) o[d] = (double)v[d];
             for (int64_t i = 0; i < half; i++) {
-                double theta = (double)pos[t] * pow((double)freq_base, -2.0 * (double)i / (double)n_rot);
+                double theta = rope_theta(pos[t], freqs, i, n_rot, freq_base);
                 double c = cos(theta), s = sin(theta);
                 int64_t ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
                 double a = (double)v[ia], b = (double)v[ib];
@@ -349,6 +364,14 @@ void hone_oracle_swiglu(double *out, const float *gate, const float *up, int64_t
     for (int64_t i = 0; i < n; i++) {
         double g = (double)gate[i];
         out[i] = g / (1.0 + exp(-g)) * (double)up[i];
+    }
+}
+
+void hone_oracle_geglu(double *out, const float *gate, const float *up, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double g = (double)gate[i];
+        out[i] = 0.5 * g * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (g + 0.044715 * g * g * g))) * (double)up[i];
     }
 }
 
@@ -447,6 +470,13 @@ void hone_oracle_bound_rope(double *b, const float *x, const int32_t *pos, int64
                             int64_t n_heads, int64_t head_dim, int64_t n_rot, float freq_base,
                             int32_t neox)
 {
+    hone_oracle_bound_rope_freqs(b, x, pos, NULL, n, n_heads, head_dim, n_rot, freq_base, neox);
+}
+
+void hone_oracle_bound_rope_freqs(double *b, const float *x, const int32_t *pos, const float *freqs,
+                                  int64_t n, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                                  float freq_base, int32_t neox)
+{
     int64_t half = n_rot / 2;
     double g = hone_oracle_gamma(4);
     for (int64_t t = 0; t < n; t++)
@@ -455,7 +485,7 @@ void hone_oracle_bound_rope(double *b, const float *x, const int32_t *pos, int64
             double *o = b + (t * n_heads + h) * head_dim;
             for (int64_t d = 0; d < head_dim; d++) o[d] = 0.0;
             for (int64_t i = 0; i < half; i++) {
-                double theta = (double)pos[t] * pow((double)freq_base, -2.0 * (double)i / (double)n_rot);
+                double theta = rope_theta(pos[t], freqs, i, n_rot, freq_base);
                 double c = fabs(cos(theta)), sn = fabs(sin(theta));
                 int64_t ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
                 double a = fabs((double)v[ia]), bb = fabs((double)v[ib]);
@@ -524,6 +554,16 @@ void hone_oracle_bound_swiglu(double *b, const double *ref, const float *gate, i
 }
 
 void hone_oracle_bound_add(double *b, const double *ref, int64_t n) { relative(b, ref, n, U); }
+
+void hone_oracle_bound_geglu(double *b, const float *gate, const float *up, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double g = (double)gate[i], y = sqrt(2.0 / 3.14159265358979323846) * (g + 0.044715 * g * g * g), t = tanh(y);
+        double e = (1.0 - t * t) * fabs(y) * hone_oracle_gamma(6) + 2 * U * fabs(t) +
+                   hone_oracle_gamma(3) * fabs(1.0 + t);
+        b[i] = floor_of(fabs(0.5 * g * (double)up[i]) * e);
+    }
+}
 
 void hone_oracle_bound_qkv(double *b, int32_t dtype, const void *Wq, const void *Wk,
                            const void *Wv, const float *x, int64_t rq, int64_t rk, int64_t rv,

@@ -203,7 +203,52 @@ def _set():
     # llama.cpp's pooling_type 3 (last token): /v1/embeddings pools as the metadata says
     s["tiny-llama-lastpool-f32"] = dict(BASE, pooling=3, family="tiny-llama-lastpool")
     s.update(_quant_set(BASE))
+    s.update(_arch_set())
     return s
+
+
+def _arch_set():
+    """The architecture variants beyond Llama's (see ARCH_FEATURES)."""
+    s = {}
+    # Gemma 3: 7 layers so both kinds interleave (layer 5 global, the others windowed over 6
+    # keys), head_dim * heads (128) != dim (64), QK norm, post-norms, GELU FFN, tied.
+    g3 = dict(BASE, arch="gemma3", dim=64, n_head=4, n_kv_head=2, head_dim=32, n_layer=7, tied=True,
+              tokenizer="spm", template="none", rope_base=1000000.0, rms_eps=1e-6, swa=6,
+              family="tiny-gemma3")
+    for dt in ("f32", "f16", "q8_0"):
+        s[f"tiny-gemma3-{dt}"] = dict(g3, dtype=dt)
+    s["tiny-qwen3-f32"] = dict(BASE, arch="qwen3", tied=True, rope_base=1000000.0, rms_eps=1e-6,
+                               pre="qwen2", family="tiny-qwen3")
+    # the DeepSeek pre-tokenizers over the tiny BPE vocabulary (tokenizer tests; one layer)
+    for pre in ("deepseek-llm", "deepseek-coder"):
+        s[f"tiny-{pre}-f32"] = dict(BASE, n_layer=1, pre=pre, family=f"tiny-{pre}")
+    s["tiny-mistral-swa-f32"] = dict(BASE, arch="mistral", tokenizer="spm", template="mistral", swa=5,
+                                     family="tiny-mistral-swa")
+    # Llama 3.1-style RoPE: rope_freqs.weight from the llama3 rule (factor 8, low 1, high 4)
+    for dt in ("f32", "q8_0"):
+        s[f"tiny-llama3-{dt}"] = dict(BASE, dtype=dt, rope_base=500000.0, rope_freqs=True,
+                                      pre="llama-bpe", family="tiny-llama3")
+    return s
+
+
+def llama3_rope_freqs(head_dim, base, factor=8.0, low=1.0, high=4.0, orig_ctx=8192):
+    """The divisors of the inverse frequencies, as convert_hf_to_gguf writes rope_freqs."""
+    out = []
+    for i in range(0, head_dim, 2):
+        wavelen = 2 * np.pi * base ** (i / head_dim)
+        if wavelen < orig_ctx / high:
+            out.append(1.0)
+        elif wavelen > orig_ctx / low:
+            out.append(factor)
+        else:
+            smooth = (orig_ctx / wavelen - low) / (high - low)
+            out.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.asarray(out, dtype=np.float32)
+
+
+def arch_features(spec):
+    """(qk_norm, post_norms) of an architecture variant."""
+    return spec["arch"] in ("qwen3", "gemma3"), spec["arch"] == "gemma3"
 
 
 SET = _set()
@@ -281,8 +326,10 @@ def spm_vocab(model_bytes):
 def gen_weights(spec, n_vocab, seed):
     """f32 master weights, W of shape (out, in) (= ggml ne0=in, ne1=out)."""
     rng = np.random.default_rng(seed + zlib.crc32(spec["family"].encode()))
-    dim = spec["n_head"] * spec["head_dim"]
+    qd = spec["n_head"] * spec["head_dim"]
+    dim = spec.get("dim", qd)
     kvd = spec["n_kv_head"] * spec["head_dim"]
+    qk_norm, post_norms = arch_features(spec)
     ffn = spec["ffn"]
 
     def mat(o, i):
@@ -298,19 +345,27 @@ def gen_weights(spec, n_vocab, seed):
     for L in range(spec["n_layer"]):
         p = f"blk.{L}."
         w[p + "attn_norm.weight"] = norm(dim)
-        w[p + "attn_q.weight"] = mat(dim, dim)
+        w[p + "attn_q.weight"] = mat(qd, dim)
         w[p + "attn_k.weight"] = mat(kvd, dim)
         w[p + "attn_v.weight"] = mat(kvd, dim)
         if spec["bias"]:
             w[p + "attn_q.bias"] = bias(dim)
             w[p + "attn_k.bias"] = bias(kvd)
             w[p + "attn_v.bias"] = bias(kvd)
-        w[p + "attn_output.weight"] = mat(dim, dim)
+        w[p + "attn_output.weight"] = mat(dim, qd)
         w[p + "ffn_norm.weight"] = norm(dim)
         w[p + "ffn_gate.weight"] = mat(ffn, dim)
         w[p + "ffn_up.weight"] = mat(ffn, dim)
         w[p + "ffn_down.weight"] = mat(dim, ffn)
+        if qk_norm:
+            w[p + "attn_q_norm.weight"] = norm(spec["head_dim"])
+            w[p + "attn_k_norm.weight"] = norm(spec["head_dim"])
+        if post_norms:
+            w[p + "post_attention_norm.weight"] = norm(dim)
+            w[p + "post_ffw_norm.weight"] = norm(dim)
     w["output_norm.weight"] = norm(dim)
+    if spec.get("rope_freqs"):
+        w["rope_freqs.weight"] = llama3_rope_freqs(spec["head_dim"], spec["rope_base"])
     out = mat(n_vocab, dim)  # always drawn so tied/untied families stay comparable
     if not spec["tied"]:
         w["output.weight"] = out
@@ -333,7 +388,7 @@ def write_model(path, spec, vocab, seed, name):
     arch = spec["arch"]
     qtype, ftype = DTYPES[spec["dtype"]]
     n_vocab = len(vocab["tokens"])
-    dim = spec["n_head"] * spec["head_dim"]
+    dim = spec.get("dim", spec["n_head"] * spec["head_dim"])
     tmp = path + ".tmp"
     w = gguf.GGUFWriter(tmp, arch)
     w.add_name(name)
@@ -352,10 +407,15 @@ def write_model(path, spec, vocab, seed, name):
     w.add_uint32(f"{arch}.vocab_size", n_vocab)
     if spec.get("pooling"):
         w.add_uint32(f"{arch}.pooling_type", spec["pooling"])
+    if "dim" in spec:
+        w.add_uint32(f"{arch}.attention.key_length", spec["head_dim"])
+        w.add_uint32(f"{arch}.attention.value_length", spec["head_dim"])
+    if spec.get("swa"):
+        w.add_uint32(f"{arch}.attention.sliding_window", spec["swa"])
 
     w.add_string("tokenizer.ggml.model", vocab["model"])
-    if "pre" in vocab:
-        w.add_string("tokenizer.ggml.pre", vocab["pre"])
+    if "pre" in vocab:  # a variant may name another pre-tokenizer over the same vocabulary
+        w.add_string("tokenizer.ggml.pre", spec.get("pre", vocab["pre"]))
     w.add_array("tokenizer.ggml.tokens", vocab["tokens"])
     if "scores" in vocab:
         w.add_array("tokenizer.ggml.scores", vocab["scores"])
@@ -371,7 +431,7 @@ def write_model(path, spec, vocab, seed, name):
     w.add_bool("tokenizer.ggml.add_eos_token", False)
     w.add_bool("tokenizer.ggml.add_space_prefix", vocab["add_space_prefix"])
     template = {"smollm2": vocab.get("template"), "llama2": LLAMA2_CHAT_TEMPLATE,
-                "mistral": MISTRAL_CHAT_TEMPLATE}[spec["template"]]
+                "mistral": MISTRAL_CHAT_TEMPLATE, "none": None}[spec["template"]]
     if template:
         w.add_string("tokenizer.chat_template", template)
 
@@ -494,7 +554,7 @@ def main(argv=None):
     ap.add_argument("--out", help="output directory (required unless --list)")
     ap.add_argument("--all", action="store_true", help="write the whole test set")
     ap.add_argument("--name", help="model name (a name from the set selects its spec)")
-    ap.add_argument("--arch", choices=["llama", "qwen2", "mistral"])
+    ap.add_argument("--arch", choices=["llama", "qwen2", "mistral", "qwen3", "gemma3"])
     ap.add_argument("--dtype", choices=list(DTYPES))
     ap.add_argument("--tokenizer", choices=["bpe", "spm"])
     g = ap.add_mutually_exclusive_group()

@@ -1052,6 +1052,56 @@ static inline void hone_cpu_silu_mul_n(float *out, const float *g, const float *
     for (; i < n; i++) out[i] = hone_cpu_silu_mul(g[i], u[i]);
 }
 
+/* This share's (token, head) rows of the rope slot, or of rope_freqs when freqs is not NULL
+ * (theta_i divided by freqs[i]: the inverse frequency base^(-2i/n_rot) / freqs[i] in double).
+ * The frequencies once per call, angles and their cos/sin in double, rounded to f32 once per
+ * (token, pair) and reused across the heads of a token. */
+#define HONE_CPU_ROPE_MAX_PAIRS 512
+static inline void hone_cpu_rope_share(float *x, const int32_t *pos, const float *freqs, int64_t n,
+                                       int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                                       float freq_base, int32_t neox, int ith, int nth)
+{
+    int64_t r0, r1;
+    hone_cpu_share(n * n_heads, ith, nth, &r0, &r1);
+    int64_t half = n_rot / 2;
+    float cs[HONE_CPU_ROPE_MAX_PAIRS], sn[HONE_CPU_ROPE_MAX_PAIRS];
+    double inv_freq[HONE_CPU_ROPE_MAX_PAIRS];
+    int64_t cached_t = -1;
+    if (half > HONE_CPU_ROPE_MAX_PAIRS) half = HONE_CPU_ROPE_MAX_PAIRS; /* the engine refuses such models */
+    if (r0 < r1)
+        for (int64_t i = 0; i < half; i++) {
+            inv_freq[i] = pow((double)freq_base, -2.0 * (double)i / (double)n_rot);
+            if (freqs) inv_freq[i] /= (double)freqs[i];
+        }
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t t = r / n_heads;
+        if (t != cached_t) {
+            for (int64_t i = 0; i < half; i++) {
+                double theta = (double)pos[t] * inv_freq[i];
+                cs[i] = (float)cos(theta);
+                sn[i] = (float)sin(theta);
+            }
+            cached_t = t;
+        }
+        float *v = x + r * head_dim;
+        for (int64_t i = 0; i < half; i++) {
+            int64_t ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
+            float a = v[ia], b = v[ib];
+            v[ia] = a * cs[i] - b * sn[i];
+            v[ib] = a * sn[i] + b * cs[i];
+        }
+    }
+}
+
+/* The geglu slot's element: gelu_tanh(g) * u in f32, tanh in double rounded once (the
+ * contract in engine/slots.h). */
+static inline float hone_cpu_gelu_mul(float g, float u)
+{
+    float y = 0.7978845608028654f * g * (1.0f + 0.044715f * g * g);
+    float t = (float)tanh((double)y);
+    return 0.5f * g * (1.0f + t) * u;
+}
+
 /* y[0 .. r1 - r0) = rows r0 .. r1 - 1 of W[.][cols] against x, as matvec_<dt> computes them. */
 typedef void (*hone_cpu_rows_fn)(float *y, const void *W, const float *x, int64_t r0, int64_t r1,
                                  int64_t cols);
