@@ -762,12 +762,8 @@ void hone_ctx_free(hone_ctx *c)
     hone_kv_cache_free(c->kv);
     free(c->x); free(c->h); free(c->proj); free(c->q0); free(c->att); free(c->k0); free(c->v0);
     free(c->qkv); free(c->nscratch);
-    free(c->gate); free(c->up); free(c->scratch); free(c->pos);
-    free(c->runs); free(c->seq_rows); free(c->pos_rows); free(c->out_rows); free(c->hidden_rows); free(c->logits);
-}
-
     free(c->gate); free(c->up); free(c->scratch); free(c->pos); free(c->wk); free(c->wv);
-    free(c->runs); free(c->seq_rows); free(c->pos_rows); free(c->out_rows); free(c->logits);
+    free(c->runs); free(c->seq_rows); free(c->pos_rows); free(c->out_rows); free(c->hidden_rows); free(c->logits);
     free(c);
 }
 
