@@ -28,7 +28,7 @@ static const char serve_usage[] =
     "                  [--max-batch N] [--kv-blocks N] [-t THREADS] [--log-requests]\n"
     "                  [--step-tokens N] [--max-queue N] [--timeout SECONDS] [--model-name NAME]\n"
     "                  [--no-prefix-cache] [--no-profile] [--device cpu|cuda|auto] [--kernels DIR]\n"
-    "                  [--metrics-no-auth]\n"
+    "                  [--metrics-no-auth] [--speculate none|lookup] [--spec-k N]\n"
     "                  [--tune [--llm URL|self|none] [--llm-model NAME] [--auto-apply]\n"
     "                   [--tune-budget N] [--tune-interval S] [--tune-watch S] [--tune-spot S]\n"
     "                   [--tune-margin X] [--tune-e2e-slack X] [--tune-slot SLOT] [--tune-repo DIR] [--tune-state-dir DIR]\n"
@@ -41,6 +41,9 @@ static const char serve_usage[] =
     "  self-checked) instead of the baselines they differ from; --tune then improves on them.\n"
     "  --device: cpu (the default) or cuda (one sequence per step; fails without a usable GPU).\n"
     "  --metrics-no-auth: /metrics answers without the API key (for a scraper; the rest keeps it).\n"
+    "  --speculate lookup: prompt-lookup drafts (at most --spec-k, default 8) join each request's\n"
+    "  decode row in the batch, exact mode (the tokens of plain decoding); a request's \"speculate\"\n"
+    "  field (\"lookup\" or \"none\") overrides it.\n"
     "  --port 0 picks a free port (printed on stderr). The API key may also come from\n"
     "  $HONE_API_KEY. SIGTERM or SIGINT: stop accepting, finish in-flight requests, exit 0.\n";
 
@@ -164,6 +167,14 @@ int hone_cli_serve(int argc, char **argv)
         else if (IS("--model-name")) model_name = val;
         else if (IS("--port")) { if (parse_int(a, val, 0, 65535, &v)) return 2; so.port = (int)v; }
         else if (IS("--ctx")) { if (parse_int(a, val, 16, 1 << 20, &v)) return 2; co.n_ctx = v; }
+        else if (IS("--speculate")) {
+            if (strcmp(val, "lookup") && strcmp(val, "none")) {
+                fprintf(stderr, "hone serve: --speculate expects none or lookup\n");
+                return 2;
+            }
+            sco.speculate = !strcmp(val, "lookup");
+        }
+        else if (IS("--spec-k")) { if (parse_int(a, val, 1, 64, &v)) return 2; sco.spec_k = (int)v; }
         else if (IS("--max-batch")) { if (parse_int(a, val, 1, 1024, &v)) return 2; sco.max_batch = (int)v; }
         else if (IS("--kv-blocks")) { if (parse_int(a, val, 1, INT32_MAX, &v)) return 2; kv_blocks = v; }
         else if (IS("-t") || IS("--threads")) { if (parse_int(a, val, 0, 1024, &v)) return 2; co.n_threads = (int)v; }

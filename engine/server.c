@@ -313,6 +313,7 @@ typedef struct {
     const char *stop[MAX_STOP];
     int n_stop;
     int stream, include_usage, ignore_eos;
+    int speculate;              /* HONE_REQUEST_SPEC_*: the "speculate" field (Hone's extension) */
 } gen_request;
 
 static int get_number(cJSON *root, const char *name, double lo, double hi, int integral,
@@ -519,6 +520,12 @@ static int parse_generation(hone_server *s, cJSON *root, int chat, gen_request *
     if (echo) return bad(b, 400, "echo", "unsupported_parameter", "'echo' is not supported");
     if (get_bool(root, "stream", &g->stream, b) || get_bool(root, "ignore_eos", &g->ignore_eos, b))
         return -1;
+    cJSON *spec = cJSON_GetObjectItemCaseSensitive(root, "speculate"); /* "lookup" | "none" */
+    if (spec && !cJSON_IsNull(spec)) {
+        if (!cJSON_IsString(spec) || (strcmp(spec->valuestring, "lookup") && strcmp(spec->valuestring, "none")))
+            return bad(b, 400, "speculate", "invalid_value", "'speculate' must be \"lookup\" or \"none\"");
+        g->speculate = strcmp(spec->valuestring, "lookup") ? HONE_REQUEST_SPEC_OFF : HONE_REQUEST_SPEC_LOOKUP;
+    }
     cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
     if (so && !cJSON_IsNull(so)) {
         if (!cJSON_IsObject(so))
@@ -816,7 +823,7 @@ static enum MHD_Result handle_generation(conn_ctx *cc)
         ok = send_error(cc, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
         goto done;
     }
-    hone_request_params p = {g.ids, g.n_ids, g.max_tokens, g.sp, g.stop, g.n_stop, g.ignore_eos};
+    hone_request_params p = {g.ids, g.n_ids, g.max_tokens, g.sp, g.stop, g.n_stop, g.ignore_eos, g.speculate};
     int rc = hone_scheduler_submit(s->sched, &p, &cc->req);
     if (rc == HONE_ERANGE) {
         ok = send_error(cc, 503, "server_error", NULL, "overloaded", "%s; retry later", hone_error_last());
@@ -1055,6 +1062,17 @@ static enum MHD_Result handle_metrics(conn_ctx *cc)
     COUNTER("hone_requests_cancelled_total", "Requests cancelled (client gone).", st.cancelled);
     COUNTER("hone_requests_timed_out_total", "Requests that hit the time limit before a token.",
             st.timed_out);
+    /* speculative decoding (engine/spec.h) */
+    COUNTER("hone_spec_passes_total", "Request passes that verified draft tokens.", st.spec_passes);
+    COUNTER("hone_spec_draft_tokens_total", "Draft tokens verified.", st.spec_drafted);
+    COUNTER("hone_spec_accepted_tokens_total", "Draft tokens accepted.", st.spec_accepted);
+    COUNTER("hone_spec_emitted_tokens_total", "Tokens emitted by passes that verified drafts.", st.spec_emitted);
+    metric(&b, &l, &c, "# HELP hone_spec_acceptance_ratio Draft tokens accepted over verified.\n"
+                       "# TYPE hone_spec_acceptance_ratio gauge\nhone_spec_acceptance_ratio %.6f\n",
+           st.spec_drafted ? (double)st.spec_accepted / (double)st.spec_drafted : 0.0);
+    metric(&b, &l, &c, "# HELP hone_spec_tokens_per_pass Tokens emitted per request pass with drafts.\n"
+                       "# TYPE hone_spec_tokens_per_pass gauge\nhone_spec_tokens_per_pass %.6f\n",
+           st.spec_passes ? (double)st.spec_emitted / (double)st.spec_passes : 0.0);
 #undef COUNTER
 #undef GAUGE
     char names[64][64];

@@ -131,7 +131,7 @@ int hone_spec_new(hone_spec **out, const hone_spec_opts *opts, hone_backend *be,
     sp->smp = smp;
     sp->seq = seq;
     sp->n_vocab = nv;
-    sp->alpha = 0.5;
+    sp->alpha = HONE_SPEC_ALPHA_INIT;
     sp->shadow = -1;
     int64_t k1 = o->k_max + 1;
     sp->hist_cap = 256;
@@ -217,17 +217,14 @@ static double pass_cost(const hone_spec *sp, int64_t r)
     return base * (1.0 + SPEC_ROW_PRIOR * (double)(r - 1));
 }
 
-/* The draft length that maximises expected tokens per unit of time, given the acceptance
- * estimate alpha: a pass with k drafts emits 1 + alpha + ... + alpha^k tokens on average. */
-static int64_t choose_k(const hone_spec *sp, int64_t avail)
+int64_t hone_spec_choose_k(double alpha, int64_t avail, const double *cost)
 {
-    if (!sp->o.adaptive) return avail;
     int64_t best = 0;
-    double best_rate = 1.0 / pass_cost(sp, 1), tokens = 1.0, a = 1.0;
+    double c0 = cost ? cost[0] : 1.0, best_rate = 1.0 / c0, tokens = 1.0, a = 1.0;
     for (int64_t k = 1; k <= avail; k++) {
-        a *= sp->alpha;
+        a *= alpha;
         tokens += a;
-        double rate = tokens / pass_cost(sp, k + 1);
+        double rate = tokens / (cost ? cost[k] : 1.0 + SPEC_ROW_PRIOR * (double)k);
         if (rate > best_rate) {
             best_rate = rate;
             best = k;
@@ -236,10 +233,18 @@ static int64_t choose_k(const hone_spec *sp, int64_t avail)
     return best;
 }
 
-static void observe_accept(hone_spec *sp, int accepted)
+double hone_spec_observe(double alpha, int accepted) { return alpha + SPEC_EWMA * ((accepted ? 1.0 : 0.0) - alpha); }
+
+/* The draft length for this pass: hone_spec_choose_k with the pass times measured so far. */
+static int64_t choose_k(const hone_spec *sp, int64_t avail)
 {
-    sp->alpha += SPEC_EWMA * ((accepted ? 1.0 : 0.0) - sp->alpha);
+    if (!sp->o.adaptive) return avail;
+    double cost[SPEC_K_LIMIT + 1];
+    for (int64_t k = 0; k <= avail; k++) cost[k] = pass_cost(sp, k + 1);
+    return hone_spec_choose_k(sp->alpha, avail, cost);
 }
+
+static void observe_accept(hone_spec *sp, int accepted) { sp->alpha = hone_spec_observe(sp->alpha, accepted); }
 
 /* Draft model: brings the draft's sequence up to hist (all but the last emitted token already
  * fed, then that one) and proposes k tokens, each with the target sampler's rule on the draft's

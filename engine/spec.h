@@ -94,4 +94,14 @@ hone_spec_stats hone_spec_get_stats(const hone_spec *sp);
 int64_t hone_spec_lookup(const int32_t *hist, int64_t n, int ngram_min, int ngram_max, int64_t k,
                          int32_t *out);
 
+/* The draft-length rule, for callers that verify drafts themselves (the scheduler): the k in
+ * 0..avail that maximises the expected tokens per unit of time, 1 + alpha + ... + alpha^k over
+ * cost[k] (the time of a pass of k + 1 rows; NULL: 1 + 0.1 k, the prior before measuring), where
+ * alpha is the estimated probability that a draft token is accepted. */
+int64_t hone_spec_choose_k(double alpha, int64_t avail, const double *cost);
+/* alpha after one more observed draft token (accepted or not): a running average. */
+double hone_spec_observe(double alpha, int accepted);
+/* The estimate before any observation. */
+#define HONE_SPEC_ALPHA_INIT 0.5
+
 #endif
