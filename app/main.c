@@ -39,9 +39,11 @@ static const hone_cli_command core_commands[] = {
      "  generate -m MODEL -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
      "           [--repeat-penalty R] [--seed S] [--chat] [--system TEXT]\n"
      "                          stream a completion (with --chat: one chat turn)\n"
-     "         [--speculate none|lookup|draft] [--draft MODEL] [--spec-k N] [--spec-mode exact|distribution]\n"
-     "         [--spec-fixed]   speculative decoding: prompt-lookup or draft-model drafts verified in\n"
-     "                          one batched pass; exact (default) gives the tokens of plain decoding\n"},
+     "         [--speculate none|lookup|self|draft] [--draft MODEL] [--spec-k N]\n"
+     "         [--spec-mode exact|distribution] [--spec-layers L] [--spec-fixed]\n"
+     "                          speculative decoding: prompt-lookup, self (the first L layers; by\n"
+     "                          default L is measured on the prompt) or draft-model drafts verified\n"
+     "                          in one batched pass; exact (default) gives the tokens of plain decoding\n"},
     {"info", NULL, "  info -m MODEL [--tensors] print architecture, dtypes, tokenizer (and every tensor)\n"},
     {"tokenize", NULL,
      "  tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos]\n"
@@ -143,7 +145,7 @@ static int parse_int_range(const char *flag, const char *v, int64_t lo, int64_t 
 
 enum { O_OUT = 256, O_PROMPT_TOKENS, O_TOKENS, O_SYSTEM, O_KERNELS, O_DEVICE, O_STEPS, O_CTX, O_TEMP,
        O_TOP_K, O_TOP_P, O_MIN_P, O_REPEAT, O_SEED, O_CHAT, O_NO_BOS, O_ALL_POS, O_TENSORS,
-       O_SPECULATE, O_DRAFT, O_SPEC_K, O_SPEC_MODE, O_SPEC_FIXED };
+       O_SPECULATE, O_DRAFT, O_SPEC_K, O_SPEC_MODE, O_SPEC_FIXED, O_SPEC_LAYERS };
 
 static const struct option long_opts[] = {
     {"model", required_argument, NULL, 'm'},      {"prompt", required_argument, NULL, 'p'},
@@ -160,7 +162,7 @@ static const struct option long_opts[] = {
     {"all-positions", no_argument, NULL, O_ALL_POS}, {"tensors", no_argument, NULL, O_TENSORS},
     {"speculate", required_argument, NULL, O_SPECULATE}, {"draft", required_argument, NULL, O_DRAFT},
     {"spec-k", required_argument, NULL, O_SPEC_K}, {"spec-mode", required_argument, NULL, O_SPEC_MODE},
-    {"spec-fixed", no_argument, NULL, O_SPEC_FIXED},
+    {"spec-fixed", no_argument, NULL, O_SPEC_FIXED}, {"spec-layers", required_argument, NULL, O_SPEC_LAYERS},
     {NULL, 0, NULL, 0},
 };
 
@@ -202,6 +204,7 @@ static int parse_options(int argc, char **argv, options *o)
         case O_SPEC_MODE: rc = hone_spec_parse_mode(v, &o->spec.mode); break;
         case O_DRAFT: o->draft = v; break;
         case O_SPEC_FIXED: o->spec.adaptive = 0; break;
+        case O_SPEC_LAYERS: rc = parse_int_range("--spec-layers", v, 1, 4096, &iv); o->spec.self_layers = (int)iv; break;
         case O_SPEC_K: rc = parse_int_range("--spec-k", v, 1, 64, &iv); o->spec.k_max = (int)iv; break;
         case O_DEVICE:
             if ((o->device = hone_backend_parse_device(v)) < 0)
@@ -369,14 +372,6 @@ done:
     return rc;
 }
 
-static int32_t argmax(const float *x, int64_t n)
-{
-    int64_t best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return (int32_t)best;
-}
-
 static hone_ctx_opts ctx_options(const options *o)
 {
     hone_ctx_opts co = HONE_CTX_OPTS_INIT;
@@ -494,10 +489,14 @@ static int cmd_generate(const options *o)
         hone_spec_stats st = hone_spec_get_stats(spec);
         fprintf(stderr, "hone: speculation %s (%s): %lld target passes, %.2f tokens per pass, "
                 "%lld drafted, %lld accepted (%.1f%%)\n",
-                so.kind == HONE_SPEC_LOOKUP ? "lookup" : "draft",
+                so.kind == HONE_SPEC_LOOKUP ? "lookup" : so.kind == HONE_SPEC_SELF ? "self" : "draft",
                 so.mode == HONE_SPEC_EXACT ? "exact" : "distribution", (long long)st.passes,
                 st.passes ? (double)st.emitted / (double)st.passes : 0.0, (long long)st.drafted,
                 (long long)st.accepted, st.drafted ? 100.0 * (double)st.accepted / (double)st.drafted : 0.0);
+        if (so.kind == HONE_SPEC_SELF)
+            fprintf(stderr, "hone: self-speculation draft: %lld layers%s (agreement on the prompt %.2f)\n",
+                    (long long)st.self_layers, st.self_layers ? "" : " = off: no depth beat plain decoding",
+                    st.self_agreement);
     }
     rc = 0;
 done:
@@ -587,7 +586,7 @@ static int cmd_logits(const options *o)
         row_pos[row++] = (int32_t)(n_prompt - 1);
     }
     for (int64_t s = 1; s < steps; s++) {
-        int32_t next = forced ? forced[s - 1] : argmax(logits + (row - 1) * nv, nv);
+        int32_t next = forced ? forced[s - 1] : hone_sampler_argmax(logits + (row - 1) * nv, nv);
         seqtok[n_prompt + s - 1] = next;
         if (hone_backend_forward(be, &seq, &next, 1, logits + row * nv, 0)) { die(NULL); goto done; }
         row_pos[row++] = (int32_t)(n_prompt + s - 1);

@@ -50,6 +50,7 @@ struct hone_ctx {
     hone_kv_seq *const *piece_seqs;  /* [piece_n] */
     const int32_t *piece_tokens;     /* [piece_n] */
     float *const *piece_out;         /* [piece_n] */
+    int64_t layer_limit;             /* > 0: run only the first layer_limit layers (self-speculation) */
 };
 
 /* ---- slot dispatch: every call goes through its descriptor's generic caller ---- */
@@ -480,7 +481,8 @@ static void forward_piece(hone_ctx *c, hone_kv_seq *const *seqs, const int32_t *
     c->piece_tokens = tokens;
     c->piece_out = out_rows;
     c->piece_n = n;
-    hone_layers_run(c->m, &cpu_ops, c, n); /* the CPU operations cannot fail */
+    if (c->layer_limit > 0) hone_layers_run_upto(c->m, &cpu_ops, c, n, c->layer_limit);
+    else hone_layers_run(c->m, &cpu_ops, c, n); /* the CPU operations cannot fail */
 }
 
 int hone_ctx_forward_batch(hone_ctx *c, const hone_batch *b)
@@ -520,6 +522,14 @@ int hone_ctx_forward_batch(hone_ctx *c, const hone_batch *b)
         for (int64_t t = 0; t < m; t++) b->seqs[t0 + t]->n_tokens++;
     }
     return 0;
+}
+
+int hone_ctx_forward_batch_layers(hone_ctx *c, const hone_batch *b, int64_t n_layers)
+{
+    c->layer_limit = n_layers;
+    int rc = hone_ctx_forward_batch(c, b);
+    c->layer_limit = 0;
+    return rc;
 }
 
 int hone_ctx_forward(hone_ctx *c, hone_kv_seq *seq, const int32_t *tokens, int64_t n,

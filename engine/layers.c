@@ -11,13 +11,18 @@ const hone_weight *hone_layers_weight(const hone_model *m, int64_t layer, hone_w
 
 int hone_layers_run(const hone_model *m, const hone_layer_ops *o, void *c, int64_t n)
 {
+    return hone_layers_run_upto(m, o, c, n, hone_model_hparams(m)->n_layers);
+}
+
+int hone_layers_run_upto(const hone_model *m, const hone_layer_ops *o, void *c, int64_t n, int64_t n_layers)
+{
     const hone_hparams *hp = hone_model_hparams(m);
     int rc;
 #define TRY(call) if ((rc = (call))) return rc
 /* a fused operation where the executor provides one: 0 ran, HONE_LAYERS_UNFUSED did not */
 #define FUSED(op, ...) (rc = o->op ? o->op(c, __VA_ARGS__) : HONE_LAYERS_UNFUSED)
     TRY(o->embed(c, HONE_ACT_X, n));
-    for (int64_t l = 0; l < hp->n_layers; l++) {
+    for (int64_t l = 0; l < n_layers && l < hp->n_layers; l++) {
         TRY(o->rmsnorm(c, HONE_ACT_H, HONE_ACT_X, l, HONE_W_ATTN_NORM, n));
         if (FUSED(qkv, l, HONE_ACT_H, n) < 0) return rc;
         if (rc == HONE_LAYERS_UNFUSED) {

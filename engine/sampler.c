@@ -501,3 +501,11 @@ int hone_sampler_probs(hone_sampler *s, const float *logits, double *probs)
 {
     return sample_core(s, logits, NULL, probs) < 0 ? HONE_EINVAL : 0;
 }
+
+int32_t hone_sampler_argmax(const float *x, int64_t n)
+{
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return (int32_t)best;
+}

@@ -80,6 +80,10 @@ int32_t hone_sampler_sample_at(hone_sampler *s, const float *logits, int64_t pos
  * greedy: 1 at the argmax. 0, or HONE_EINVAL when every logit is NaN. */
 int hone_sampler_probs(hone_sampler *s, const float *logits, double *probs);
 
+/* The first index of the largest of x[n] (ties: the lowest index; NaN never wins over a
+ * number unless x[0] is NaN): the raw argmax, without penalty or filters. */
+int32_t hone_sampler_argmax(const float *x, int64_t n);
+
 /* Records an accepted token for the repetition penalty (a ring of the last repeat_last_n).
  * Tokens outside [0, n_vocab) are ignored. */
 void hone_sampler_accept(hone_sampler *s, int32_t token);

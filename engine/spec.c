@@ -8,7 +8,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "dtype.h"
 #include "error.h"
+#include "model.h"
 
 #define SPEC_K_LIMIT 64
 #define SPEC_EWMA 0.15     /* weight of a new observation in the running estimates */
@@ -47,7 +49,8 @@ int hone_spec_parse_kind(const char *s, int *out)
     if (!strcmp(s, "none") || !strcmp(s, "off")) *out = HONE_SPEC_NONE;
     else if (!strcmp(s, "lookup")) *out = HONE_SPEC_LOOKUP;
     else if (!strcmp(s, "draft")) *out = HONE_SPEC_DRAFT;
-    else return hone_error_set(HONE_EINVAL, "--speculate must be none, lookup or draft, got '%s'", s);
+    else if (!strcmp(s, "self")) *out = HONE_SPEC_SELF;
+    else return hone_error_set(HONE_EINVAL, "--speculate must be none, lookup, self or draft, got '%s'", s);
     return 0;
 }
 
@@ -109,7 +112,7 @@ int hone_spec_new(hone_spec **out, const hone_spec_opts *opts, hone_backend *be,
     const hone_spec_opts *o = opts ? opts : &dflt;
     int rc = 0;
     *out = NULL;
-    if (o->kind < HONE_SPEC_NONE || o->kind > HONE_SPEC_DRAFT)
+    if (o->kind < HONE_SPEC_NONE || o->kind > HONE_SPEC_SELF)
         return hone_error_set(HONE_EINVAL, "spec: unknown draft kind %d", o->kind);
     if (o->mode != HONE_SPEC_EXACT && o->mode != HONE_SPEC_DISTRIBUTION)
         return hone_error_set(HONE_EINVAL, "spec: unknown mode %d", o->mode);
@@ -149,7 +152,7 @@ int hone_spec_new(hone_spec **out, const hone_spec_opts *opts, hone_backend *be,
         rc = hone_error_set(HONE_ENOMEM, "spec: out of memory for %lld rows of logits", (long long)k1);
         goto done;
     }
-    if (sp->o.draft) {
+    if (sp->o.draft || sp->o.kind == HONE_SPEC_SELF) {
         sp->dlogits = malloc((size_t)nv * sizeof *sp->dlogits);
         if (o->mode == HONE_SPEC_DISTRIBUTION) sp->q = malloc((size_t)(o->k_max * nv) * sizeof *sp->q);
         if (!sp->dlogits || (o->mode == HONE_SPEC_DISTRIBUTION && !sp->q)) {
@@ -188,6 +191,8 @@ static int emit(hone_spec *sp, int32_t t, int64_t row, int32_t *out, int64_t *n)
     return 0;
 }
 
+static int self_measure(hone_spec *sp, const int32_t *prompt, int64_t n);
+
 int hone_spec_start(hone_spec *sp, const int32_t *prompt, int64_t n, int32_t *out, int64_t *n_out)
 {
     int rc;
@@ -195,7 +200,10 @@ int hone_spec_start(hone_spec *sp, const int32_t *prompt, int64_t n, int32_t *ou
     if (n < 1) return hone_error_set(HONE_EINVAL, "spec: an empty prompt");
     if (sp->seq->n_tokens) return hone_error_set(HONE_EINVAL, "spec: the sequence must start empty");
     int64_t p0 = 0;
-    if ((rc = hone_backend_forward(sp->be, sp->seq, prompt, n, sp->logits, 0))) return rc;
+    if (sp->o.kind == HONE_SPEC_SELF && sp->o.self_layers == 0) rc = self_measure(sp, prompt, n);
+    else rc = hone_backend_forward(sp->be, sp->seq, prompt, n, sp->logits, 0);
+    if (rc) return rc;
+    if (sp->o.kind == HONE_SPEC_SELF) sp->st.self_layers = sp->o.self_layers > 0 ? sp->o.self_layers : 0;
     sp->hist_n = 0;
     for (int64_t i = 0; i < n; i++)
         if ((rc = hist_push(sp, prompt[i]))) return rc;
@@ -246,6 +254,126 @@ static int64_t choose_k(const hone_spec *sp, int64_t avail)
 
 static void observe_accept(hone_spec *sp, int accepted) { sp->alpha = hone_spec_observe(sp->alpha, accepted); }
 
+/* The draft's token at position P (its i-th draft) from its logits: exact mode, the target
+ * sampler's rule with the position's own draw (a draft that agrees with the target proposes the
+ * very token the target will sample); distribution mode, a sample of the draft's distribution
+ * q (kept for the acceptance test) with an independent stream. */
+static int32_t propose(hone_spec *sp, const float *logits, int64_t P, int64_t i)
+{
+    if (sp->o.mode != HONE_SPEC_DISTRIBUTION) return hone_sampler_sample_at(sp->smp, logits, P);
+    double *q = sp->q + i * sp->n_vocab;
+    if (hone_sampler_probs(sp->smp, logits, q)) return -1;
+    double u = hone_sampler_uniform_at(hone_sampler_seed(sp->smp), P, 3), cum = 0.0;
+    int32_t t = -1;
+    for (int64_t v = 0; v < sp->n_vocab; v++)
+        if (q[v] > 0.0) {
+            t = (int32_t)v;
+            cum += q[v];
+            if (cum > u) break;
+        }
+    return t;
+}
+
+/* Self-speculation's layer count by measurement: the prompt is prefilled with full logits for its
+ * last rows; each candidate L (1/6 .. 2/3 of the layers) reruns those rows through its first L
+ * layers (storing the same K/V for those layers) and its argmax is compared with the target's.
+ * A draft token costs about (L / N) (1 - h) + h target passes, h the head's share of the weights
+ * read; the L with the best expected tokens per time (hone_spec_choose_k over the prior pass
+ * costs plus k draft tokens) wins, or none (self_layers = -1: no drafting) if none beats plain.
+ * Leaves seq holding the prompt and sp->logits[0] the last row's target logits. */
+static int self_measure(hone_spec *sp, const int32_t *prompt, int64_t n)
+{
+    enum { ROWS = 24 };
+    int64_t nv = sp->n_vocab, m = n - 1 < ROWS ? n - 1 : ROWS, rc;
+    const hone_model *model = hone_backend_model(sp->be);
+    int64_t N = hone_model_hparams(model)->n_layers;
+    sp->o.self_layers = -1;
+    if (m < 4 || N < 2) return hone_backend_forward(sp->be, sp->seq, prompt, n, sp->logits, 0);
+    float *full = malloc((size_t)(m * nv) * sizeof *full);
+    int32_t *target = malloc((size_t)m * sizeof *target), pos[ROWS];
+    hone_kv_seq *seqs[ROWS];
+    float *outs[ROWS];
+    if (!full || !target) {
+        free(full);
+        free(target);
+        return hone_error_set(HONE_ENOMEM, "out of memory");
+    }
+    if ((rc = hone_backend_forward(sp->be, sp->seq, prompt, n - m, NULL, 0))) goto done;
+    for (int64_t i = 0; i < m; i++) {
+        pos[i] = (int32_t)(n - m + i);
+        seqs[i] = sp->seq;
+        outs[i] = full + i * nv;
+    }
+    hone_batch b = {m, prompt + n - m, seqs, pos, outs};
+    if ((rc = hone_backend_forward_batch(sp->be, &b))) goto done;
+    for (int64_t i = 0; i < m; i++) target[i] = hone_sampler_argmax(full + i * nv, nv);
+    memcpy(sp->logits, full + (m - 1) * nv, (size_t)nv * sizeof *full);
+    const hone_weight *head = hone_model_output(model);
+    double h = (double)(head->rows * (head->cols / hone_dtype_block_size(head->dtype)) *
+                        hone_dtype_type_size(head->dtype)) / (double)hone_model_weight_bytes(model);
+    if (h > 1.0) h = 1.0;
+    const int num[5] = {1, 1, 1, 1, 2}, den[5] = {6, 4, 3, 2, 3};
+    double best_rate = 1.0, cost[SPEC_K_LIMIT + 1];
+    for (int c = 0; c < 5; c++) {
+        int64_t L = N * num[c] / den[c];
+        if (L < 1 || L >= N || (c && L == N * num[c - 1] / den[c - 1])) continue;
+        hone_kv_cache_truncate(hone_backend_kv(sp->be), sp->seq, n - m);
+        outs[0] = sp->dlogits;
+        int64_t agree = 0;
+        for (int64_t i = 0; i < m; i++) { /* one row at a time, as drafting runs */
+            hone_batch one = {1, prompt + n - m + i, seqs, pos + i, outs};
+            if ((rc = hone_backend_forward_batch_layers(sp->be, &one, L))) goto done;
+            agree += hone_sampler_argmax(sp->dlogits, nv) == target[i];
+        }
+        double a = (double)agree / (double)m, dc = (double)L / (double)N * (1.0 - h) + h;
+        for (int64_t k = 0; k <= sp->o.k_max; k++) cost[k] = 1.0 + SPEC_ROW_PRIOR * (double)k + (double)k * dc;
+        int64_t k = hone_spec_choose_k(a, sp->o.k_max, cost);
+        double e = 1.0, p = 1.0;
+        for (int64_t j = 1; j <= k; j++) e += (p *= a);
+        if (k > 0 && e / cost[k] > best_rate) {
+            best_rate = e / cost[k];
+            sp->o.self_layers = (int)L;
+            sp->alpha = a;
+            sp->st.self_agreement = a;
+        }
+    }
+    rc = 0;
+done:
+    /* the sequence holds the whole prompt again (the full model's K/V; the draft rewrote the
+     * first layers' rows with the same values) */
+    if (!rc && sp->seq->n_tokens != n) rc = hone_error_set(HONE_EINTERNAL, "spec: self measure left %lld tokens",
+                                                          (long long)sp->seq->n_tokens);
+    free(full);
+    free(target);
+    return (int)rc;
+}
+
+/* Self-speculation: k draft tokens from the target's first self_layers layers, one row at a time
+ * on the target's own sequence (the first layers' K/V of the drafted tokens are what the target
+ * will store for them); the sequence is truncated back before the verifying pass. */
+static int draft_self(hone_spec *sp, int64_t k, int64_t *got)
+{
+    hone_kv_seq *seq = sp->seq;
+    int64_t n0 = seq->n_tokens;
+    int32_t tok = sp->hist[sp->hist_n - 1], pos;
+    hone_kv_seq *seqs[1] = {seq};
+    float *outs[1] = {sp->dlogits};
+    int rc = 0;
+    *got = 0;
+    for (int64_t i = 0; i < k; i++) {
+        pos = (int32_t)(n0 + i);
+        hone_batch b = {1, &tok, seqs, &pos, outs};
+        if ((rc = hone_backend_forward_batch_layers(sp->be, &b, sp->o.self_layers))) break;
+        sp->st.draft_passes++;
+        int32_t t = propose(sp, sp->dlogits, n0 + 1 + i, i);
+        if (t < 0) break;
+        sp->draft[(*got)++] = t;
+        tok = t;
+    }
+    hone_kv_cache_truncate(hone_backend_kv(sp->be), seq, n0);
+    return rc;
+}
+
 /* Draft model: brings the draft's sequence up to hist (all but the last emitted token already
  * fed, then that one) and proposes k tokens, each with the target sampler's rule on the draft's
  * logits and the position's own draw (exact mode: the draw plain decoding uses there, so a draft
@@ -265,24 +393,8 @@ static int draft_model(hone_spec *sp, int64_t k, int64_t *got)
         (rc = hone_backend_forward(d, &sp->dseq, sp->hist + have, sp->hist_n - have, sp->dlogits, 0)))
         return rc;
     sp->st.draft_passes++;
-    uint64_t seed = hone_sampler_seed(sp->smp);
     for (int64_t i = 0; i < k; i++) {
-        int64_t P = sp->hist_n + i; /* the position the drafted token would take */
-        int32_t t;
-        if (sp->o.mode == HONE_SPEC_DISTRIBUTION) {
-            double *q = sp->q + i * sp->n_vocab;
-            if ((rc = hone_sampler_probs(sp->smp, sp->dlogits, q))) return rc;
-            double u = hone_sampler_uniform_at(seed, P, 3), cum = 0.0;
-            t = -1;
-            for (int64_t v = 0; v < sp->n_vocab; v++)
-                if (q[v] > 0.0) {
-                    t = (int32_t)v;
-                    cum += q[v];
-                    if (cum > u) break;
-                }
-        } else {
-            t = hone_sampler_sample_at(sp->smp, sp->dlogits, P);
-        }
+        int32_t t = propose(sp, sp->dlogits, sp->hist_n + i, i); /* the drafted token's position */
         if (t < 0) break;
         sp->draft[(*got)++] = t;
         if (i + 1 == k) break;
@@ -355,6 +467,9 @@ int hone_spec_step(hone_spec *sp, int64_t max_emit, int32_t *out, int64_t *n_out
     } else if (sp->o.kind == HONE_SPEC_DRAFT && kcap > 0) {
         int64_t want = choose_k(sp, kcap);
         if (want > 0 && (rc = draft_model(sp, want, &k))) return rc;
+    } else if (sp->o.kind == HONE_SPEC_SELF && sp->o.self_layers > 0 && kcap > 0) {
+        int64_t want = choose_k(sp, kcap);
+        if (want > 0 && (rc = draft_self(sp, want, &k))) return rc;
     }
     /* verify: rows cur, d1 .. dk at positions n0 .. n0 + k, every row's logits */
     sp->rows[0] = cur;

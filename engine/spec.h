@@ -20,6 +20,8 @@ typedef enum {
     HONE_SPEC_NONE = 0,   /* plain decoding: one token per target pass (the reference) */
     HONE_SPEC_LOOKUP = 1, /* prompt lookup: n-gram matches in the prompt and the output */
     HONE_SPEC_DRAFT = 2,  /* a draft model (hone_spec_opts.draft), same vocabulary */
+    HONE_SPEC_SELF = 3,   /* self-speculation: the target's first layers, its final norm and head
+                           * (CPU backend), sharing the target's KV rows of those layers */
 } hone_spec_kind;
 
 typedef enum {
@@ -38,11 +40,14 @@ typedef struct {
                             * times (expected tokens per second); 0: always k_max when drafts exist */
     hone_backend *draft;   /* HONE_SPEC_DRAFT: the draft model's backend (borrowed); its vocabulary
                             * must be the target's */
+    int self_layers;       /* HONE_SPEC_SELF: layers of the draft; 0: chosen by measurement at start
+                            * (agreement of each candidate's argmax with the target's on the
+                            * prompt's last rows, against its share of the weights read) */
 } hone_spec_opts;
 
 #define HONE_SPEC_OPTS_INIT                                                                     \
     {.kind = HONE_SPEC_LOOKUP, .mode = HONE_SPEC_EXACT, .k_max = 8, .ngram_min = 2, .ngram_max = 4, \
-     .adaptive = 1, .draft = NULL}
+     .adaptive = 1, .draft = NULL, .self_layers = 0}
 
 /* Counters of one sequence's speculation. */
 typedef struct {
@@ -51,11 +56,13 @@ typedef struct {
     int64_t drafted;   /* draft tokens verified */
     int64_t accepted;  /* of which accepted */
     int64_t draft_passes; /* draft model forward passes */
+    int64_t self_layers;  /* self-speculation: the draft's layers (0: drafting off, none paid) */
+    double self_agreement;/* and its measured agreement with the target on the prompt */
 } hone_spec_stats;
 
 typedef struct hone_spec hone_spec;
 
-/* Parses "none"/"off", "lookup", "draft" into *out (hone_spec_kind); "exact"/"distribution"
+/* Parses "none"/"off", "lookup", "draft", "self" into *out (hone_spec_kind); "exact"/"distribution"
  * into a hone_spec_mode. HONE_EINVAL for anything else. */
 int hone_spec_parse_kind(const char *s, int *out);
 int hone_spec_parse_mode(const char *s, int *out);

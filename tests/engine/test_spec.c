@@ -184,7 +184,8 @@ static hone_spec_stats speculative(hone_backend *be, const hone_spec_opts *so, c
 
 /* Exact mode on model `name` (draft: a draft model or NULL for lookup): several prompts,
  * greedy and seeded sampling, fixed and adaptive k: tokens and logits rows equal plain's. */
-static void check_exact(const char *path, const char *draft_path, int64_t steps, int64_t *accepted_out)
+static void check_exact(const char *path, const char *draft_path, int self_layers, int64_t steps,
+                        int64_t *accepted_out)
 {
     hone_model *m = NULL, *dm = NULL;
     if (hone_model_load(&m, path)) {
@@ -213,8 +214,9 @@ static void check_exact(const char *path, const char *draft_path, int64_t steps,
             sp.seed = 1000 + (uint64_t)(pi * 4 + cfg);
             if (cfg == 3) sp.repeat_penalty = 1.3f;
             hone_spec_opts so = HONE_SPEC_OPTS_INIT;
-            so.kind = dbe ? HONE_SPEC_DRAFT : HONE_SPEC_LOOKUP;
+            so.kind = dbe ? HONE_SPEC_DRAFT : self_layers ? HONE_SPEC_SELF : HONE_SPEC_LOOKUP;
             so.draft = dbe;
+            so.self_layers = self_layers < 0 ? 0 : self_layers; /* < 0: chosen by measurement */
             so.k_max = cfg % 2 ? 3 : 6;
             so.ngram_min = 1;
             so.adaptive = cfg % 2; /* fixed k drafts whenever it can */
@@ -247,7 +249,7 @@ static void test_exact_tiny(void)
         int64_t acc = 0;
         char path[4096];
         snprintf(path, sizeof path, "%s", model_path(models[i]));
-        check_exact(path, NULL, 40, &acc);
+        check_exact(path, NULL, 0, 40, &acc);
         total += acc;
     }
     CHECK_MSG(total > 0, "no draft token was ever accepted (the test would prove nothing)");
@@ -259,7 +261,7 @@ static void test_exact_draft_model(void)
     snprintf(t, sizeof t, "%s", model_path("tiny-llama-f32.gguf"));
     snprintf(d, sizeof d, "%s", model_path("tiny-llama-q8_0.gguf")); /* same vocabulary, other weights */
     int64_t acc = 0;
-    check_exact(t, d, 30, &acc);
+    check_exact(t, d, 0, 30, &acc);
     CHECK_MSG(acc > 0, "the q8_0 draft never agreed with the f32 target");
 }
 
@@ -271,8 +273,22 @@ static void test_exact_smollm2(void)
         return;
     }
     int64_t acc = 0;
-    check_exact(path, NULL, 24, &acc);
+    check_exact(path, NULL, 0, 24, &acc);
     CHECK(acc > 0);
+    check_exact(path, NULL, 15, 12, &acc); /* self-speculation: half of SmolLM2's 30 layers */
+    CHECK(acc > 0);
+}
+
+/* Self-speculation: the first layers as the draft, on the target's own KV rows. */
+static void test_exact_self(void)
+{
+    char t[4096];
+    snprintf(t, sizeof t, "%s", model_path("tiny-llama-f32.gguf"));
+    int64_t acc = 0;
+    check_exact(t, NULL, 1, 30, &acc);
+    check_exact(t, NULL, -1, 30, &acc); /* the layer count by measurement (may switch drafting off) */
+    snprintf(t, sizeof t, "%s", model_path("tiny-qwen2-f32.gguf"));
+    check_exact(t, NULL, 1, 30, &acc);
 }
 
 /* Distribution mode: with a draft model that disagrees often (the q4_0 copy of the target), the second
@@ -378,5 +394,6 @@ static void test_distribution(void)
 }
 
 TEST_MAIN(TEST_CASE(test_uniform_at), TEST_CASE(test_sample_at), TEST_CASE(test_lookup),
-          TEST_CASE(test_exact_tiny), TEST_CASE(test_exact_draft_model), TEST_CASE(test_exact_smollm2),
+          TEST_CASE(test_exact_tiny), TEST_CASE(test_exact_draft_model), TEST_CASE(test_exact_self),
+          TEST_CASE(test_exact_smollm2),
           TEST_CASE(test_distribution))
