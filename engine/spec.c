@@ -471,6 +471,7 @@ int hone_spec_step(hone_spec *sp, int64_t max_emit, int32_t *out, int64_t *n_out
         int64_t want = choose_k(sp, kcap);
         if (want > 0 && (rc = draft_self(sp, want, &k))) return rc;
     }
+    sp->st.proposed += k;
     /* verify: rows cur, d1 .. dk at positions n0 .. n0 + k, every row's logits */
     sp->rows[0] = cur;
     for (int64_t i = 0; i < k; i++) sp->rows[i + 1] = sp->draft[i];

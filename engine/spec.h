@@ -53,8 +53,9 @@ typedef struct {
 typedef struct {
     int64_t passes;    /* target forward passes after the prefill */
     int64_t emitted;   /* tokens those passes emitted (the first token, from the prefill, excluded) */
-    int64_t drafted;   /* draft tokens verified */
-    int64_t accepted;  /* of which accepted */
+    int64_t proposed;  /* draft tokens put into verifying passes */
+    int64_t drafted;   /* draft tokens examined: those accepted and the first rejected of each pass */
+    int64_t accepted;  /* of which accepted (accepted / proposed: the acceptance rate) */
     int64_t draft_passes; /* draft model forward passes */
     int64_t self_layers;  /* self-speculation: the draft's layers (0: drafting off, none paid) */
     double self_agreement;/* and its measured agreement with the target on the prompt */
