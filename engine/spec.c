@@ -122,6 +122,8 @@ int hone_spec_new(hone_spec **out, const hone_spec_opts *opts, hone_backend *be,
         return hone_error_set(HONE_EINVAL, "spec: n-gram lengths %d..%d", o->ngram_min, o->ngram_max);
     if (o->kind == HONE_SPEC_DRAFT && !o->draft)
         return hone_error_set(HONE_EINVAL, "spec: a draft model is needed (--draft MODEL)");
+    if (o->kind == HONE_SPEC_SELF && hone_backend_device(be) != HONE_DEVICE_CPU)
+        return hone_error_set(HONE_EUNSUPPORTED, "spec: self-speculation runs on the CPU backend only");
     int64_t nv = hone_backend_n_vocab(be);
     if (o->kind == HONE_SPEC_DRAFT && hone_backend_n_vocab(o->draft) != nv)
         return hone_error_set(HONE_EINVAL, "spec: the draft's vocabulary (%lld) is not the target's (%lld)",
