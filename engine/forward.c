@@ -54,6 +54,7 @@ struct hone_ctx {
     float *const *piece_out;         /* [piece_n] */
     float *const *piece_hidden;      /* [piece_n] or NULL: hone_batch.hidden_rows */
     float **hidden_rows;             /* [chunk] */
+    int64_t layer_limit;             /* > 0: run only the first layer_limit layers (self-speculation) */
 };
 
 /* ---- slot dispatch: every call goes through its descriptor's generic caller ---- */
@@ -603,7 +604,8 @@ static void forward_piece(hone_ctx *c, hone_kv_seq *const *seqs, const int32_t *
     c->piece_out = out_rows;
     c->piece_hidden = hidden_rows;
     c->piece_n = n;
-    hone_layers_run(c->m, &cpu_ops, c, n); /* the CPU operations cannot fail */
+    if (c->layer_limit > 0) hone_layers_run_upto(c->m, &cpu_ops, c, n, c->layer_limit);
+    else hone_layers_run(c->m, &cpu_ops, c, n); /* the CPU operations cannot fail */
 }
 
 int hone_ctx_forward_batch(hone_ctx *c, const hone_batch *b)
@@ -645,6 +647,14 @@ int hone_ctx_forward_batch(hone_ctx *c, const hone_batch *b)
         for (int64_t t = 0; t < m; t++) b->seqs[t0 + t]->n_tokens++;
     }
     return 0;
+}
+
+int hone_ctx_forward_batch_layers(hone_ctx *c, const hone_batch *b, int64_t n_layers)
+{
+    c->layer_limit = n_layers;
+    int rc = hone_ctx_forward_batch(c, b);
+    c->layer_limit = 0;
+    return rc;
 }
 
 int hone_ctx_forward(hone_ctx *c, hone_kv_seq *seq, const int32_t *tokens, int64_t n,

@@ -43,6 +43,11 @@ int hone_layers_check(const hone_model *m, const hone_layer_ops *o, const char *
 
 int hone_layers_run(const hone_model *m, const hone_layer_ops *o, void *c, int64_t n)
 {
+    return hone_layers_run_upto(m, o, c, n, hone_model_hparams(m)->n_layers);
+}
+
+int hone_layers_run_upto(const hone_model *m, const hone_layer_ops *o, void *c, int64_t n, int64_t n_layers)
+{
     const hone_hparams *hp = hone_model_hparams(m);
     int rc;
     if ((rc = hone_layers_check(m, o, "this executor"))) return rc;
@@ -52,7 +57,7 @@ int hone_layers_run(const hone_model *m, const hone_layer_ops *o, void *c, int64
     TRY(o->embed(c, HONE_ACT_X, n));
     if (hp->embd_scale != 0) TRY(o->scale(c, HONE_ACT_X, hp->embd_scale, n * hp->dim));
     int rope_l = needs_rope_layer(hp);
-    for (int64_t l = 0; l < hp->n_layers; l++) {
+    for (int64_t l = 0; l < n_layers && l < hp->n_layers; l++) {
         TRY(o->rmsnorm(c, HONE_ACT_H, HONE_ACT_X, l, HONE_W_ATTN_NORM, n));
         if (FUSED(qkv, l, HONE_ACT_H, n) < 0) return rc;
         if (rc == HONE_LAYERS_UNFUSED) {

@@ -114,5 +114,9 @@ int hone_layers_check(const hone_model *m, const hone_layer_ops *ops, const char
 
 /* Runs the sequence for a piece of n tokens. */
 int hone_layers_run(const hone_model *m, const hone_layer_ops *ops, void *ctx, int64_t n);
+/* The same with only the first n_layers layers before the final norm and head (the draft of
+ * self-speculation, engine/spec.h); n_layers >= the model's runs them all. */
+int hone_layers_run_upto(const hone_model *m, const hone_layer_ops *ops, void *ctx, int64_t n,
+                         int64_t n_layers);
 
 #endif
