@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "error.h"
+#include "grammar.h"
 #include "kv_cache.h"
 #include "prefix_cache.h"
 
@@ -33,6 +34,8 @@ struct hone_request {
     int n_stop;
     size_t stop_max;
     int ignore_eos;
+    hone_grammar *grammar;    /* structured output (a copy), NULL for none */
+    hone_grammar_matcher *gm; /* its state after the tokens sampled so far */
     double t_submit, deadline, t_last;
     double t_admit, t_first;  /* first admission, first token (0: not yet): the metrics */
     hone_kv_seq seq;
@@ -82,6 +85,9 @@ struct hone_scheduler {
     /* step hook (set under mu; called by the engine thread without mu) */
     hone_scheduler_step_hook hook;
     void *hook_user;
+    /* structured output: the vocabulary's token trie, built by the first request with a grammar */
+    pthread_mutex_t trie_mu;
+    hone_token_trie *trie;
 };
 
 static double now_s(void)
@@ -113,6 +119,8 @@ static void request_free(hone_request *r)
 {
     if (!r) return;
     free(r->toks);
+    hone_grammar_matcher_free(r->gm);
+    hone_grammar_free(r->grammar);
     hone_sampler_free(r->smp);
     hone_detok_free(r->dt);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
@@ -418,12 +426,52 @@ static void register_blocks(hone_scheduler *s, hone_request *r)
     }
 }
 
+/* ---- structured output (engine thread): the grammar's mask before sampling, its state
+ * advanced by the sampled token after ---- */
+
+#define GRAMMAR_NO_TOKEN (-2) /* r->sampled when the mask allowed nothing */
+
+/* Sets the logits of the tokens r's grammar does not allow here to -inf. -1 when it allows
+ * none (or the mask failed): the request cannot go on. */
+static int grammar_mask_row(hone_scheduler *s, hone_request *r, float *row)
+{
+    int64_t allowed = 0;
+    const uint64_t *mask = hone_grammar_matcher_mask(r->gm, s->trie, &allowed);
+    if (!mask || allowed == 0) return -1;
+    hone_grammar_mask_apply(mask, row, s->n_vocab);
+    return 0;
+}
+
+/* Samples r's next token from row under its grammar, when it has one. */
+static int32_t grammar_sample(hone_scheduler *s, hone_request *r, float *row)
+{
+    if (!r->gm) return hone_sampler_sample(r->smp, row);
+    if (grammar_mask_row(s, r, row)) return GRAMMAR_NO_TOKEN;
+    int32_t t = hone_sampler_sample(r->smp, row);
+    if (t >= 0 && hone_grammar_matcher_accept_token(r->gm, s->trie, t)) return GRAMMAR_NO_TOKEN;
+    return t;
+}
+
+/* At submission: r's copy of the grammar and its matcher; the trie on first use. */
+static int grammar_attach(hone_scheduler *s, hone_request *r, const hone_grammar *g)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->trie_mu);
+    if (!s->trie) rc = hone_token_trie_new(&s->trie, s->tok);
+    pthread_mutex_unlock(&s->trie_mu);
+    if (rc || (rc = hone_grammar_clone(&r->grammar, g)) || (rc = hone_grammar_matcher_new(&r->gm, r->grammar)))
+        return rc;
+    return 0;
+}
+
 /* Takes r's new token: usage, latency, text, and whether it is finished. */
 static void take_token(hone_scheduler *s, hone_request *r, double now)
 {
     int32_t t = r->sampled;
     if (t < 0) {
-        finish(s, r, HONE_FINISH_ERROR, HONE_REQUEST_ERR_INTERNAL, "sampling failed (NaN logits)");
+        finish(s, r, HONE_FINISH_ERROR, HONE_REQUEST_ERR_INTERNAL,
+               t == GRAMMAR_NO_TOKEN ? "the output grammar admits no token of the vocabulary here"
+                                     : "sampling failed (NaN logits)");
         return;
     }
     r->toks[r->n_toks++] = t;
@@ -453,6 +501,10 @@ static void take_token(hone_scheduler *s, hone_request *r, double now)
             finish(s, r, HONE_FINISH_STOP, HONE_REQUEST_ERR_NONE, "");
             return;
         }
+    }
+    if (r->gm && hone_grammar_matcher_done(r->gm)) { /* the structured output is complete */
+        finish(s, r, HONE_FINISH_STOP, HONE_REQUEST_ERR_NONE, NULL);
+        return;
     }
     if (r->completion_tokens >= r->max_tokens || r->n_toks - 1 >= s->n_ctx)
         finish(s, r, HONE_FINISH_LENGTH, HONE_REQUEST_ERR_NONE, NULL);
@@ -526,7 +578,7 @@ static void *engine_main(void *arg)
             hone_request *r = s->running[i];
             if (s->pc && r->rows) register_blocks(s, r);
             if (r->logit_slot >= 0) {
-                r->sampled = hone_sampler_sample(r->smp, s->logits + r->logit_slot * s->n_vocab);
+                r->sampled = grammar_sample(s, r, s->logits + r->logit_slot * s->n_vocab);
                 if (r->sampled >= 0) hone_sampler_accept(r->smp, r->sampled);
             }
         }
@@ -581,6 +633,7 @@ int hone_scheduler_new(hone_scheduler **out, hone_backend *be, const hone_tokeni
     s->bs = hone_kv_cache_block_size(s->kv);
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->prof_mu, NULL);
+    pthread_mutex_init(&s->trie_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -656,6 +709,8 @@ void hone_scheduler_free(hone_scheduler *s)
     pthread_cond_destroy(&s->out_cv);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->prof_mu);
+    pthread_mutex_destroy(&s->trie_mu);
+    hone_token_trie_free(s->trie);
     free(s);
 }
 
@@ -700,6 +755,7 @@ int hone_scheduler_submit(hone_scheduler *s, const hone_request_params *p, hone_
     if ((rc = hone_sampler_new(&r->smp, &p->sampling, (int32_t)s->n_vocab)) ||
         (rc = hone_detok_new(&r->dt, s->tok, 0)))
         goto fail;
+    if (p->grammar && (rc = grammar_attach(s, r, p->grammar))) goto fail;
     memcpy(r->toks, p->prompt, (size_t)p->n_prompt * sizeof *r->toks);
     r->n_toks = r->n_prompt = p->n_prompt;
     r->max_tokens = p->max_tokens;

@@ -68,6 +68,10 @@ typedef struct {
     const char *const *stop;     /* [n_stop] non-empty strings, copied */
     int n_stop;
     int ignore_eos;              /* 1: an end-of-generation token does not stop */
+    /* structured output: NULL, or a finished grammar (engine/grammar.h, copied) the output
+     * must match: every step masks the tokens it does not allow, an end-of-generation token
+     * is allowed only where it accepts, and the request finishes (stop) when it is done */
+    const struct hone_grammar *grammar;
 } hone_request_params;
 
 typedef enum {

@@ -26,7 +26,9 @@
 #include "backend.h"
 #include "error.h"
 #include "forward.h"
+#include "json_schema.h"
 #include "model.h"
+#include "toolcall.h"
 
 enum { R_MODELS, R_COMPLETIONS, R_CHAT, R_HEALTH, R_METRICS, R_PROFILE, R_TUNING, R_OTHER, R_COUNT };
 static const char *const route_path[R_COUNT] = {
@@ -89,6 +91,10 @@ typedef struct {
     char *pend;               /* SSE bytes ready to go */
     size_t pend_len, pend_off, pend_cap;
     hone_request_state last;
+    /* tool calls: the request's tools (the output is parsed for calls), NULL for none */
+    cJSON *tools;
+    char *held;               /* stream: text seen but not yet sent (a call may be starting) */
+    size_t held_len, seen;
 } conn_ctx;
 
 static double now_s(void)
@@ -313,6 +319,8 @@ typedef struct {
     const char *stop[MAX_STOP];
     int n_stop;
     int stream, include_usage, ignore_eos;
+    hone_grammar *grammar;    /* response_format / tool_choice: the output's grammar, or NULL */
+    cJSON *tools;             /* tools the output may call (a copy), NULL for none */
 } gen_request;
 
 static int get_number(cJSON *root, const char *name, double lo, double hi, int integral,
@@ -376,8 +384,12 @@ static int content_text(cJSON *c, int i, char **out, bad_request *b)
     return 0;
 }
 
+static int tool_chat_prompt(hone_server *s, cJSON *root, gen_request *g, bad_request *b);
+static int wants_tool_prompt(cJSON *root, const gen_request *g);
+
 static int chat_prompt(hone_server *s, cJSON *root, gen_request *g, bad_request *b)
 {
+    if (wants_tool_prompt(root, g)) return tool_chat_prompt(s, root, g, b);
     cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
     if (!msgs) return bad(b, 400, "messages", "missing_required_parameter", "'messages' is required");
     if (!cJSON_IsArray(msgs)) return bad(b, 400, "messages", "invalid_type", "'messages' must be an array");
@@ -461,6 +473,133 @@ static int completion_prompt(hone_server *s, cJSON *root, gen_request *g, bad_re
         g->ids[g->n_ids++] = (int32_t)x->valuedouble;
     }
     return 0;
+}
+
+/* ---- structured output and tools (requests) ---- */
+
+/* response_format (json_object, json_schema), tools and tool_choice: g->grammar is the
+ * output's grammar when the request constrains it, g->tools the tools to parse calls of. */
+static int structured_parse(hone_server *s, cJSON *root, int chat, gen_request *g, bad_request *b)
+{
+    cJSON *rf = cJSON_GetObjectItemCaseSensitive(root, "response_format");
+    if (rf && !cJSON_IsNull(rf)) {
+        cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
+        if (!cJSON_IsObject(rf) || !cJSON_IsString(type))
+            return bad(b, 400, "response_format", "invalid_type", "'response_format' must be an object with a 'type'");
+        const char *t = type->valuestring;
+        if (!strcmp(t, "json_object")) {
+            if (hone_json_schema_compile(&g->grammar, NULL, NULL))
+                return bad(b, 500, NULL, NULL, "%s", hone_error_last());
+        } else if (!strcmp(t, "json_schema")) {
+            cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
+            cJSON *sch = cJSON_GetObjectItemCaseSensitive(js, "schema");
+            if (!cJSON_IsObject(js))
+                return bad(b, 400, "response_format.json_schema", "missing_required_parameter",
+                           "'response_format.json_schema' must be an object with a 'schema'");
+            cJSON *name = cJSON_GetObjectItemCaseSensitive(js, "name");
+            if (name && !cJSON_IsString(name))
+                return bad(b, 400, "response_format.json_schema.name", "invalid_type",
+                           "'response_format.json_schema.name' must be a string");
+            if (sch && !cJSON_IsObject(sch) && !cJSON_IsBool(sch))
+                return bad(b, 400, "response_format.json_schema.schema", "invalid_type",
+                           "'response_format.json_schema.schema' must be an object");
+            if (hone_json_schema_compile(&g->grammar, sch, NULL))
+                return bad(b, 400, "response_format.json_schema.schema", "invalid_value", "%s", hone_error_last());
+        } else if (strcmp(t, "text")) {
+            return bad(b, 400, "response_format.type", "invalid_value",
+                       "'response_format.type' is '%.40s'; it must be one of text, json_object, json_schema", t);
+        }
+    }
+    cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+    cJSON *choice = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
+    if (tools && cJSON_IsNull(tools)) tools = NULL;
+    if (choice && cJSON_IsNull(choice)) choice = NULL;
+    if (!tools && !choice) return 0;
+    if (!chat) return bad(b, 400, tools ? "tools" : "tool_choice", "unsupported_parameter",
+                          "tools are only supported on /v1/chat/completions");
+    if (tools && !cJSON_IsArray(tools)) return bad(b, 400, "tools", "invalid_type", "'tools' must be an array");
+    const char *mode = tools && cJSON_GetArraySize(tools) ? "auto" : "none", *name = NULL;
+    if (cJSON_IsString(choice)) {
+        mode = choice->valuestring;
+        if (strcmp(mode, "none") && strcmp(mode, "auto") && strcmp(mode, "required"))
+            return bad(b, 400, "tool_choice", "invalid_value",
+                       "'tool_choice' is '%.40s'; it must be none, auto, required or {\"type\": \"function\", ...}", mode);
+    } else if (choice) {
+        cJSON *fn = cJSON_GetObjectItemCaseSensitive(choice, "function");
+        cJSON *nm = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        if (!cJSON_IsObject(choice) || !cJSON_IsString(nm))
+            return bad(b, 400, "tool_choice", "invalid_type",
+                       "'tool_choice' must be a string or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        mode = "named";
+        name = nm->valuestring;
+    }
+    int forced = !strcmp(mode, "required") || !strcmp(mode, "named");
+    if (strcmp(mode, "none") && (!tools || cJSON_GetArraySize(tools) == 0))
+        return bad(b, 400, "tool_choice", "invalid_value", "'tool_choice' '%s' needs a non-empty 'tools'", mode);
+    if (!strcmp(mode, "none")) return 0;
+    hone_toolcall_format fmt = hone_toolcall_format_for(s->tmpl->family);
+    if (forced) {
+        if (g->grammar)
+            return bad(b, 400, "tool_choice", "invalid_value",
+                       "'tool_choice' %s cannot be combined with a JSON 'response_format'", mode);
+        if (hone_toolcall_grammar(&g->grammar, tools, name, fmt))
+            return bad(b, 400, name ? "tool_choice" : "tools", "invalid_value", "%s", hone_error_last());
+    }
+    if (!(g->tools = cJSON_Duplicate(tools, 1))) return bad(b, 500, NULL, NULL, "out of memory");
+    return 0;
+}
+
+/* 1 when the conversation needs the tool rendering: tools to offer, or tool results and
+ * assistant tool calls in its history. */
+static int wants_tool_prompt(cJSON *root, const gen_request *g)
+{
+    if (g->tools) return 1;
+    cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(root, "messages")) {
+        cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+        cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        if ((cJSON_IsString(r) && !strcmp(r->valuestring, "tool")) || (tc && !cJSON_IsNull(tc))) return 1;
+    }
+    return 0;
+}
+
+/* The chat prompt through engine/toolcall.c's rendering (tools, tool calls and results as
+ * plain messages), then the template as chat_prompt does. When the chat templates are
+ * interpreted (engine/chat.h with tools), this is where they take the tools. */
+static int tool_chat_prompt(hone_server *s, cJSON *root, gen_request *g, bad_request *b)
+{
+    cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages"), *plain = NULL;
+    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
+        return bad(b, 400, "messages", "invalid_value", "'messages' must be a non-empty array");
+    if (cJSON_GetArraySize(msgs) > 4096) return bad(b, 400, "messages", "invalid_value", "too many messages");
+    if (hone_toolcall_render(&plain, msgs, g->tools, hone_toolcall_format_for(s->tmpl->family),
+                             s->tmpl->default_system))
+        return bad(b, 400, "messages", "invalid_value", "%s", hone_error_last());
+    int n = cJSON_GetArraySize(plain), rc = -1, i = 0;
+    hone_chat_msg *m = calloc((size_t)(n ? n : 1), sizeof *m);
+    char *formatted = NULL;
+    if (!m) { bad(b, 500, NULL, NULL, "out of memory"); goto done; }
+    cJSON *x;
+    cJSON_ArrayForEach(x, plain) {
+        m[i].role = cJSON_GetObjectItemCaseSensitive(x, "role")->valuestring;
+        m[i].content = cJSON_GetObjectItemCaseSensitive(x, "content")->valuestring;
+        i++;
+    }
+    if (hone_chat_format(&formatted, s->tmpl, m, n, 1)) {
+        bad(b, 400, "messages", "invalid_value", "%s", hone_error_last());
+        goto done;
+    }
+    if (hone_tokenizer_encode(s->tok, formatted, strlen(formatted), s->tmpl->emits_bos ? 0 : -1, 1, &g->ids,
+                              &g->n_ids)) {
+        bad(b, 400, "messages", "invalid_value", "%s", hone_error_last());
+        goto done;
+    }
+    rc = 0;
+done:
+    free(m);
+    free(formatted);
+    cJSON_Delete(plain);
+    return rc;
 }
 
 /* Validates and tokenises a generation request. */
@@ -550,6 +689,7 @@ static int parse_generation(hone_server *s, cJSON *root, int chat, gen_request *
                 return bad(b, 400, "stop", "invalid_value", "stop strings must be valid UTF-8");
         }
     }
+    if (structured_parse(s, root, chat, g, b)) return -1;
     if (chat ? chat_prompt(s, root, g, b) : completion_prompt(s, root, g, b)) return -1;
     const char *what = chat ? "messages" : "prompt";
     if (g->n_ids == 0) return bad(b, 400, what, "invalid_value", "the prompt is empty");
@@ -608,6 +748,172 @@ static void add_choice(cJSON *j, conn_ctx *cc, const char *text, size_t len, int
     if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
     else cJSON_AddNullToObject(c, "finish_reason");
     free(clean);
+}
+
+/* ---- tool calls (responses) ---- */
+
+static void tool_call_id(conn_ctx *cc, int i, char *out, size_t cap)
+{
+    snprintf(out, cap, "call_%016llx", (unsigned long long)(atomic_fetch_add(&cc->srv->next_id, 1) *
+                                                           0x9e3779b97f4a7c15ull ^ (uint64_t)(i + 1)));
+}
+
+/* The whole message of a chat answer whose text holds tool calls: content (or null),
+ * tool_calls, finish_reason "tool_calls". 0 when the text holds no call (nothing added). */
+static int add_tool_choice(cJSON *j, conn_ctx *cc, const char *text, size_t len)
+{
+    hone_toolcall_result r;
+    if (hone_toolcall_parse(&r, text, len, cc->tools) || r.n_calls == 0) {
+        hone_toolcall_result_clear(&r);
+        return 0;
+    }
+    cJSON *choices = cJSON_AddArrayToObject(j, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON *m = cJSON_AddObjectToObject(c, "message");
+    cJSON_AddStringToObject(m, "role", "assistant");
+    char *clean = r.content ? utf8_sanitize(r.content, strlen(r.content)) : NULL;
+    if (clean) cJSON_AddStringToObject(m, "content", clean);
+    else cJSON_AddNullToObject(m, "content");
+    free(clean);
+    cJSON *calls = cJSON_AddArrayToObject(m, "tool_calls");
+    for (int i = 0; i < r.n_calls; i++) {
+        char id[40];
+        tool_call_id(cc, i, id, sizeof id);
+        cJSON *tc = cJSON_CreateObject(), *fn;
+        cJSON_AddStringToObject(tc, "id", id);
+        cJSON_AddStringToObject(tc, "type", "function");
+        fn = cJSON_AddObjectToObject(tc, "function");
+        cJSON_AddStringToObject(fn, "name", r.calls[i].name);
+        cJSON_AddStringToObject(fn, "arguments", r.calls[i].arguments);
+        cJSON_AddItemToArray(calls, tc);
+    }
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddStringToObject(c, "finish_reason", "tool_calls");
+    hone_toolcall_result_clear(&r);
+    return 1;
+}
+
+/* A chunk with one delta of tool_calls[index]: the first names the call (id, type, name,
+ * empty arguments), later ones carry arguments text. */
+static cJSON *tool_delta(conn_ctx *cc, int index, const char *id, const char *name, const char *args)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "id", cc->id);
+    cJSON_AddStringToObject(j, "object", "chat.completion.chunk");
+    cJSON_AddNumberToObject(j, "created", (double)cc->created);
+    cJSON_AddStringToObject(j, "model", cc->srv->o.model_id);
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(j, "choices"), c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON *d = cJSON_AddObjectToObject(c, "delta"), *tc = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(d, "tool_calls"), tc);
+    cJSON_AddNumberToObject(tc, "index", index);
+    if (id) {
+        cJSON_AddStringToObject(tc, "id", id);
+        cJSON_AddStringToObject(tc, "type", "function");
+    }
+    cJSON *fn = cJSON_AddObjectToObject(tc, "function");
+    if (name) cJSON_AddStringToObject(fn, "name", name);
+    cJSON_AddStringToObject(fn, "arguments", args);
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddNullToObject(c, "finish_reason");
+    return j;
+}
+
+static int pend_event(conn_ctx *cc, cJSON *j);
+static int pend_add(conn_ctx *cc, const char *p, size_t n);
+static int wait_request(conn_ctx *cc, size_t from, int until_done, char **text, size_t *len);
+
+/* stream_more for a request with tools: text that is surely content streams as it comes;
+ * from where a call may start it is held, and at the end the held text's calls go out as
+ * OpenAI sends them (per call a delta with id, type and name, then its arguments), with
+ * finish_reason "tool_calls". */
+static int stream_tools_more(conn_ctx *cc)
+{
+    const char *obj = "chat.completion.chunk";
+    cc->pend_len = cc->pend_off = 0;
+    if (cc->stage == 0) {
+        cJSON *j = response_head(cc, obj);
+        add_choice(j, cc, "", 0, 1, NULL, 0);
+        cc->stage = 1;
+        return pend_event(cc, j);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (wait_request(cc, cc->seen, 0, &text, &len)) {
+        free(text);
+        return -1;
+    }
+    int rc = 0;
+    if (len) {
+        char *h = realloc(cc->held, cc->held_len + len + 1);
+        if (!h) {
+            free(text);
+            return -1;
+        }
+        cc->held = h;
+        memcpy(cc->held + cc->held_len, text, len);
+        cc->held_len += len;
+        cc->held[cc->held_len] = 0;
+        cc->seen += len;
+    }
+    free(text);
+    int done = cc->last.done && cc->last.text_len <= cc->seen;
+    size_t k = cc->held_len ? hone_toolcall_content_prefix(cc->held, cc->held_len) : 0;
+    const char *finish = done ? finish_name(cc->last.finish) : NULL;
+    if (done && cc->last.finish != HONE_FINISH_ERROR && k < cc->held_len) {
+        hone_toolcall_result r;
+        if (hone_toolcall_parse(&r, cc->held + k, cc->held_len - k, cc->tools) == 0 && r.n_calls > 0) {
+            if (k) { /* the content before the calls */
+                cJSON *j = response_head(cc, obj);
+                add_choice(j, cc, cc->held, k, 0, NULL, 0);
+                rc |= pend_event(cc, j);
+            }
+            if (r.content) {
+                cJSON *j = response_head(cc, obj);
+                add_choice(j, cc, r.content, strlen(r.content), 0, NULL, 0);
+                rc |= pend_event(cc, j);
+            }
+            for (int i = 0; i < r.n_calls; i++) {
+                char id[40];
+                tool_call_id(cc, i, id, sizeof id);
+                rc |= pend_event(cc, tool_delta(cc, i, id, r.calls[i].name, ""));
+                rc |= pend_event(cc, tool_delta(cc, i, NULL, NULL, r.calls[i].arguments));
+            }
+            finish = "tool_calls";
+            k = cc->held_len; /* all of it is accounted for */
+            cc->held_len = 0;
+        }
+        hone_toolcall_result_clear(&r);
+        if (cc->held_len) k = cc->held_len; /* no call after all: content */
+    }
+    if (k && cc->held_len) {
+        cJSON *j = response_head(cc, obj);
+        add_choice(j, cc, cc->held, k, 0, NULL, 0);
+        rc |= pend_event(cc, j);
+        memmove(cc->held, cc->held + k, cc->held_len - k);
+        cc->held_len -= k;
+    }
+    cc->sent = cc->seen - cc->held_len;
+    if (done) {
+        if (cc->last.finish == HONE_FINISH_ERROR) {
+            rc |= pend_event(cc, error_object("server_error", NULL, NULL, cc->last.error));
+        } else {
+            cJSON *j = response_head(cc, obj);
+            add_choice(j, cc, NULL, 0, 0, finish, 0);
+            rc |= pend_event(cc, j);
+            if (cc->include_usage) {
+                j = response_head(cc, obj);
+                cJSON_AddArrayToObject(j, "choices");
+                add_usage(j, &cc->last);
+                rc |= pend_event(cc, j);
+            }
+        }
+        rc |= pend_add(cc, "data: [DONE]\n\n", 14);
+        cc->stage = 2;
+    }
+    return rc ? -1 : 0;
 }
 
 static int pend_add(conn_ctx *cc, const char *p, size_t n)
@@ -683,6 +989,7 @@ static enum MHD_Result send_request_error(conn_ctx *cc)
 /* Fills cc->pend with the next events of a stream; -1 when the client is gone. */
 static int stream_more(conn_ctx *cc)
 {
+    if (cc->tools) return stream_tools_more(cc);
     const char *obj = cc->chat ? "chat.completion.chunk" : "text_completion";
     cc->pend_len = cc->pend_off = 0;
     if (cc->chat && cc->stage == 0) {
@@ -816,7 +1123,7 @@ static enum MHD_Result handle_generation(conn_ctx *cc)
         ok = send_error(cc, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
         goto done;
     }
-    hone_request_params p = {g.ids, g.n_ids, g.max_tokens, g.sp, g.stop, g.n_stop, g.ignore_eos};
+    hone_request_params p = {g.ids, g.n_ids, g.max_tokens, g.sp, g.stop, g.n_stop, g.ignore_eos, g.grammar};
     int rc = hone_scheduler_submit(s->sched, &p, &cc->req);
     if (rc == HONE_ERANGE) {
         ok = send_error(cc, 503, "server_error", NULL, "overloaded", "%s; retry later", hone_error_last());
@@ -834,6 +1141,10 @@ static enum MHD_Result handle_generation(conn_ctx *cc)
     root = NULL;
     free(g.ids);
     g.ids = NULL;
+    hone_grammar_free(g.grammar); /* the scheduler keeps its own copy */
+    g.grammar = NULL;
+    cc->tools = g.tools;
+    g.tools = NULL;
 
     cc->chat = chat;
     cc->stream = g.stream;
@@ -875,13 +1186,16 @@ static enum MHD_Result handle_generation(conn_ctx *cc)
         return send_request_error(cc);
     }
     cJSON *j = response_head(cc, chat ? "chat.completion" : "text_completion");
-    add_choice(j, cc, text ? text : "", len, 1, finish_name(cc->last.finish), 1);
+    if (!cc->tools || !add_tool_choice(j, cc, text ? text : "", len))
+        add_choice(j, cc, text ? text : "", len, 1, finish_name(cc->last.finish), 1);
     add_usage(j, &cc->last);
     free(text);
     return send_json(cc, 200, j);
 done:
     cJSON_Delete(root);
     free(g.ids);
+    hone_grammar_free(g.grammar);
+    cJSON_Delete(g.tools);
     return ok;
 }
 
@@ -1273,6 +1587,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     pthread_mutex_unlock(&s->mu);
     free(cc->body);
     free(cc->pend);
+    free(cc->held);
+    cJSON_Delete(cc->tools);
     free(cc);
 }
 
