@@ -9,7 +9,7 @@
 
 #include "error.h"
 
-#define WS_MAX 12
+#define WS_MAX 20
 #define MAX_COUNT 4096 /* largest minLength / maxLength / minItems / maxItems expanded */
 #define MAX_REFS 256
 #define MAX_DEPTH 64
@@ -42,24 +42,31 @@ static int lit_rule(jsc *c, const char *s)
     return r;
 }
 
-/* ws ::= "" | [ \t\n] ws1 ... (at most WS_MAX bytes) */
+/* ws ::= "" | " " | "\n" [ \t]{0,WS_MAX} (llama.cpp's choice: room for indentation, none for
+ * runs of blank lines a small model may fall into) */
 static int ws_rule(jsc *c)
 {
     if (c->ws >= 0) return c->ws;
     int next = -1;
-    for (int k = WS_MAX; k >= 0; k--) {
+    uint64_t sp[4] = {(1ull << ' ') | (1ull << '\t'), 0, 0, 0};
+    for (int k = WS_MAX; k >= 1; k--) { /* indent_k: up to WS_MAX - k + 1 more blanks */
         int r = hone_grammar_rule(c->g);
         TRY(r);
         TRY(hone_grammar_alt(c->g, r));
-        if (next >= 0) {
-            TRY(hone_grammar_alt(c->g, r));
-            uint64_t set[4] = {(1ull << ' ') | (1ull << '\t') | (1ull << '\n'), 0, 0, 0};
-            TRY(hone_grammar_add_class(c->g, r, set));
-            TRY(hone_grammar_add_ref(c->g, r, next));
-        }
+        TRY(hone_grammar_alt(c->g, r));
+        TRY(hone_grammar_add_class(c->g, r, sp));
+        if (next >= 0) TRY(hone_grammar_add_ref(c->g, r, next));
         next = r;
     }
-    return c->ws = next;
+    int w = hone_grammar_rule(c->g);
+    TRY(w);
+    TRY(hone_grammar_alt(c->g, w));
+    TRY(hone_grammar_alt(c->g, w));
+    TRY(hone_grammar_add_literal(c->g, w, " ", 1));
+    TRY(hone_grammar_alt(c->g, w));
+    TRY(hone_grammar_add_literal(c->g, w, "\n", 1));
+    TRY(hone_grammar_add_ref(c->g, w, next));
+    return c->ws = w;
 }
 
 static int add_ws(jsc *c, int r)

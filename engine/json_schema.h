@@ -11,8 +11,8 @@
  * $comment, deprecated, readOnly, writeOnly) are ignored. Any other keyword is refused
  * (HONE_EUNSUPPORTED, the message naming it and where it is).
  *
- * Bounded so that a generation cannot run away: whitespace between tokens is at most 12
- * bytes (none after the value), integer parts at most 16 digits, fractions 16, exponents 3. */
+ * Bounded so that a generation cannot run away: whitespace between tokens is "", " " or
+ * a newline and up to 20 blanks (none after the value), integer parts at most 16 digits, fractions 16, exponents 3. */
 #ifndef HONE_JSON_SCHEMA_H
 #define HONE_JSON_SCHEMA_H
 
