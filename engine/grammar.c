@@ -232,6 +232,34 @@ int hone_grammar_clone(hone_grammar **out, const hone_grammar *g)
     return 0;
 }
 
+int hone_grammar_equal(const hone_grammar *a, const hone_grammar *b)
+{
+    if (!a->finished || !b->finished || a->n_el != b->n_el || a->n_rules != b->n_rules || a->n_alts != b->n_alts ||
+        a->n_cls != b->n_cls || a->root != b->root)
+        return 0;
+    for (int64_t i = 0; i < a->n_el; i++)
+        if (a->el[i].type != b->el[i].type || a->el[i].arg != b->el[i].arg) return 0;
+    return !memcmp(a->rule_alt0, b->rule_alt0, (size_t)a->n_rules * sizeof *a->rule_alt0) &&
+           !memcmp(a->rule_nalt, b->rule_nalt, (size_t)a->n_rules * sizeof *a->rule_nalt) &&
+           !memcmp(a->alt_start, b->alt_start, (size_t)a->n_alts * sizeof *a->alt_start) &&
+           !memcmp(a->cls, b->cls, (size_t)a->n_cls * sizeof *a->cls);
+}
+
+uint64_t hone_grammar_hash(const hone_grammar *g)
+{
+    uint64_t h = 1469598103934665603ull ^ (uint64_t)g->root;
+    for (int64_t i = 0; i < g->n_el; i++) {
+        h ^= (uint64_t)g->el[i].type << 32 | g->el[i].arg;
+        h *= 1099511628211ull;
+    }
+    for (int i = 0; i < g->n_cls; i++)
+        for (int k = 0; k < 4; k++) {
+            h ^= g->cls[i][k];
+            h *= 1099511628211ull;
+        }
+    return h ^ (uint64_t)g->n_rules << 40;
+}
+
 /* ---- the token trie ----
  * Nodes in preorder of the sorted token strings; node i is the byte at depth `depth` below
  * its parent (the nearest earlier node of depth - 1); skip is the index after its subtree,
@@ -434,15 +462,19 @@ typedef struct {
     int64_t n_allowed;
 } gstate;
 
-struct hone_grammar_matcher {
+/* The memo of a grammar: its interned states with their transitions and masks. Matchers of
+ * the same grammar may share one (hone_grammar_memo_new), each holding a reference; all of
+ * them must then be used on one thread. */
+struct hone_grammar_memo {
     const hone_grammar *g;
+    int refs;
+    int32_t start;   /* the start state */
     uint32_t *words;
     int64_t n_words, cap_words;
     gstate *st;
     int n_st, cap_st;
     int32_t *ht;     /* open addressing over state ids, -1 empty */
     int64_t ht_cap;
-    int32_t cur;
     /* scratch */
     uint32_t *out;   /* stacks of the state being built */
     int64_t n_out, cap_out;
@@ -478,7 +510,7 @@ static uint64_t hash_words(const uint32_t *w, int64_t n)
 }
 
 /* Appends stack[0..depth) to m->out, if the state being built has room. */
-static int out_stack(hone_grammar_matcher *m, const uint32_t *stack, int depth)
+static int out_stack(hone_grammar_memo *m, const uint32_t *stack, int depth)
 {
     if (m->n_out / 2 > MAX_STACKS * 64) return 0;
     int rc = matcher_reserve(&m->out, &m->cap_out, m->n_out + depth + 1);
@@ -491,7 +523,7 @@ static int out_stack(hone_grammar_matcher *m, const uint32_t *stack, int depth)
 
 /* Expands stack[0..depth) until every top is a byte class (or the stack is empty), adding
  * each result to m->out. stack is read only; copies go to the arena. */
-static int expand(hone_grammar_matcher *m, const uint32_t *stack, int depth)
+static int expand(hone_grammar_memo *m, const uint32_t *stack, int depth)
 {
     const hone_grammar *g = m->g;
     if (++m->steps > MAX_EXPAND_STEPS) return 0;
@@ -548,7 +580,7 @@ static void sort_stacks(const uint32_t *w, int64_t *off, int n)
     }
 }
 
-static int ht_grow(hone_grammar_matcher *m)
+static int ht_grow(hone_grammar_memo *m)
 {
     int64_t nc = m->ht_cap ? m->ht_cap * 2 : 1024;
     int32_t *h = malloc((size_t)nc * sizeof *h);
@@ -567,7 +599,7 @@ static int ht_grow(hone_grammar_matcher *m)
 
 /* Interns the state in m->out (canonical: stacks sorted, duplicates dropped); returns its
  * id, or a negative error. An empty set (no stack) is -1: a rejection. */
-static int32_t intern_out(hone_grammar_matcher *m)
+static int32_t intern_out(hone_grammar_memo *m)
 {
     const hone_grammar *g = m->g;
     int n = 0;
@@ -628,7 +660,7 @@ static int32_t intern_out(hone_grammar_matcher *m)
 }
 
 /* The state after byte c from state sid: -1 if rejected, or a negative error below -1. */
-static int32_t advance(hone_grammar_matcher *m, int32_t sid, unsigned c)
+static int32_t advance(hone_grammar_memo *m, int32_t sid, unsigned c)
 {
     const hone_grammar *g = m->g;
     gstate *s = &m->st[sid];
@@ -656,7 +688,7 @@ static int32_t advance(hone_grammar_matcher *m, int32_t sid, unsigned c)
 }
 
 /* The memoised transition. */
-static int32_t trans(hone_grammar_matcher *m, int32_t sid, unsigned c)
+static int32_t trans(hone_grammar_memo *m, int32_t sid, unsigned c)
 {
     int32_t *row = m->st[sid].row;
     if (row && row[c] != -2) return row[c];
@@ -671,7 +703,7 @@ static int32_t trans(hone_grammar_matcher *m, int32_t sid, unsigned c)
     return r;
 }
 
-static void clear_states(hone_grammar_matcher *m)
+static void clear_states(hone_grammar_memo *m)
 {
     for (int i = 0; i < m->n_st; i++) {
         free(m->st[i].row);
@@ -682,10 +714,10 @@ static void clear_states(hone_grammar_matcher *m)
     for (int64_t i = 0; i < m->ht_cap; i++) m->ht[i] = -1;
 }
 
-/* Keeps only the current state (the memo has grown past STATE_FLUSH). */
-static int flush_states(hone_grammar_matcher *m)
+/* Keeps only state *keep (the memo has grown past STATE_FLUSH); *keep becomes its new id. */
+static int flush_states(hone_grammar_memo *m, int32_t *keep)
 {
-    gstate *s = &m->st[m->cur];
+    gstate *s = &m->st[*keep];
     int64_t len = s->len;
     int rc = matcher_reserve(&m->out, &m->cap_out, len);
     if (rc) return rc;
@@ -694,41 +726,50 @@ static int flush_states(hone_grammar_matcher *m)
     clear_states(m);
     int32_t id = intern_out(m);
     if (id < 0) return id == -1 ? hone_error_set(HONE_EINTERNAL, "grammar: lost the state") : id;
-    m->cur = id;
+    *keep = id;
+    m->start = -1; /* interned again on demand */
     return 0;
 }
 
-int hone_grammar_matcher_new(hone_grammar_matcher **out, const hone_grammar *g)
+/* Interns the start state of m's grammar: each alternative of the root, expanded. */
+static int32_t start_state(hone_grammar_memo *m)
+{
+    const hone_grammar *g = m->g;
+    uint32_t start[1];
+    m->n_out = 0;
+    m->steps = 0;
+    m->arena_top = 0;
+    for (int a = 0; a < g->rule_nalt[g->root]; a++) {
+        start[0] = (uint32_t)g->alt_start[g->rule_alt0[g->root] + a];
+        int rc = expand(m, start, g->el[start[0]].type == EL_END ? 0 : 1);
+        if (rc) return rc;
+    }
+    int32_t id = intern_out(m);
+    if (id == -1) return hone_error_set(HONE_EINVAL, "grammar: the start rule matches nothing");
+    return id;
+}
+
+int hone_grammar_memo_new(hone_grammar_memo **out, const hone_grammar *g)
 {
     *out = NULL;
     if (!g->finished) return hone_error_set(HONE_EINVAL, "grammar: not finished");
-    hone_grammar_matcher *m = calloc(1, sizeof *m);
+    hone_grammar_memo *m = calloc(1, sizeof *m);
     if (!m) return hone_error_set(HONE_ENOMEM, "grammar: out of memory");
     m->g = g;
-    int rc;
-    uint32_t start[1];
-    /* the start state: each alternative of the root, expanded */
-    m->n_out = 0;
-    for (int a = 0; a < g->rule_nalt[g->root]; a++) {
-        start[0] = (uint32_t)g->alt_start[g->rule_alt0[g->root] + a];
-        if ((rc = expand(m, start, g->el[start[0]].type == EL_END ? 0 : 1))) goto fail;
-    }
-    int32_t id = intern_out(m);
+    m->refs = 1;
+    int32_t id = start_state(m);
     if (id < 0) {
-        rc = id == -1 ? hone_error_set(HONE_EINVAL, "grammar: the start rule matches nothing") : id;
-        goto fail;
+        hone_grammar_memo_free(m);
+        return id;
     }
-    m->cur = id;
+    m->start = id;
     *out = m;
     return 0;
-fail:
-    hone_grammar_matcher_free(m);
-    return rc;
 }
 
-void hone_grammar_matcher_free(hone_grammar_matcher *m)
+void hone_grammar_memo_free(hone_grammar_memo *m)
 {
-    if (!m) return;
+    if (!m || --m->refs > 0) return;
     for (int i = 0; i < m->n_st; i++) {
         free(m->st[i].row);
         free(m->st[i].mask);
@@ -743,42 +784,111 @@ void hone_grammar_matcher_free(hone_grammar_matcher *m)
     free(m);
 }
 
-int hone_grammar_matcher_feed(hone_grammar_matcher *m, const char *bytes, size_t n)
+int64_t hone_grammar_memo_n_states(const hone_grammar_memo *m) { return m->n_st; }
+int hone_grammar_memo_refs(const hone_grammar_memo *m) { return m->refs; }
+
+struct hone_grammar_matcher {
+    hone_grammar_memo *memo;
+    int32_t cur;
+};
+
+int hone_grammar_matcher_new_shared(hone_grammar_matcher **out, hone_grammar_memo *memo)
 {
-    int32_t s = m->cur;
+    *out = NULL;
+    hone_grammar_matcher *mt = calloc(1, sizeof *mt);
+    if (!mt) return hone_error_set(HONE_ENOMEM, "grammar: out of memory");
+    if (memo->start < 0) {
+        int32_t id = start_state(memo);
+        if (id < 0) {
+            free(mt);
+            return id;
+        }
+        memo->start = id;
+    }
+    memo->refs++;
+    mt->memo = memo;
+    mt->cur = memo->start;
+    *out = mt;
+    return 0;
+}
+
+int hone_grammar_matcher_new(hone_grammar_matcher **out, const hone_grammar *g)
+{
+    hone_grammar_memo *memo;
+    *out = NULL;
+    int rc = hone_grammar_memo_new(&memo, g);
+    if (rc) return rc;
+    rc = hone_grammar_matcher_new_shared(out, memo);
+    hone_grammar_memo_free(memo); /* the matcher holds the only reference now */
+    return rc;
+}
+
+void hone_grammar_matcher_free(hone_grammar_matcher *mt)
+{
+    if (!mt) return;
+    hone_grammar_memo_free(mt->memo);
+    free(mt);
+}
+
+/* A memo of its own for mt, holding only its current state (a shared memo grew too big). */
+static int detach(hone_grammar_matcher *mt)
+{
+    hone_grammar_memo *old = mt->memo, *m = calloc(1, sizeof *m);
+    if (!m) return hone_error_set(HONE_ENOMEM, "grammar: out of memory");
+    m->g = old->g;
+    m->refs = 1;
+    m->start = -1;
+    gstate *s = &old->st[mt->cur];
+    int rc = matcher_reserve(&m->out, &m->cap_out, s->len);
+    if (rc) {
+        hone_grammar_memo_free(m);
+        return rc;
+    }
+    memcpy(m->out, old->words + s->off, (size_t)s->len * sizeof *m->out);
+    m->n_out = s->len;
+    int32_t id = intern_out(m);
+    if (id < 0) {
+        hone_grammar_memo_free(m);
+        return id == -1 ? hone_error_set(HONE_EINTERNAL, "grammar: lost the state") : id;
+    }
+    mt->cur = id;
+    mt->memo = m;
+    hone_grammar_memo_free(old);
+    return 0;
+}
+
+int hone_grammar_matcher_feed(hone_grammar_matcher *mt, const char *bytes, size_t n)
+{
+    int32_t s = mt->cur;
     for (size_t i = 0; i < n; i++) {
-        s = trans(m, s, (unsigned char)bytes[i]);
+        s = trans(mt->memo, s, (unsigned char)bytes[i]);
         if (s == -1) return hone_error_set(HONE_EINVAL, "grammar: byte %zu (0x%02x) is not allowed here", i,
                                            (unsigned char)bytes[i]);
         if (s < 0) return s;
     }
-    m->cur = s;
+    mt->cur = s;
     return 0;
 }
 
-int hone_grammar_matcher_try(hone_grammar_matcher *m, const char *bytes, size_t n)
+int hone_grammar_matcher_try(hone_grammar_matcher *mt, const char *bytes, size_t n)
 {
-    int32_t s = m->cur;
-    for (size_t i = 0; i < n && s >= 0; i++) s = trans(m, s, (unsigned char)bytes[i]);
+    int32_t s = mt->cur;
+    for (size_t i = 0; i < n && s >= 0; i++) s = trans(mt->memo, s, (unsigned char)bytes[i]);
     return s >= 0;
 }
 
-int hone_grammar_matcher_accepting(const hone_grammar_matcher *m) { return m->st[m->cur].accept; }
+int hone_grammar_matcher_accepting(const hone_grammar_matcher *mt) { return mt->memo->st[mt->cur].accept; }
 
-int hone_grammar_matcher_done(const hone_grammar_matcher *m)
+int hone_grammar_matcher_done(const hone_grammar_matcher *mt)
 {
-    const gstate *s = &m->st[m->cur];
+    const gstate *s = &mt->memo->st[mt->cur];
     return s->accept && s->n_stacks == 1;
 }
 
-const uint64_t *hone_grammar_matcher_mask(hone_grammar_matcher *m, const hone_token_trie *t,
-                                          int64_t *n_allowed)
+/* The mask of state sid of m: a walk of the trie in preorder, each node's state from its
+ * parent's by one memoised transition, a rejected byte skipping its whole subtree. */
+static const uint64_t *memo_mask(hone_grammar_memo *m, int32_t sid, const hone_token_trie *t, int64_t *n_allowed)
 {
-    if (m->st[m->cur].mask) {
-        if (n_allowed) *n_allowed = m->st[m->cur].n_allowed;
-        return m->st[m->cur].mask;
-    }
-    if (m->n_st > STATE_FLUSH && flush_states(m)) return NULL;
     int64_t words = (t->n_vocab + 63) / 64;
     uint64_t *mask = calloc((size_t)words, sizeof *mask);
     if (!mask || (m->walk_cap < t->max_depth + 1 &&
@@ -789,7 +899,7 @@ const uint64_t *hone_grammar_matcher_mask(hone_grammar_matcher *m, const hone_to
     }
     if (m->walk_cap < t->max_depth + 1) m->walk_cap = t->max_depth + 1;
     int32_t *ws = m->walk;
-    ws[0] = m->cur;
+    ws[0] = sid;
     const trie_node *nodes = t->nodes;
     int64_t n = t->n_nodes, allowed = 0;
     for (int64_t i = 0; i < n;) {
@@ -812,7 +922,7 @@ const uint64_t *hone_grammar_matcher_mask(hone_grammar_matcher *m, const hone_to
         }
         i++;
     }
-    gstate *s = &m->st[m->cur];
+    gstate *s = &m->st[sid];
     if (s->accept)
         for (int k = 0; k < t->n_eog; k++) {
             int32_t id = t->eog_ids[k];
@@ -823,6 +933,21 @@ const uint64_t *hone_grammar_matcher_mask(hone_grammar_matcher *m, const hone_to
     s->n_allowed = allowed;
     if (n_allowed) *n_allowed = allowed;
     return mask;
+}
+
+const uint64_t *hone_grammar_matcher_mask(hone_grammar_matcher *mt, const hone_token_trie *t,
+                                          int64_t *n_allowed)
+{
+    hone_grammar_memo *m = mt->memo;
+    if (m->st[mt->cur].mask) {
+        if (n_allowed) *n_allowed = m->st[mt->cur].n_allowed;
+        return m->st[mt->cur].mask;
+    }
+    if (m->n_st > STATE_FLUSH) { /* a private memo is cleared; a shared one is left to the others */
+        if (m->refs > 1 ? detach(mt) : flush_states(m, &mt->cur)) return NULL;
+        m = mt->memo;
+    }
+    return memo_mask(m, mt->cur, t, n_allowed);
 }
 
 int hone_grammar_matcher_accept_token(hone_grammar_matcher *m, const hone_token_trie *t, int32_t id)

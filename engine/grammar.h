@@ -45,6 +45,10 @@ int hone_grammar_finish(hone_grammar *g, int root);
 int64_t hone_grammar_size(const hone_grammar *g);
 /* A deep copy of a finished grammar. */
 int hone_grammar_clone(hone_grammar **out, const hone_grammar *g);
+/* 1 if a and b (finished) are the same grammar, element for element; hash: equal grammars
+ * hash equal. */
+int hone_grammar_equal(const hone_grammar *a, const hone_grammar *b);
+uint64_t hone_grammar_hash(const hone_grammar *g);
 
 /* ---- the vocabulary ---- */
 typedef struct hone_token_trie hone_token_trie;
@@ -67,6 +71,20 @@ typedef struct hone_grammar_matcher hone_grammar_matcher;
 
 /* A matcher at the start of g (a finished grammar), which it borrows: g must outlive it. */
 int hone_grammar_matcher_new(hone_grammar_matcher **out, const hone_grammar *g);
+
+/* The memo of g's states (transitions and masks), to share between matchers of the same
+ * grammar, so that a state's mask is walked once for all of them (a server sees the same
+ * schema again and again). Matchers sharing a memo must all be used on one thread. g must
+ * outlive the memo and its matchers. hone_grammar_memo_free drops the caller's reference;
+ * each matcher holds one of its own. */
+typedef struct hone_grammar_memo hone_grammar_memo;
+int hone_grammar_memo_new(hone_grammar_memo **out, const hone_grammar *g);
+void hone_grammar_memo_free(hone_grammar_memo *m);
+int64_t hone_grammar_memo_n_states(const hone_grammar_memo *m);
+/* References held: the creator's, until it frees it, and one per matcher. */
+int hone_grammar_memo_refs(const hone_grammar_memo *m);
+/* A matcher at the start of memo's grammar, sharing memo. */
+int hone_grammar_matcher_new_shared(hone_grammar_matcher **out, hone_grammar_memo *memo);
 void hone_grammar_matcher_free(hone_grammar_matcher *m);
 /* Consumes bytes[0..n). On a byte the grammar rejects returns HONE_EINVAL and leaves the
  * state as it was before the call. */

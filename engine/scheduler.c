@@ -19,6 +19,8 @@
 
 enum { ST_QUEUED = 0, ST_RUNNING = 1, ST_DONE = 2 };
 
+#define GRAMMAR_CACHE 16 /* distinct output grammars whose memos the engine keeps */
+
 struct hone_request {
     int refs;                 /* the caller's and the engine's; freed at 0 (under mu) */
     int state;                /* ST_* (under mu) */
@@ -35,7 +37,8 @@ struct hone_request {
     size_t stop_max;
     int ignore_eos;
     hone_grammar *grammar;    /* structured output (a copy), NULL for none */
-    hone_grammar_matcher *gm; /* its state after the tokens sampled so far */
+    hone_grammar_matcher *gm; /* its state after the tokens sampled so far (engine thread:
+                               * made at the first sampling, freed when the request finishes) */
     double t_submit, deadline, t_last;
     double t_admit, t_first;  /* first admission, first token (0: not yet): the metrics */
     hone_kv_seq seq;
@@ -88,6 +91,10 @@ struct hone_scheduler {
     /* structured output: the vocabulary's token trie, built by the first request with a grammar */
     pthread_mutex_t trie_mu;
     hone_token_trie *trie;
+    /* engine thread: grammars seen lately with their memos, shared by the requests with an
+     * equal grammar so that each state's mask is walked once for all of them */
+    struct { hone_grammar *g; hone_grammar_memo *memo; uint64_t hash, used; } gcache[GRAMMAR_CACHE];
+    uint64_t gcache_clock;
 };
 
 static double now_s(void)
@@ -262,6 +269,8 @@ static void finish(hone_scheduler *s, hone_request *r, hone_finish how, hone_req
     if (r->state == ST_QUEUED) queue_remove(s, r);
     else if (r->state == ST_RUNNING) running_remove(s, r);
     release_kv(s, r);
+    hone_grammar_matcher_free(r->gm); /* here, on the engine thread: its memo may be shared */
+    r->gm = NULL;
     if (how == HONE_FINISH_LENGTH || (how == HONE_FINISH_STOP && !msg)) {
         /* what the detokeniser still holds is output (a stop string may hide in it) */
         const char *p;
@@ -442,25 +451,63 @@ static int grammar_mask_row(hone_scheduler *s, hone_request *r, float *row)
     return 0;
 }
 
+/* r's matcher, sharing the memo of an equal grammar seen before (the cache keeps the
+ * GRAMMAR_CACHE most recent; an entry no request uses any more may be replaced). */
+static int grammar_matcher(hone_scheduler *s, hone_request *r)
+{
+    uint64_t h = hone_grammar_hash(r->grammar);
+    int free_slot = -1; /* an empty entry, else the least recently used one no request uses */
+    s->gcache_clock++;
+    for (int i = 0; i < GRAMMAR_CACHE; i++) {
+        if (!s->gcache[i].g) {
+            if (free_slot < 0 || s->gcache[free_slot].g) free_slot = i;
+            continue;
+        }
+        if (s->gcache[i].hash == h && hone_grammar_equal(s->gcache[i].g, r->grammar)) {
+            s->gcache[i].used = s->gcache_clock;
+            return hone_grammar_matcher_new_shared(&r->gm, s->gcache[i].memo);
+        }
+        if (hone_grammar_memo_refs(s->gcache[i].memo) == 1 &&
+            (free_slot < 0 || (s->gcache[free_slot].g && s->gcache[i].used < s->gcache[free_slot].used)))
+            free_slot = i;
+    }
+    if (free_slot < 0) return hone_grammar_matcher_new(&r->gm, r->grammar); /* a memo of its own */
+    hone_grammar_memo *memo;
+    int rc = hone_grammar_memo_new(&memo, r->grammar);
+    if (rc) return rc;
+    hone_grammar_memo_free(s->gcache[free_slot].memo);
+    hone_grammar_free(s->gcache[free_slot].g);
+    s->gcache[free_slot].g = r->grammar; /* the cache owns it now; the request keeps a borrow */
+    s->gcache[free_slot].memo = memo;
+    s->gcache[free_slot].hash = h;
+    s->gcache[free_slot].used = s->gcache_clock;
+    r->grammar = NULL;
+    return hone_grammar_matcher_new_shared(&r->gm, memo);
+}
+
 /* Samples r's next token from row under its grammar, when it has one. */
 static int32_t grammar_sample(hone_scheduler *s, hone_request *r, float *row)
 {
-    if (!r->gm) return hone_sampler_sample(r->smp, row);
+    if (!r->gm && !r->grammar) return hone_sampler_sample(r->smp, row);
+    if (!r->gm && grammar_matcher(s, r)) return GRAMMAR_NO_TOKEN;
     if (grammar_mask_row(s, r, row)) return GRAMMAR_NO_TOKEN;
     int32_t t = hone_sampler_sample(r->smp, row);
     if (t >= 0 && hone_grammar_matcher_accept_token(r->gm, s->trie, t)) return GRAMMAR_NO_TOKEN;
     return t;
 }
 
-/* At submission: r's copy of the grammar and its matcher; the trie on first use. */
+/* At submission: r's copy of the grammar (its matcher comes at the first sampling, on the
+ * engine thread); the trie on first use. */
 static int grammar_attach(hone_scheduler *s, hone_request *r, const hone_grammar *g)
 {
     int rc = 0;
     pthread_mutex_lock(&s->trie_mu);
     if (!s->trie) rc = hone_token_trie_new(&s->trie, s->tok);
     pthread_mutex_unlock(&s->trie_mu);
-    if (rc || (rc = hone_grammar_clone(&r->grammar, g)) || (rc = hone_grammar_matcher_new(&r->gm, r->grammar)))
-        return rc;
+    if (rc) return rc;
+    hone_grammar_matcher *probe; /* the start state must exist: an error now is a 400, not a failed step */
+    if ((rc = hone_grammar_clone(&r->grammar, g)) || (rc = hone_grammar_matcher_new(&probe, r->grammar))) return rc;
+    hone_grammar_matcher_free(probe);
     return 0;
 }
 
@@ -711,6 +758,10 @@ void hone_scheduler_free(hone_scheduler *s)
     pthread_mutex_destroy(&s->prof_mu);
     pthread_mutex_destroy(&s->trie_mu);
     hone_token_trie_free(s->trie);
+    for (int i = 0; i < GRAMMAR_CACHE; i++) {
+        hone_grammar_memo_free(s->gcache[i].memo);
+        hone_grammar_free(s->gcache[i].g);
+    }
     free(s);
 }
 

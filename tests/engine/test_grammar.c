@@ -236,6 +236,30 @@ static void test_mask(void)
         CHECK(hone_grammar_matcher_accept_token(m, t, eos) == HONE_EINVAL);
         hone_grammar_matcher_free(m);
     }
+    /* matchers sharing a memo: the same masks as a matcher of its own, walked once */
+    if (g) {
+        hone_grammar_memo *memo;
+        hone_grammar_matcher *a, *b, *own;
+        CHECK(hone_grammar_memo_new(&memo, g) == 0);
+        CHECK(hone_grammar_matcher_new_shared(&a, memo) == 0 && hone_grammar_matcher_new_shared(&b, memo) == 0);
+        CHECK_EQ_INT(hone_grammar_memo_refs(memo), 3);
+        CHECK(hone_grammar_matcher_new(&own, g) == 0);
+        const char *pre = "{\"name\": \"x";
+        CHECK(hone_grammar_matcher_feed(a, pre, strlen(pre)) == 0 && hone_grammar_matcher_feed(own, pre, strlen(pre)) == 0);
+        int64_t na = 0, no = 0;
+        const uint64_t *ma = hone_grammar_matcher_mask(a, t, &na);
+        int64_t states = hone_grammar_memo_n_states(memo);
+        const uint64_t *mo = hone_grammar_matcher_mask(own, t, &no);
+        CHECK(ma && mo && na == no && !memcmp(ma, mo, (size_t)((hone_token_trie_n_vocab(t) + 63) / 64) * 8));
+        CHECK(hone_grammar_matcher_feed(b, pre, strlen(pre)) == 0);
+        CHECK(hone_grammar_matcher_mask(b, t, NULL) == ma); /* b finds a's mask */
+        CHECK_EQ_INT(hone_grammar_memo_n_states(memo), states);
+        hone_grammar_matcher_free(a);
+        hone_grammar_matcher_free(own);
+        hone_grammar_memo_free(memo);
+        CHECK_EQ_INT(hone_grammar_memo_refs(memo), 1); /* b's */
+        hone_grammar_matcher_free(b);
+    }
     hone_grammar_free(g);
     /* applying a mask */
     float logits[130];
