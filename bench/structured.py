@@ -17,7 +17,6 @@ import http.client
 import json
 import os
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -26,7 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(SRC, "tools"))
-import serve as bench_serve  # noqa: E402  (start_server, machine)
+import serve as bench_serve  # noqa: E402  (start_server, stop_server, machine, git_commit)
 
 SCHEMA = {"type": "object", "properties": {
     "title": {"type": "string", "maxLength": 40},
@@ -112,8 +111,7 @@ def main():
     out = {"bench": "structured", "machine": mach, "model": os.path.basename(model),
            "threads": a.threads or os.cpu_count(), "reps": a.reps, "clients": a.clients}
     try:
-        out["commit"] = subprocess.run(["git", "-C", SRC, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                       text=True, timeout=10).stdout.strip() or "unknown"
+        out["commit"] = bench_serve.git_commit()
         n, _, _, text, _ = stream_chat(port, {"max_tokens": 400, "response_format": fmt})  # warm-up: the trie
         json.loads(text)
         out["constrained_tokens"] = n
@@ -155,12 +153,7 @@ def main():
             out["ratio_from_median_itl"] = round(statistics.median(itl_w) / statistics.median(itl_wo), 3)
         out["machine"]["load_avg_1m_after"] = os.getloadavg()[0]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        os.unlink(logname)
+        bench_serve.stop_server(proc, logname)
     print(json.dumps(out, indent=2))
     return 0
 

@@ -251,8 +251,51 @@ static int number_rule(jsc *c)
     return c->number = r;
 }
 
+/* Adds the alternative ws "," ws item next to r. */
+static int comma_item(jsc *c, int r, int item, int next)
+{
+    TRY(hone_grammar_alt(c->g, r));
+    TRY(add_ws(c, r));
+    TRY(hone_grammar_add_literal(c->g, r, ",", 1));
+    TRY(add_ws(c, r));
+    TRY(hone_grammar_add_ref(c->g, r, item));
+    return hone_grammar_add_ref(c->g, r, next);
+}
+
+/* tail ::= "" | ws "," ws item tail: the rest of a comma-separated list. */
+static int list_tail_rule(jsc *c, int item)
+{
+    int t = hone_grammar_rule(c->g);
+    TRY(t);
+    TRY(hone_grammar_alt(c->g, t));
+    TRY(comma_item(c, t, item, t));
+    return t;
+}
+
+/* Adds to r: open ws close (when empty_ok) and open ws first tail ws close (when first >= 0). */
+static int bracketed(jsc *c, int r, char open, char close, int empty_ok, int first, int tail)
+{
+    hone_grammar *g = c->g;
+    if (empty_ok) {
+        TRY(hone_grammar_alt(g, r));
+        TRY(hone_grammar_add_literal(g, r, &open, 1));
+        TRY(add_ws(c, r));
+        TRY(hone_grammar_add_literal(g, r, &close, 1));
+    }
+    if (first >= 0) {
+        TRY(hone_grammar_alt(g, r));
+        TRY(hone_grammar_add_literal(g, r, &open, 1));
+        TRY(add_ws(c, r));
+        TRY(hone_grammar_add_ref(g, r, first));
+        TRY(hone_grammar_add_ref(g, r, tail));
+        TRY(add_ws(c, r));
+        TRY(hone_grammar_add_literal(g, r, &close, 1));
+    }
+    return 0;
+}
+
 /* An object whose values match rule val: "{" ws ("}" | member more ws "}"), where
- * member ::= string ws ":" ws val and more ::= "" | ws "," ws member more. */
+ * member ::= string ws ":" ws val. */
 static int map_rule(jsc *c, int val)
 {
     hone_grammar *g = c->g;
@@ -266,28 +309,11 @@ static int map_rule(jsc *c, int val)
     TRY(hone_grammar_add_literal(g, member, ":", 1));
     TRY(add_ws(c, member));
     TRY(hone_grammar_add_ref(g, member, val));
-    int more = hone_grammar_rule(g);
+    int more = list_tail_rule(c, member);
     TRY(more);
-    TRY(hone_grammar_alt(g, more));
-    TRY(hone_grammar_alt(g, more));
-    TRY(add_ws(c, more));
-    TRY(hone_grammar_add_literal(g, more, ",", 1));
-    TRY(add_ws(c, more));
-    TRY(hone_grammar_add_ref(g, more, member));
-    TRY(hone_grammar_add_ref(g, more, more));
     int r = hone_grammar_rule(g);
     TRY(r);
-    TRY(hone_grammar_alt(g, r));
-    TRY(hone_grammar_add_literal(g, r, "{", 1));
-    TRY(add_ws(c, r));
-    TRY(hone_grammar_add_literal(g, r, "}", 1));
-    TRY(hone_grammar_alt(g, r));
-    TRY(hone_grammar_add_literal(g, r, "{", 1));
-    TRY(add_ws(c, r));
-    TRY(hone_grammar_add_ref(g, r, member));
-    TRY(hone_grammar_add_ref(g, r, more));
-    TRY(add_ws(c, r));
-    TRY(hone_grammar_add_literal(g, r, "}", 1));
+    TRY(bracketed(c, r, '{', '}', 1, member, more));
     return r;
 }
 
@@ -299,32 +325,14 @@ static int value_rule(jsc *c)
     int v = hone_grammar_rule(g);
     TRY(v);
     c->value = v;
-    int str = string_rule(c, 0, -1), num = number_rule(c), obj = map_rule(c, v);
+    int str = string_rule(c, 0, -1), num = number_rule(c), obj = map_rule(c, v), elems = list_tail_rule(c, v);
     TRY(str);
     TRY(num);
     TRY(obj);
-    int elems = hone_grammar_rule(g);
     TRY(elems);
-    TRY(hone_grammar_alt(g, elems));
-    TRY(hone_grammar_alt(g, elems));
-    TRY(add_ws(c, elems));
-    TRY(hone_grammar_add_literal(g, elems, ",", 1));
-    TRY(add_ws(c, elems));
-    TRY(hone_grammar_add_ref(g, elems, v));
-    TRY(hone_grammar_add_ref(g, elems, elems));
     TRY(hone_grammar_alt(g, v));
     TRY(hone_grammar_add_ref(g, v, obj));
-    TRY(hone_grammar_alt(g, v));
-    TRY(hone_grammar_add_literal(g, v, "[", 1));
-    TRY(add_ws(c, v));
-    TRY(hone_grammar_add_literal(g, v, "]", 1));
-    TRY(hone_grammar_alt(g, v));
-    TRY(hone_grammar_add_literal(g, v, "[", 1));
-    TRY(add_ws(c, v));
-    TRY(hone_grammar_add_ref(g, v, v));
-    TRY(hone_grammar_add_ref(g, v, elems));
-    TRY(add_ws(c, v));
-    TRY(hone_grammar_add_literal(g, v, "]", 1));
+    TRY(bracketed(c, v, '[', ']', 1, v, elems));
     TRY(hone_grammar_alt(g, v));
     TRY(hone_grammar_add_ref(g, v, str));
     TRY(hone_grammar_alt(g, v));
@@ -447,9 +455,7 @@ static int object_rule(jsc *c, const cJSON *s, const char *path)
         if ((rc = hone_grammar_alt(g, f)) || (rc = hone_grammar_add_ref(g, f, kv)) ||
             (rc = hone_grammar_add_ref(g, f, anext)))
             goto done;
-        if ((rc = hone_grammar_alt(g, a)) || (rc = add_ws(c, a)) || (rc = hone_grammar_add_literal(g, a, ",", 1)) ||
-            (rc = add_ws(c, a)) || (rc = hone_grammar_add_ref(g, a, kv)) || (rc = hone_grammar_add_ref(g, a, anext)))
-            goto done;
+        if ((rc = comma_item(c, a, kv, anext))) goto done;
         if (!isreq[i]) {
             if ((rc = hone_grammar_alt(g, f)) || (rc = hone_grammar_add_ref(g, f, fnext))) goto done;
             if ((rc = hone_grammar_alt(g, a)) || (rc = hone_grammar_add_ref(g, a, anext))) goto done;
@@ -485,17 +491,7 @@ static int array_rule(jsc *c, const cJSON *s, const char *path)
     TRY(el);
     /* tail_k (k >= 1 items written): "," item tail_{k+1}, and "" once k >= min */
     int free_tail = -1;
-    if (max < 0) {
-        free_tail = hone_grammar_rule(g);
-        TRY(free_tail);
-        TRY(hone_grammar_alt(g, free_tail));
-        TRY(hone_grammar_alt(g, free_tail));
-        TRY(add_ws(c, free_tail));
-        TRY(hone_grammar_add_literal(g, free_tail, ",", 1));
-        TRY(add_ws(c, free_tail));
-        TRY(hone_grammar_add_ref(g, free_tail, el));
-        TRY(hone_grammar_add_ref(g, free_tail, free_tail));
-    }
+    if (max < 0 && (free_tail = list_tail_rule(c, el)) < 0) return free_tail;
     long top = max < 0 ? (min > 1 ? min : 1) : max;
     int next = free_tail, tail1 = -1;
     for (long k = top; k >= 1; k--) {
@@ -503,34 +499,13 @@ static int array_rule(jsc *c, const cJSON *s, const char *path)
         int r = hone_grammar_rule(g);
         TRY(r);
         if (k >= min) TRY(hone_grammar_alt(g, r));
-        if (next >= 0) {
-            TRY(hone_grammar_alt(g, r));
-            TRY(add_ws(c, r));
-            TRY(hone_grammar_add_literal(g, r, ",", 1));
-            TRY(add_ws(c, r));
-            TRY(hone_grammar_add_ref(g, r, el));
-            TRY(hone_grammar_add_ref(g, r, next));
-        }
+        if (next >= 0) TRY(comma_item(c, r, el, next));
         next = r;
         if (k == 1) tail1 = r;
     }
     int r = hone_grammar_rule(g);
     TRY(r);
-    if (min == 0) {
-        TRY(hone_grammar_alt(g, r));
-        TRY(hone_grammar_add_literal(g, r, "[", 1));
-        TRY(add_ws(c, r));
-        TRY(hone_grammar_add_literal(g, r, "]", 1));
-    }
-    if (max != 0) {
-        TRY(hone_grammar_alt(g, r));
-        TRY(hone_grammar_add_literal(g, r, "[", 1));
-        TRY(add_ws(c, r));
-        TRY(hone_grammar_add_ref(g, r, el));
-        TRY(hone_grammar_add_ref(g, r, tail1));
-        TRY(add_ws(c, r));
-        TRY(hone_grammar_add_literal(g, r, "]", 1));
-    }
+    TRY(bracketed(c, r, '[', ']', min == 0, max != 0 ? el : -1, tail1));
     return r;
 }
 

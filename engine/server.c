@@ -824,21 +824,15 @@ static cJSON *tool_delta(conn_ctx *cc, int index, const char *id, const char *na
 static int pend_event(conn_ctx *cc, cJSON *j);
 static int pend_add(conn_ctx *cc, const char *p, size_t n);
 static int wait_request(conn_ctx *cc, size_t from, int until_done, char **text, size_t *len);
+static int stream_end(conn_ctx *cc, const char *finish);
 
-/* stream_more for a request with tools: text that is surely content streams as it comes;
+/* stream_more for a request with tools (after the role chunk): text that is surely content streams as it comes;
  * from where a call may start it is held, and at the end the held text's calls go out as
  * OpenAI sends them (per call a delta with id, type and name, then its arguments), with
  * finish_reason "tool_calls". */
 static int stream_tools_more(conn_ctx *cc)
 {
     const char *obj = "chat.completion.chunk";
-    cc->pend_len = cc->pend_off = 0;
-    if (cc->stage == 0) {
-        cJSON *j = response_head(cc, obj);
-        add_choice(j, cc, "", 0, 1, NULL, 0);
-        cc->stage = 1;
-        return pend_event(cc, j);
-    }
     char *text = NULL;
     size_t len = 0;
     if (wait_request(cc, cc->seen, 0, &text, &len)) {
@@ -896,23 +890,7 @@ static int stream_tools_more(conn_ctx *cc)
         cc->held_len -= k;
     }
     cc->sent = cc->seen - cc->held_len;
-    if (done) {
-        if (cc->last.finish == HONE_FINISH_ERROR) {
-            rc |= pend_event(cc, error_object("server_error", NULL, NULL, cc->last.error));
-        } else {
-            cJSON *j = response_head(cc, obj);
-            add_choice(j, cc, NULL, 0, 0, finish, 0);
-            rc |= pend_event(cc, j);
-            if (cc->include_usage) {
-                j = response_head(cc, obj);
-                cJSON_AddArrayToObject(j, "choices");
-                add_usage(j, &cc->last);
-                rc |= pend_event(cc, j);
-            }
-        }
-        rc |= pend_add(cc, "data: [DONE]\n\n", 14);
-        cc->stage = 2;
-    }
+    if (done) rc |= stream_end(cc, finish);
     return rc ? -1 : 0;
 }
 
@@ -989,7 +967,6 @@ static enum MHD_Result send_request_error(conn_ctx *cc)
 /* Fills cc->pend with the next events of a stream; -1 when the client is gone. */
 static int stream_more(conn_ctx *cc)
 {
-    if (cc->tools) return stream_tools_more(cc);
     const char *obj = cc->chat ? "chat.completion.chunk" : "text_completion";
     cc->pend_len = cc->pend_off = 0;
     if (cc->chat && cc->stage == 0) {
@@ -998,6 +975,7 @@ static int stream_more(conn_ctx *cc)
         cc->stage = 1;
         return pend_event(cc, j);
     }
+    if (cc->tools) return stream_tools_more(cc);
     char *text = NULL;
     size_t len = 0;
     if (wait_request(cc, cc->sent, 0, &text, &len)) {
@@ -1012,25 +990,32 @@ static int stream_more(conn_ctx *cc)
         cc->sent += len;
     }
     free(text);
-    if (cc->last.done && cc->last.text_len <= cc->sent) {
-        if (cc->last.finish == HONE_FINISH_ERROR) {
-            cJSON *e = error_object("server_error", NULL, NULL, cc->last.error);
-            rc |= pend_event(cc, e);
-        } else {
-            cJSON *j = response_head(cc, obj);
-            add_choice(j, cc, NULL, 0, 0, finish_name(cc->last.finish), 0);
-            rc |= pend_event(cc, j);
-            if (cc->include_usage) {
-                j = response_head(cc, obj);
-                cJSON_AddArrayToObject(j, "choices");
-                add_usage(j, &cc->last);
-                rc |= pend_event(cc, j);
-            }
-        }
-        rc |= pend_add(cc, "data: [DONE]\n\n", 14);
-        cc->stage = 2;
-    }
+    if (cc->last.done && cc->last.text_len <= cc->sent) rc |= stream_end(cc, finish_name(cc->last.finish));
     return rc ? -1 : 0;
+}
+
+/* The end of a stream: the finish chunk (or the error), usage when asked, [DONE]. */
+static int stream_end(conn_ctx *cc, const char *finish)
+{
+    const char *obj = cc->chat ? "chat.completion.chunk" : "text_completion";
+    int rc = 0;
+    if (cc->last.finish == HONE_FINISH_ERROR) {
+        cJSON *e = error_object("server_error", NULL, NULL, cc->last.error);
+        rc |= pend_event(cc, e);
+    } else {
+        cJSON *j = response_head(cc, obj);
+        add_choice(j, cc, NULL, 0, 0, finish, 0);
+        rc |= pend_event(cc, j);
+        if (cc->include_usage) {
+            j = response_head(cc, obj);
+            cJSON_AddArrayToObject(j, "choices");
+            add_usage(j, &cc->last);
+            rc |= pend_event(cc, j);
+        }
+    }
+    rc |= pend_add(cc, "data: [DONE]\n\n", 14);
+    cc->stage = 2;
+    return rc;
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
