@@ -268,13 +268,13 @@ uint64_t hone_grammar_hash(const hone_grammar *g)
 typedef struct {
     uint8_t byte;
     uint16_t depth;  /* 1 = a child of the root */
-    int32_t skip;
     int32_t tok;     /* first token ending here, -1 for none; more via tok_next */
-} trie_node;
+} trie_node;         /* 8 bytes: the walk streams through them */
 
 struct hone_token_trie {
     int64_t n_vocab;
     trie_node *nodes;
+    int32_t *skip;       /* (n_nodes) index after each node's subtree (read only on a rejection) */
     int64_t n_nodes;
     int32_t *tok_next;   /* (n_vocab) next token with the same bytes, -1 */
     int64_t *tok_off;    /* (n_vocab) offset of its bytes in pool, -1 if not in the trie */
@@ -314,6 +314,7 @@ void hone_token_trie_free(hone_token_trie *t)
 {
     if (!t) return;
     free(t->nodes);
+    free(t->skip);
     free(t->tok_next);
     free(t->tok_off);
     free(t->tok_len);
@@ -380,8 +381,9 @@ int hone_token_trie_new(hone_token_trie **out, const hone_tokenizer *tok)
         if (t->eog[i]) t->eog_ids[t->n_eog++] = (int32_t)i;
     sort_ids(t, ids, tmp, n_ids);
     t->nodes = malloc((size_t)(n_nodes_max + 1) * sizeof *t->nodes);
+    t->skip = malloc((size_t)(n_nodes_max + 1) * sizeof *t->skip);
     stack = malloc(65537 * sizeof *stack); /* open node at each depth */
-    if (!t->nodes || !stack) {
+    if (!t->nodes || !t->skip || !stack) {
         rc = hone_error_set(HONE_ENOMEM, "grammar: out of memory for the token trie");
         goto done;
     }
@@ -406,11 +408,11 @@ int hone_token_trie_new(hone_token_trie **out, const hone_tokenizer *tok)
             prev = id;
             continue;
         }
-        while (open > (int)lcp) t->nodes[stack[open--]].skip = (int32_t)nn; /* close deeper nodes */
+        while (open > (int)lcp) t->skip[stack[open--]] = (int32_t)nn; /* close deeper nodes */
         for (uint32_t d = lcp + 1; d <= len; d++) {
             t->nodes[nn].byte = (uint8_t)s[d - 1];
             t->nodes[nn].depth = (uint16_t)d;
-            t->nodes[nn].skip = -1;
+            t->skip[nn] = -1;
             t->nodes[nn].tok = d == len ? id : -1;
             stack[d] = (int32_t)nn++;
             open = (int)d;
@@ -418,7 +420,7 @@ int hone_token_trie_new(hone_token_trie **out, const hone_tokenizer *tok)
         if ((int)len > t->max_depth) t->max_depth = (int)len;
         prev = id;
     }
-    while (open > 0) t->nodes[stack[open--]].skip = (int32_t)nn;
+    while (open > 0) t->skip[stack[open--]] = (int32_t)nn;
     t->n_nodes = nn;
     *out = t;
     t = NULL;
@@ -912,7 +914,7 @@ static const uint64_t *memo_mask(hone_grammar_memo *m, int32_t sid, const hone_t
             return NULL;
         }
         if (ns < 0) {
-            i = nd->skip;
+            i = t->skip[i];
             continue;
         }
         ws[nd->depth] = ns;

@@ -95,6 +95,9 @@ typedef struct {
     cJSON *tools;
     char *held;               /* stream: text seen but not yet sent (a call may be starting) */
     size_t held_len, seen;
+    int tc_n;                 /* stream: calls announced so far (their arguments stream as they come) */
+    int tc_fallback;          /* 1: a call that cannot stream (unknown name, string arguments): the end decides */
+    size_t tc_args_sent[16];  /* argument bytes sent of each announced call */
 } conn_ctx;
 
 static double now_s(void)
@@ -825,6 +828,7 @@ static int pend_event(conn_ctx *cc, cJSON *j);
 static int pend_add(conn_ctx *cc, const char *p, size_t n);
 static int wait_request(conn_ctx *cc, size_t from, int until_done, char **text, size_t *len);
 static int stream_end(conn_ctx *cc, const char *finish);
+static int stream_live_calls(conn_ctx *cc);
 
 /* stream_more for a request with tools (after the role chunk): text that is surely content streams as it comes;
  * from where a call may start it is held, and at the end the held text's calls go out as
@@ -854,8 +858,14 @@ static int stream_tools_more(conn_ctx *cc)
     }
     free(text);
     int done = cc->last.done && cc->last.text_len <= cc->seen;
-    size_t k = cc->held_len ? hone_toolcall_content_prefix(cc->held, cc->held_len) : 0;
     const char *finish = done ? finish_name(cc->last.finish) : NULL;
+    if (cc->tc_n > 0) { /* calls are streaming: the held text is theirs */
+        rc |= stream_live_calls(cc);
+        cc->sent = cc->seen - cc->held_len;
+        if (done) rc |= stream_end(cc, cc->last.finish == HONE_FINISH_LENGTH ? finish : "tool_calls");
+        return rc ? -1 : 0;
+    }
+    size_t k = cc->held_len ? hone_toolcall_content_prefix(cc->held, cc->held_len) : 0;
     if (done && cc->last.finish != HONE_FINISH_ERROR && k < cc->held_len) {
         hone_toolcall_result r;
         if (hone_toolcall_parse(&r, cc->held + k, cc->held_len - k, cc->tools) == 0 && r.n_calls > 0) {
@@ -889,9 +899,58 @@ static int stream_tools_more(conn_ctx *cc)
         memmove(cc->held, cc->held + k, cc->held_len - k);
         cc->held_len -= k;
     }
+    if (!done && cc->held_len) rc |= stream_live_calls(cc); /* a call may have begun */
     cc->sent = cc->seen - cc->held_len;
     if (done) rc |= stream_end(cc, finish);
     return rc ? -1 : 0;
+}
+
+static int tool_named(const cJSON *tools, const char *name)
+{
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
+        if (cJSON_IsString(nm) && !strcmp(nm->valuestring, name)) return 1;
+    }
+    return 0;
+}
+
+/* The calls the held text begins, as they grow: a call is announced (id, type, name) once
+ * its name and the start of its arguments are there, then its arguments go out in pieces as
+ * the model writes them. A call that cannot stream (a name not among the tools, arguments
+ * written as a JSON string) leaves the rest to the end of the stream. */
+static int stream_live_calls(conn_ctx *cc)
+{
+    hone_toolcall_partial p[16];
+    int n = hone_toolcall_scan(cc->held, cc->held_len, p, 16), rc = 0;
+    for (int i = 0; i < n && i < 16; i++) {
+        if (i >= cc->tc_n) {
+            if (cc->tc_fallback || !p[i].name_done || !p[i].args_started) break;
+            if (!tool_named(cc->tools, p[i].name) || p[i].args_is_string) {
+                cc->tc_fallback = 1;
+                break;
+            }
+            char id[40];
+            tool_call_id(cc, i, id, sizeof id);
+            rc |= pend_event(cc, tool_delta(cc, i, id, p[i].name, ""));
+            cc->tc_args_sent[i] = 0;
+            cc->tc_n = i + 1;
+        }
+        if (p[i].args_len > cc->tc_args_sent[i]) {
+            size_t from = cc->tc_args_sent[i], m = p[i].args_len - from;
+            char *piece = malloc(m + 1);
+            if (!piece) return -1;
+            memcpy(piece, cc->held + p[i].args_off + from, m);
+            piece[m] = 0;
+            char *clean = utf8_sanitize(piece, m);
+            rc |= pend_event(cc, tool_delta(cc, i, NULL, NULL, clean ? clean : ""));
+            free(clean);
+            free(piece);
+            cc->tc_args_sent[i] = p[i].args_len;
+        }
+        if (!p[i].args_done) break;
+    }
+    return rc;
 }
 
 static int pend_add(conn_ctx *cc, const char *p, size_t n)

@@ -509,3 +509,161 @@ size_t hone_toolcall_content_prefix(const char *text, size_t len)
     }
     return len;
 }
+
+/* ---- the incremental scan (streaming) ---- */
+
+static size_t skip_ws(const char *t, size_t len, size_t i)
+{
+    while (i < len && is_space(t[i])) i++;
+    return i;
+}
+
+/* The end of the JSON string whose quote is at t[i] (the index after the closing quote, with
+ * *closed = 1), or len when it has not closed yet. Copies up to cap - 1 raw bytes into out
+ * when non-NULL. */
+static size_t scan_string(const char *t, size_t len, size_t i, char *out, size_t cap, int *closed)
+{
+    size_t k = 0;
+    *closed = 0;
+    for (i++; i < len; i++) {
+        if (t[i] == '\\') {
+            if (out && k + 1 < cap) out[k++] = t[i];
+            if (++i >= len) break;
+        } else if (t[i] == '"') {
+            *closed = 1;
+            i++;
+            break;
+        }
+        if (out && k + 1 < cap) out[k++] = t[i];
+    }
+    if (out) out[k] = 0;
+    return i < len ? i : len;
+}
+
+/* The end of the JSON value starting at t[i] (after its last byte), or len if it is still
+ * open; *closed says which. */
+static size_t scan_value(const char *t, size_t len, size_t i, int *closed)
+{
+    *closed = 0;
+    if (i >= len) return len;
+    if (t[i] == '"') return scan_string(t, len, i, NULL, 0, closed);
+    if (t[i] == '{' || t[i] == '[') {
+        int depth = 0, sc;
+        for (size_t j = i; j < len; j++) {
+            if (t[j] == '"') {
+                j = scan_string(t, len, j, NULL, 0, &sc);
+                if (!sc) return len;
+                j--;
+            } else if (t[j] == '{' || t[j] == '[') {
+                depth++;
+            } else if (t[j] == '}' || t[j] == ']') {
+                if (--depth == 0) {
+                    *closed = 1;
+                    return j + 1;
+                }
+            }
+        }
+        return len;
+    }
+    size_t j = i; /* a number, true, false, null: up to a delimiter */
+    while (j < len && !is_space(t[j]) && t[j] != ',' && t[j] != '}' && t[j] != ']') j++;
+    *closed = j < len;
+    return j;
+}
+
+/* One call object at t[i] == '{' into *c; returns the index after it (len when open). */
+static size_t scan_call(const char *t, size_t len, size_t i, hone_toolcall_partial *c)
+{
+    memset(c, 0, sizeof *c);
+    i++;
+    for (;;) {
+        i = skip_ws(t, len, i);
+        if (i >= len) return len;
+        if (t[i] == '}') return i + 1;
+        if (t[i] == ',') {
+            i++;
+            continue;
+        }
+        if (t[i] != '"') return len; /* not a call object after all: stop here */
+        char key[32];
+        int closed;
+        size_t e = scan_string(t, len, i, key, sizeof key, &closed);
+        if (!closed) return len;
+        i = skip_ws(t, len, e);
+        if (i >= len) return len;
+        if (t[i] != ':') return len;
+        i = skip_ws(t, len, i + 1);
+        if (i >= len) return len;
+        if (!strcmp(key, "name") && t[i] == '"') {
+            e = scan_string(t, len, i, c->name, sizeof c->name, &closed);
+            if (!closed) return len;
+            c->name_done = 1;
+            i = e;
+        } else if (!strcmp(key, "arguments") || !strcmp(key, "parameters")) {
+            c->args_started = 1;
+            c->args_off = i;
+            c->args_is_string = t[i] == '"';
+            e = scan_value(t, len, i, &closed);
+            c->args_len = e - i;
+            c->args_done = closed;
+            if (!closed) return len;
+            i = e;
+        } else {
+            e = scan_value(t, len, i, &closed);
+            if (!closed) return len;
+            i = e;
+        }
+    }
+}
+
+/* The calls of one JSON value at t[i] ('{' or '['). */
+static size_t scan_calls(const char *t, size_t len, size_t i, hone_toolcall_partial *calls, int cap, int *n)
+{
+    if (t[i] == '{') {
+        hone_toolcall_partial c;
+        size_t e = scan_call(t, len, i, &c);
+        if (*n < cap) calls[*n] = c;
+        (*n)++;
+        return e;
+    }
+    for (i++;;) { /* an array of calls */
+        i = skip_ws(t, len, i);
+        if (i >= len) return len;
+        if (t[i] == ']') return i + 1;
+        if (t[i] == ',') {
+            i++;
+            continue;
+        }
+        if (t[i] != '{') return len;
+        i = scan_calls(t, len, i, calls, cap, n);
+    }
+}
+
+int hone_toolcall_scan(const char *text, size_t len, hone_toolcall_partial *calls, int cap)
+{
+    static const char open[] = "<tool_call>", close[] = "</tool_call>";
+    int n = 0;
+    size_t i = skip_ws(text, len, 0);
+    if (len - i >= sizeof open - 1 && !strncmp(text + i, open, sizeof open - 1)) {
+        while (i < len) { /* blocks, one after another */
+            const char *p = memmem(text + i, len - i, open, sizeof open - 1);
+            if (!p) break;
+            i = skip_ws(text, len, (size_t)(p - text) + sizeof open - 1);
+            if (i >= len || (text[i] != '{' && text[i] != '[')) break;
+            i = scan_calls(text, len, i, calls, cap, &n);
+            const char *q = i < len ? memmem(text + i, len - i, close, sizeof close - 1) : NULL;
+            if (!q) break;
+            i = (size_t)(q - text) + sizeof close - 1;
+        }
+        return n;
+    }
+    for (int k = 0; LEAD_MARKERS[k]; k++) {
+        size_t m = strlen(LEAD_MARKERS[k]);
+        if (len - i >= m && !strncmp(text + i, LEAD_MARKERS[k], m)) {
+            i = skip_ws(text, len, i + m);
+            break;
+        }
+    }
+    if (i < len && (text[i] == '{' || text[i] == '[')) scan_calls(text, len, i, calls, cap, &n);
+    return n;
+}

@@ -61,6 +61,21 @@ typedef struct {
 int hone_toolcall_parse(hone_toolcall_result *out, const char *text, size_t len, const struct cJSON *tools);
 void hone_toolcall_result_clear(hone_toolcall_result *r);
 
+/* Streaming: a call as far as text[0..len) has it. The name counts once its string has closed;
+ * the arguments are the raw bytes of their value (text[args_off, args_off + args_len)), which
+ * grow as the text does, args_done once the value has closed. */
+typedef struct {
+    char name[128];
+    int name_done;
+    int args_started, args_done, args_is_string;
+    size_t args_off, args_len;
+} hone_toolcall_partial;
+
+/* The calls (complete or in progress, in order) that text[0..len) begins: a JSON call or
+ * array of calls after an optional <|python_tag|> or [TOOL_CALLS], or <tool_call> blocks.
+ * Fills up to cap entries and returns how many it found. */
+int hone_toolcall_scan(const char *text, size_t len, hone_toolcall_partial *calls, int cap);
+
 /* Streaming: how many bytes at the start of text[0..len) are surely content, not the start
  * of a tool call (a marker, or a JSON value at the very start); the rest must be held until
  * more text (or the end) decides. */

@@ -66,6 +66,43 @@ static void test_content_prefix(void)
     CHECK_EQ_INT(hone_toolcall_content_prefix("\n", 1), 0);
 }
 
+/* Every prefix of a call: the name once its string closed, the arguments a growing prefix
+ * of their final bytes, done at the end. */
+static void scan_prefixes(const char *text, int want, const char *name1, const char *args1)
+{
+    size_t n = strlen(text), prev = 0;
+    for (size_t len = 0; len <= n; len++) {
+        hone_toolcall_partial p[4];
+        int k = hone_toolcall_scan(text, len, p, 4);
+        CHECK_MSG(k <= want, "%.*s: %d calls", (int)len, text, k);
+        if (k >= 1 && p[0].name_done) CHECK_MSG(!strcmp(p[0].name, name1), "name %s", p[0].name);
+        if (k >= 1 && p[0].args_started) {
+            CHECK_MSG(p[0].args_len <= strlen(args1) && !strncmp(text + p[0].args_off, args1, p[0].args_len),
+                      "%.*s: args %.*s", (int)len, text, (int)p[0].args_len, text + p[0].args_off);
+            CHECK(p[0].args_len >= prev);
+            prev = p[0].args_len;
+        }
+        if (len == n) {
+            CHECK_EQ_INT(k, want);
+            CHECK(k >= 1 && p[0].name_done && p[0].args_done && p[0].args_len == strlen(args1));
+            for (int i = 0; i < k && i < 4; i++) CHECK(p[i].name_done && p[i].args_done);
+        }
+    }
+}
+
+static void test_scan(void)
+{
+    scan_prefixes("<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": [2, \"}\"]}}\n</tool_call>", 1,
+                  "add", "{\"a\": 1, \"b\": [2, \"}\"]}");
+    scan_prefixes("<tool_call>[{\"name\": \"x\", \"arguments\": {}}, {\"name\": \"y\", \"arguments\": {\"k\": 2}}]</tool_call>",
+                  2, "x", "{}");
+    scan_prefixes("<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Lima\"}}", 1, "get_weather",
+                  "{\"city\": \"Lima\"}");
+    scan_prefixes("[TOOL_CALLS] [{\"name\": \"add\", \"arguments\": {\"a\": 7}}]", 1, "add", "{\"a\": 7}");
+    hone_toolcall_partial p[2];
+    CHECK_EQ_INT(hone_toolcall_scan("Sure, here it is", 16, p, 2), 0);
+}
+
 static void test_render(void)
 {
     cJSON *t = tools();
@@ -129,5 +166,5 @@ static void test_grammar(void)
     cJSON_Delete(t);
 }
 
-TEST_MAIN(TEST_CASE(test_parse_formats), TEST_CASE(test_content_prefix), TEST_CASE(test_render),
+TEST_MAIN(TEST_CASE(test_parse_formats), TEST_CASE(test_content_prefix), TEST_CASE(test_scan), TEST_CASE(test_render),
           TEST_CASE(test_grammar))

@@ -118,6 +118,24 @@ def test_tool_round_trip(t, srv):
     r3 = c.chat.completions.create(model="smollm2", max_tokens=60, seed=3, messages=msgs[:1], tools=WEATHER)
     m3 = r3.choices[0]
     t.check((m3.finish_reason == "tool_calls") == bool(m3.message.tool_calls), "auto: %r" % m3)
+    # streamed, the same answer: the same content, or the same calls
+    content, calls, finish = "", {}, None
+    for chunk in c.chat.completions.create(model="smollm2", max_tokens=60, seed=3, messages=msgs[:1], tools=WEATHER,
+                                           stream=True):
+        for choice in chunk.choices:
+            finish = choice.finish_reason or finish
+            content += choice.delta.content or ""
+            for d in choice.delta.tool_calls or []:
+                e = calls.setdefault(d.index, {"name": "", "args": ""})
+                e["name"] += (d.function.name or "") if d.function else ""
+                e["args"] += (d.function.arguments or "") if d.function else ""
+    t.check(finish == m3.finish_reason, "stream finish %r vs %r" % (finish, m3.finish_reason))
+    if m3.message.tool_calls:
+        t.check([(e["name"], json.loads(e["args"])) for _, e in sorted(calls.items())] ==
+                [(x.function.name, json.loads(x.function.arguments)) for x in m3.message.tool_calls],
+                "streamed calls: %r" % calls)
+    else:
+        t.check(content == (m3.message.content or "") and not calls, "streamed content: %r" % content)
 
 
 def test_tool_stream_and_named(t, srv):
@@ -127,7 +145,7 @@ def test_tool_stream_and_named(t, srv):
     stream = c.chat.completions.create(model="smollm2", max_tokens=60, seed=4, stream=True, tools=two,
                                        tool_choice={"type": "function", "function": {"name": "get_time"}},
                                        messages=[{"role": "user", "content": "What time is it in Berlin?"}])
-    first, args, finish, names = None, "", None, []
+    first, args, finish, names, pieces = None, "", None, [], 0
     for chunk in stream:
         for choice in chunk.choices:
             finish = choice.finish_reason or finish
@@ -136,10 +154,13 @@ def test_tool_stream_and_named(t, srv):
                     first = d
                 if d.function and d.function.name:
                     names.append(d.function.name)
-                args += (d.function.arguments or "") if d.function else ""
+                piece = (d.function.arguments or "") if d.function else ""
+                pieces += piece != ""
+                args += piece
     t.check(first is not None and first.id and first.type == "function" and names == ["get_time"],
             "first delta names the call: %r" % first)
     t.check(json.loads(args).get("zone") in ("UTC", "CET"), "streamed arguments: %r" % args)
+    t.check(pieces >= 2, "the arguments stream in pieces as they are written (%d)" % pieces)
     t.check(finish == "tool_calls", "stream finish_reason: %r" % finish)
 
 
