@@ -268,7 +268,8 @@ uint64_t hone_grammar_hash(const hone_grammar *g)
 typedef struct {
     uint8_t byte;
     uint16_t depth;  /* 1 = a child of the root */
-    int32_t tok;     /* first token ending here, -1 for none; more via tok_next */
+    int32_t tok;     /* first token ending here; n_vocab (a spare bit of the mask) for none;
+                      * more tokens with the same bytes via tok_next */
 } trie_node;         /* 8 bytes: the walk streams through them */
 
 struct hone_token_trie {
@@ -277,6 +278,8 @@ struct hone_token_trie {
     int32_t *skip;       /* (n_nodes) index after each node's subtree (read only on a rejection) */
     int64_t n_nodes;
     int32_t *tok_next;   /* (n_vocab) next token with the same bytes, -1 */
+    int32_t *dup_heads;  /* (n_dups) first tokens of the nodes that end more than one token */
+    int64_t n_dups;
     int64_t *tok_off;    /* (n_vocab) offset of its bytes in pool, -1 if not in the trie */
     uint32_t *tok_len;   /* (n_vocab) */
     char *pool;
@@ -316,6 +319,7 @@ void hone_token_trie_free(hone_token_trie *t)
     free(t->nodes);
     free(t->skip);
     free(t->tok_next);
+    free(t->dup_heads);
     free(t->tok_off);
     free(t->tok_len);
     free(t->pool);
@@ -334,12 +338,13 @@ int hone_token_trie_new(hone_token_trie **out, const hone_tokenizer *tok)
     int64_t nv = hone_tokenizer_n_vocab(tok);
     t->n_vocab = nv;
     t->tok_next = malloc((size_t)nv * sizeof *t->tok_next);
+    t->dup_heads = malloc((size_t)nv * sizeof *t->dup_heads);
     t->tok_off = malloc((size_t)nv * sizeof *t->tok_off);
     t->tok_len = calloc((size_t)nv, sizeof *t->tok_len);
     t->eog = calloc((size_t)nv, 1);
     ids = malloc((size_t)nv * sizeof *ids);
     tmp = malloc((size_t)nv * sizeof *tmp);
-    if (!t->tok_next || !t->tok_off || !t->tok_len || !t->eog || !ids || !tmp) {
+    if (!t->tok_next || !t->dup_heads || !t->tok_off || !t->tok_len || !t->eog || !ids || !tmp) {
         rc = hone_error_set(HONE_ENOMEM, "grammar: out of memory for the token trie");
         goto done;
     }
@@ -403,7 +408,8 @@ int hone_token_trie_new(hone_token_trie **out, const hone_tokenizer *tok)
         if (prev >= 0 && lcp == len && t->tok_len[prev] == len) { /* same bytes: chain it */
             int32_t node = stack[len];
             int32_t *q = &t->nodes[node].tok;
-            while (*q >= 0) q = &t->tok_next[*q];
+            if (t->tok_next[*q] < 0) t->dup_heads[t->n_dups++] = *q; /* a node's first duplicate */
+            while (*q >= 0 && *q < nv) q = &t->tok_next[*q];
             *q = id;
             prev = id;
             continue;
@@ -413,7 +419,7 @@ int hone_token_trie_new(hone_token_trie **out, const hone_tokenizer *tok)
             t->nodes[nn].byte = (uint8_t)s[d - 1];
             t->nodes[nn].depth = (uint16_t)d;
             t->skip[nn] = -1;
-            t->nodes[nn].tok = d == len ? id : -1;
+            t->nodes[nn].tok = d == len ? id : (int32_t)nv;
             stack[d] = (int32_t)nn++;
             open = (int)d;
         }
@@ -891,7 +897,7 @@ int hone_grammar_matcher_done(const hone_grammar_matcher *mt)
  * parent's by one memoised transition, a rejected byte skipping its whole subtree. */
 static const uint64_t *memo_mask(hone_grammar_memo *m, int32_t sid, const hone_token_trie *t, int64_t *n_allowed)
 {
-    int64_t words = (t->n_vocab + 63) / 64;
+    int64_t words = (t->n_vocab + 1 + 63) / 64; /* and the spare bit n_vocab */
     uint64_t *mask = calloc((size_t)words, sizeof *mask);
     if (!mask || (m->walk_cap < t->max_depth + 1 &&
                   !(m->walk = realloc(m->walk, (size_t)(t->max_depth + 1) * sizeof *m->walk)))) {
@@ -903,7 +909,7 @@ static const uint64_t *memo_mask(hone_grammar_memo *m, int32_t sid, const hone_t
     int32_t *ws = m->walk;
     ws[0] = sid;
     const trie_node *nodes = t->nodes;
-    int64_t n = t->n_nodes, allowed = 0;
+    int64_t n = t->n_nodes;
     for (int64_t i = 0; i < n;) {
         const trie_node *nd = &nodes[i];
         int32_t ps = ws[nd->depth - 1];
@@ -918,19 +924,20 @@ static const uint64_t *memo_mask(hone_grammar_memo *m, int32_t sid, const hone_t
             continue;
         }
         ws[nd->depth] = ns;
-        for (int32_t id = nd->tok; id >= 0; id = t->tok_next[id]) {
-            mask[id >> 6] |= 1ull << (id & 63);
-            allowed++;
-        }
+        mask[nd->tok >> 6] |= 1ull << (nd->tok & 63); /* branch-free: no token marks the spare bit */
         i++;
     }
+    for (int64_t k = 0; k < t->n_dups; k++) { /* tokens with the same bytes as an allowed one */
+        int32_t id = t->dup_heads[k];
+        if (mask[id >> 6] >> (id & 63) & 1)
+            for (int32_t d = t->tok_next[id]; d >= 0; d = t->tok_next[d]) mask[d >> 6] |= 1ull << (d & 63);
+    }
+    mask[t->n_vocab >> 6] &= ~(1ull << (t->n_vocab & 63));
     gstate *s = &m->st[sid];
     if (s->accept)
-        for (int k = 0; k < t->n_eog; k++) {
-            int32_t id = t->eog_ids[k];
-            if (!(mask[id >> 6] >> (id & 63) & 1)) allowed++;
-            mask[id >> 6] |= 1ull << (id & 63);
-        }
+        for (int k = 0; k < t->n_eog; k++) mask[t->eog_ids[k] >> 6] |= 1ull << (t->eog_ids[k] & 63);
+    int64_t allowed = 0;
+    for (int64_t w = 0; w < words; w++) allowed += __builtin_popcountll(mask[w]);
     s->mask = mask;
     s->n_allowed = allowed;
     if (n_allowed) *n_allowed = allowed;

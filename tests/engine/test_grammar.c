@@ -276,5 +276,31 @@ done:
     hone_gguf_free(gg);
 }
 
-TEST_MAIN(TEST_CASE(test_builder), TEST_CASE(test_json_object), TEST_CASE(test_schema_object),
+/* SentencePiece vocabularies spell a byte twice (<0x41> and A): tokens with the same bytes
+ * are allowed together. */
+static void test_mask_spm(void)
+{
+    hone_gguf *gg = NULL;
+    hone_tokenizer *tok = NULL;
+    hone_token_trie *t = NULL;
+    if (hone_gguf_open(&gg, HONE_TEST_DATA_DIR "/tiny-llama-spm-f32.gguf") || hone_tokenizer_new(&tok, gg) ||
+        hone_token_trie_new(&t, tok)) {
+        CHECK_MSG(0, "spm vocabulary: %s", hone_error_last());
+        goto done;
+    }
+    hone_grammar *g = schema("{\"type\":\"object\",\"properties\":{\"A\":{\"type\":\"string\"}},\"required\":[\"A\"]}");
+    static const char *const prefixes[] = {"", "{\"", "{\"A\": \"", "{\"A\": \"xy"};
+    for (size_t i = 0; g && i < sizeof prefixes / sizeof prefixes[0]; i++) mask_vs_brute(t, g, prefixes[i]);
+    int32_t a = hone_tokenizer_find(tok, "<0x41>");
+    size_t len = 0;
+    const char *b = a >= 0 ? hone_token_trie_bytes(t, a, &len) : NULL;
+    CHECK(b && len == 1 && b[0] == 'A'); /* the byte token is in the trie beside the letter */
+    hone_grammar_free(g);
+done:
+    hone_token_trie_free(t);
+    hone_tokenizer_free(tok);
+    hone_gguf_free(gg);
+}
+
+TEST_MAIN(TEST_CASE(test_builder), TEST_CASE(test_mask_spm), TEST_CASE(test_json_object), TEST_CASE(test_schema_object),
           TEST_CASE(test_schema_combinators), TEST_CASE(test_schema_refused), TEST_CASE(test_mask))
