@@ -187,7 +187,7 @@ int hone_toolcall_render(cJSON **out, const cJSON *messages, const cJSON *tools,
     int has_tools = tools && cJSON_GetArraySize(tools) > 0;
     cJSON *res = cJSON_CreateArray();
     if (!res) return hone_error_set(HONE_ENOMEM, "out of memory");
-    int n = cJSON_GetArraySize(messages), last_user = -1, first_user = -1, i = 0;
+    int last_user = -1, first_user = -1, i = 0;
     const cJSON *m;
     cJSON_ArrayForEach(m, messages) {
         const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
@@ -308,7 +308,6 @@ int hone_toolcall_render(cJSON **out, const cJSON *messages, const cJSON *tools,
         if (rc) goto fail;
         i++;
     }
-    (void)n;
     *out = res;
     return 0;
 fail:
