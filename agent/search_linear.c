@@ -19,7 +19,16 @@ const char *hone_search_linear_deq_body(const char *dt)
     if (!strcmp(dt, "bf16")) return "hone_cpu_deq_bf16((const uint16_t *)row + c0, out, n);";
     if (!strcmp(dt, "q8_0")) return "(void)n;\n    hone_cpu_deq_q8_0((const hone_block_q8_0 *)row + c0 / 32, out);";
     if (!strcmp(dt, "q4_0")) return "(void)n;\n    hone_cpu_deq_q4_0((const hone_block_q4_0 *)row + c0 / 32, out);";
-    return "(void)n;\n    hone_cpu_deq_q4_1((const hone_block_q4_1 *)row + c0 / 32, out);";
+    if (!strcmp(dt, "q4_1")) return "(void)n;\n    hone_cpu_deq_q4_1((const hone_block_q4_1 *)row + c0 / 32, out);";
+    /* q5_0 .. mxfp4: the shipped kernels' own 32-value dequantiser */
+    if (!strcmp(dt, "q5_0")) return "hone_cpu_deqr_q5_0(row, c0, n, out);";
+    if (!strcmp(dt, "q5_1")) return "hone_cpu_deqr_q5_1(row, c0, n, out);";
+    if (!strcmp(dt, "q4_k")) return "hone_cpu_deqr_q4_k(row, c0, n, out);";
+    if (!strcmp(dt, "q5_k")) return "hone_cpu_deqr_q5_k(row, c0, n, out);";
+    if (!strcmp(dt, "q6_k")) return "hone_cpu_deqr_q6_k(row, c0, n, out);";
+    if (!strcmp(dt, "q3_k")) return "hone_cpu_deqr_q3_k(row, c0, n, out);";
+    if (!strcmp(dt, "q2_k")) return "hone_cpu_deqr_q2_k(row, c0, n, out);";
+    return "hone_cpu_deqr_mxfp4(row, c0, n, out);";
 }
 
 static void upper(const char *s, char *out, size_t cap)

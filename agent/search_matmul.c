@@ -4,7 +4,7 @@
 #include "agent/search.h"
 #include "agent/search_linear.h"
 
-static int is_matmul(hone_slot_id s) { return s >= HONE_SLOT_MATMUL_F32 && s <= HONE_SLOT_MATMUL_Q4_1; }
+static int is_matmul(hone_slot_id s) { return s >= HONE_SLOT_MATMUL_F32 && s <= HONE_SLOT_MATMUL_LAST; }
 
 /* Tiles of 8 tokens, rows that stream from memory prefetched 8 KiB ahead (the baseline). */
 static hone_search_point incumbent(hone_slot_id slot)

@@ -4,7 +4,7 @@
 #include "agent/search.h"
 #include "agent/search_linear.h"
 
-static int is_matvec(hone_slot_id s) { return s >= HONE_SLOT_MATVEC_F32 && s <= HONE_SLOT_MATVEC_Q4_1; }
+static int is_matvec(hone_slot_id s) { return s >= HONE_SLOT_MATVEC_F32 && s <= HONE_SLOT_MATVEC_LAST; }
 
 /* One row at a time, no prefetch (kernels/cpu/common.h, hone_cpu_matvec_simd). */
 static hone_search_point incumbent(hone_slot_id slot)

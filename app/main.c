@@ -20,6 +20,7 @@
 #include "engine/model.h"
 #include "engine/pool.h"
 #include "engine/sampler.h"
+#include "engine/spec.h"
 #include "engine/tokenizer.h"
 
 #ifndef HONE_VERSION_STRING /* set by CMake */
@@ -37,7 +38,12 @@ static const hone_cli_command core_commands[] = {
     {"generate", NULL,
      "  generate -m MODEL -p TEXT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
      "           [--repeat-penalty R] [--seed S] [--chat] [--system TEXT] [--chat-template FILE]\n"
-     "                          stream a completion (with --chat: one chat turn)\n"},
+     "                          stream a completion (with --chat: one chat turn)\n"
+     "         [--speculate none|lookup|self|draft] [--draft MODEL] [--spec-k N]\n"
+     "         [--spec-mode exact|distribution] [--spec-layers L] [--spec-fixed]\n"
+     "                          speculative decoding: prompt-lookup, self (the first L layers; by\n"
+     "                          default L is measured on the prompt) or draft-model drafts verified\n"
+     "                          in one batched pass; exact (default) gives the tokens of plain decoding\n"},
     {"info", NULL, "  info -m MODEL [--tensors] [--chat-template FILE]\n"
                    "                          print architecture, dtypes, tokenizer, chat template (and every tensor)\n"},
     {"tokenize", NULL,
@@ -62,11 +68,12 @@ static const char usage_tail[] =
     "`hone COMMAND --help` for one command; `hone --version` for the build.\n";
 
 typedef struct {
-    const char *model, *prompt, *file, *out, *prompt_tokens, *tokens, *system, *kernels;
+    const char *model, *prompt, *file, *out, *prompt_tokens, *tokens, *system, *kernels, *draft;
     const char *chat_template; /* --chat-template FILE: renders instead of the GGUF's template */
     int64_t n_predict, steps, n_ctx;
     int n_threads, chat, no_bos, all_positions, tensors, device, help;
     hone_sampler_params sp;
+    hone_spec_opts spec;
 } options;
 
 static void print_usage(FILE *f)
@@ -139,7 +146,8 @@ static int parse_int_range(const char *flag, const char *v, int64_t lo, int64_t 
 }
 
 enum { O_OUT = 256, O_PROMPT_TOKENS, O_TOKENS, O_SYSTEM, O_KERNELS, O_DEVICE, O_STEPS, O_CTX, O_TEMP,
-       O_TOP_K, O_TOP_P, O_MIN_P, O_REPEAT, O_SEED, O_CHAT, O_NO_BOS, O_ALL_POS, O_TENSORS, O_CHAT_TEMPLATE };
+       O_TOP_K, O_TOP_P, O_MIN_P, O_REPEAT, O_SEED, O_CHAT, O_NO_BOS, O_ALL_POS, O_TENSORS, O_CHAT_TEMPLATE,
+       O_SPECULATE, O_DRAFT, O_SPEC_K, O_SPEC_MODE, O_SPEC_FIXED, O_SPEC_LAYERS };
 
 static const struct option long_opts[] = {
     {"model", required_argument, NULL, 'm'},      {"prompt", required_argument, NULL, 'p'},
@@ -155,6 +163,9 @@ static const struct option long_opts[] = {
     {"chat", no_argument, NULL, O_CHAT},          {"no-bos", no_argument, NULL, O_NO_BOS},
     {"all-positions", no_argument, NULL, O_ALL_POS}, {"tensors", no_argument, NULL, O_TENSORS},
     {"chat-template", required_argument, NULL, O_CHAT_TEMPLATE},
+    {"speculate", required_argument, NULL, O_SPECULATE}, {"draft", required_argument, NULL, O_DRAFT},
+    {"spec-k", required_argument, NULL, O_SPEC_K}, {"spec-mode", required_argument, NULL, O_SPEC_MODE},
+    {"spec-fixed", no_argument, NULL, O_SPEC_FIXED}, {"spec-layers", required_argument, NULL, O_SPEC_LAYERS},
     {NULL, 0, NULL, 0},
 };
 
@@ -163,8 +174,11 @@ static const struct option long_opts[] = {
 static int parse_options(int argc, char **argv, options *o)
 {
     hone_sampler_params sp = HONE_SAMPLER_PARAMS_INIT;
+    hone_spec_opts spec = HONE_SPEC_OPTS_INIT;
     memset(o, 0, sizeof *o);
     o->sp = sp;
+    o->spec = spec;
+    o->spec.kind = HONE_SPEC_NONE;
     o->sp.temperature = 0.0f; /* greedy unless asked */
     o->n_predict = 128;
     o->steps = -1;
@@ -190,6 +204,12 @@ static int parse_options(int argc, char **argv, options *o)
         case O_NO_BOS: o->no_bos = 1; break;
         case O_ALL_POS: o->all_positions = 1; break;
         case O_TENSORS: o->tensors = 1; break;
+        case O_SPECULATE: rc = hone_spec_parse_kind(v, &o->spec.kind); break;
+        case O_SPEC_MODE: rc = hone_spec_parse_mode(v, &o->spec.mode); break;
+        case O_DRAFT: o->draft = v; break;
+        case O_SPEC_FIXED: o->spec.adaptive = 0; break;
+        case O_SPEC_LAYERS: rc = parse_int_range("--spec-layers", v, 1, 4096, &iv); o->spec.self_layers = (int)iv; break;
+        case O_SPEC_K: rc = parse_int_range("--spec-k", v, 1, 64, &iv); o->spec.k_max = (int)iv; break;
         case O_DEVICE:
             if ((o->device = hone_backend_parse_device(v)) < 0)
                 rc = hone_error_set(HONE_EINVAL, "--device must be auto, cpu or cuda, got '%s'", v);
@@ -212,6 +232,9 @@ static int parse_options(int argc, char **argv, options *o)
     if (o->help) return 0;
     if (optind < argc - 1) return hone_error_set(HONE_EINVAL, "unexpected argument: %s", argv[1 + optind]);
     if (!o->model) return hone_error_set(HONE_EINVAL, "-m MODEL is required");
+    if (o->draft && o->spec.kind == HONE_SPEC_NONE) o->spec.kind = HONE_SPEC_DRAFT;
+    if (o->spec.kind == HONE_SPEC_DRAFT && !o->draft)
+        return hone_error_set(HONE_EINVAL, "--speculate draft needs --draft MODEL");
     return 0;
 }
 
@@ -355,14 +378,6 @@ done:
     return rc;
 }
 
-static int32_t argmax(const float *x, int64_t n)
-{
-    int64_t best = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return (int32_t)best;
-}
-
 static hone_ctx_opts ctx_options(const options *o)
 {
     hone_ctx_opts co = HONE_CTX_OPTS_INIT;
@@ -408,29 +423,31 @@ static int prompt_ids(const options *o, const hone_model *m, hone_tokenizer *tok
 
 static int cmd_generate(const options *o)
 {
-    hone_model *m = NULL;
+    hone_model *m = NULL, *dm = NULL;
     hone_tokenizer *tok = NULL;
-    hone_backend *be = NULL;
+    hone_backend *be = NULL, *dbe = NULL;
     hone_sampler *smp = NULL;
+    hone_spec *spec = NULL;
     hone_detok *dt = NULL;
     hone_kernel_loader *kl = NULL;
     hone_kv_seq seq = {0};
-    int32_t *ids = NULL;
-    float *logits = NULL;
+    int32_t *ids = NULL, *toks = NULL;
     int64_t n = 0;
     int rc = 1;
     hone_ctx_opts co = ctx_options(o);
+    hone_spec_opts so = o->spec;
     if (hone_model_load(&m, o->model) || hone_tokenizer_new(&tok, hone_model_gguf(m)) ||
         prompt_ids(o, m, tok, &ids, &n) ||
         hone_backend_new(&be, m, (hone_device)o->device, &co) || hone_kernel_loader_serve(&kl, be, m, o->kernels, 0) ||
+        (o->draft && (hone_model_load(&dm, o->draft) || hone_backend_new(&dbe, dm, (hone_device)o->device, &co))) ||
         hone_sampler_new(&smp, &o->sp, (int32_t)hone_model_hparams(m)->n_vocab) ||
         hone_detok_new(&dt, tok, 0)) {
         die(NULL);
         goto done;
     }
-    int64_t n_vocab = hone_model_hparams(m)->n_vocab;
-    if (!(logits = malloc((size_t)n_vocab * sizeof *logits))) {
-        hone_error_set(HONE_ENOMEM, "out of memory");
+    so.draft = dbe;
+    if (hone_spec_new(&spec, &so, be, smp, &seq) ||
+        !(toks = malloc((size_t)(so.k_max + 1) * sizeof *toks))) {
         die(NULL);
         goto done;
     }
@@ -438,28 +455,32 @@ static int cmd_generate(const options *o)
         fputs(o->prompt, stdout);
         fflush(stdout);
     }
-    double t0 = now_s();
-    if (hone_backend_forward(be, &seq, ids, n, logits, 0)) { die("prefill"); goto done; }
-    double t1 = now_s();
-    int64_t generated = 0;
-    for (int64_t i = 0; i < o->n_predict; i++) {
-        int32_t next = hone_sampler_sample(smp, logits);
-        if (next < 0) { die("sampling"); goto done; }
-        hone_sampler_accept(smp, next);
-        generated++;
-        if (hone_tokenizer_is_eog(tok, next)) break;
-        const char *piece;
-        size_t plen;
-        if (hone_detok_push(dt, next, &piece, &plen) == 0 && plen) {
-            fwrite(piece, 1, plen, stdout);
-            fflush(stdout);
+    /* one loop for plain and speculative decoding: each pass emits one or more tokens, every
+     * one chosen by the position's draw (hone_sampler_sample_at) */
+    double t0 = now_s(), t1 = 0;
+    int64_t generated = 0, got = 0;
+    int stop = 0;
+    if (o->n_predict > 0 && hone_spec_start(spec, ids, n, toks, &got)) { die("prefill"); goto done; }
+    t1 = now_s();
+    while (o->n_predict > 0 && !stop) {
+        for (int64_t j = 0; j < got && !stop; j++) {
+            int32_t next = toks[j];
+            generated++;
+            if (hone_tokenizer_is_eog(tok, next) || generated == o->n_predict) stop = 1;
+            if (hone_tokenizer_is_eog(tok, next)) break;
+            const char *piece;
+            size_t plen;
+            if (hone_detok_push(dt, next, &piece, &plen) == 0 && plen) {
+                fwrite(piece, 1, plen, stdout);
+                fflush(stdout);
+            }
         }
-        if (i + 1 == o->n_predict) break;
+        if (stop) break;
         if (seq.n_tokens + 1 > hone_backend_n_ctx(be)) {
             fprintf(stderr, "\nhone: context length %lld reached\n", (long long)hone_backend_n_ctx(be));
             break;
         }
-        if (hone_backend_forward(be, &seq, &next, 1, logits, 0)) { die("decode"); goto done; }
+        if (hone_spec_step(spec, o->n_predict - generated, toks, &got)) { die("decode"); goto done; }
     }
     const char *rest;
     size_t rlen;
@@ -470,13 +491,29 @@ static int cmd_generate(const options *o)
             "%.3f s (%.1f tok/s), %s\n",
             (long long)n, t1 - t0, (double)n / (t1 - t0), (long long)generated, t2 - t1,
             generated > 1 ? (double)(generated - 1) / (t2 - t1) : 0.0, hone_backend_describe(be));
+    if (so.kind != HONE_SPEC_NONE) {
+        hone_spec_stats st = hone_spec_get_stats(spec);
+        fprintf(stderr, "hone: speculation %s (%s): %lld target passes, %.2f tokens per pass, "
+                "%lld drafted, %lld accepted (%.1f%%)\n",
+                so.kind == HONE_SPEC_LOOKUP ? "lookup" : so.kind == HONE_SPEC_SELF ? "self" : "draft",
+                so.mode == HONE_SPEC_EXACT ? "exact" : "distribution", (long long)st.passes,
+                st.passes ? (double)st.emitted / (double)st.passes : 0.0, (long long)st.drafted,
+                (long long)st.accepted, st.drafted ? 100.0 * (double)st.accepted / (double)st.drafted : 0.0);
+        if (so.kind == HONE_SPEC_SELF)
+            fprintf(stderr, "hone: self-speculation draft: %lld layers%s (agreement on the prompt %.2f)\n",
+                    (long long)st.self_layers, st.self_layers ? "" : " = off: no depth beat plain decoding",
+                    st.self_agreement);
+    }
     rc = 0;
 done:
-    free(logits);
+    free(toks);
     free(ids);
+    hone_spec_free(spec);
     if (be) hone_backend_release(be, &seq);
     hone_detok_free(dt);
     hone_sampler_free(smp);
+    hone_backend_free(dbe);
+    hone_model_free(dm);
     hone_backend_free(be);
     hone_kernel_loader_free(kl);
     hone_tokenizer_free(tok);
@@ -555,7 +592,7 @@ static int cmd_logits(const options *o)
         row_pos[row++] = (int32_t)(n_prompt - 1);
     }
     for (int64_t s = 1; s < steps; s++) {
-        int32_t next = forced ? forced[s - 1] : argmax(logits + (row - 1) * nv, nv);
+        int32_t next = forced ? forced[s - 1] : hone_sampler_argmax(logits + (row - 1) * nv, nv);
         seqtok[n_prompt + s - 1] = next;
         if (hone_backend_forward(be, &seq, &next, 1, logits + row * nv, 0)) { die(NULL); goto done; }
         row_pos[row++] = (int32_t)(n_prompt + s - 1);

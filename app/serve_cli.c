@@ -30,7 +30,7 @@ static const char serve_usage[] =
     "                  [--step-tokens N] [--max-queue N] [--timeout SECONDS] [--model-name NAME]\n"
     "                  [--no-prefix-cache] [--no-profile] [--device cpu|cuda|auto] [--kernels DIR]\n"
     "                  [--metrics-no-auth] [--model-alias NAME]... [--cors-origins '*'|ORIGIN,...]\n"
-    "                  [--chat-template FILE]\n"
+    "                  [--chat-template FILE] [--speculate none|lookup] [--spec-k N]\n"
     "                  [--tune [--llm URL|self|none] [--llm-model NAME] [--auto-apply]\n"
     "                   [--tune-budget N] [--tune-interval S] [--tune-watch S] [--tune-spot S]\n"
     "                   [--tune-margin X] [--tune-e2e-slack X] [--tune-slot SLOT] [--tune-repo DIR] [--tune-state-dir DIR]\n"
@@ -47,6 +47,9 @@ static const char serve_usage[] =
     "  --model-alias: another name requests may use (repeatable). --cors-origins: answer browsers\n"
     "  from these origins (\"*\": any), preflights included.\n"
     "  --chat-template FILE: render chat requests with this Jinja template instead of the GGUF's.\n"
+    "  --speculate lookup: prompt-lookup drafts (at most --spec-k, default 8) join each request's\n"
+    "  decode row in the batch, exact mode (the tokens of plain decoding); a request's \"speculate\"\n"
+    "  field (\"lookup\" or \"none\") overrides it.\n"
     "  --port 0 picks a free port (printed on stderr). The API key may also come from\n"
     "  $HONE_API_KEY. SIGTERM or SIGINT: stop accepting, finish in-flight requests, exit 0.\n";
 
@@ -194,6 +197,14 @@ int hone_cli_serve(int argc, char **argv)
         }
         else if (IS("--port")) { if (parse_int(a, val, 0, 65535, &v)) return 2; so.port = (int)v; }
         else if (IS("--ctx")) { if (parse_int(a, val, 16, 1 << 20, &v)) return 2; co.n_ctx = v; }
+        else if (IS("--speculate")) {
+            if (strcmp(val, "lookup") && strcmp(val, "none")) {
+                fprintf(stderr, "hone serve: --speculate expects none or lookup\n");
+                return 2;
+            }
+            sco.speculate = !strcmp(val, "lookup");
+        }
+        else if (IS("--spec-k")) { if (parse_int(a, val, 1, 64, &v)) return 2; sco.spec_k = (int)v; }
         else if (IS("--max-batch")) { if (parse_int(a, val, 1, 1024, &v)) return 2; sco.max_batch = (int)v; }
         else if (IS("--kv-blocks")) { if (parse_int(a, val, 1, INT32_MAX, &v)) return 2; kv_blocks = v; }
         else if (IS("-t") || IS("--threads")) { if (parse_int(a, val, 0, 1024, &v)) return 2; co.n_threads = (int)v; }

@@ -130,6 +130,14 @@ int hone_backend_forward_batch(hone_backend *b, const hone_batch *batch)
     return b->iface.forward_batch(b->ctx, batch);
 }
 
+int hone_backend_forward_batch_layers(hone_backend *b, const hone_batch *batch, int64_t n_layers)
+{
+    if (!b->cpu)
+        return hone_error_set(HONE_EUNSUPPORTED, "a forward through the first layers only (self-speculation) "
+                              "runs on the CPU backend only");
+    return hone_ctx_forward_batch_layers(b->cpu, batch, n_layers);
+}
+
 void hone_backend_release(hone_backend *b, hone_kv_seq *seq) { b->iface.release(b->ctx, seq); }
 int64_t hone_backend_n_ctx(const hone_backend *b) { return b->iface.n_ctx(b->ctx); }
 int64_t hone_backend_n_vocab(const hone_backend *b) { return hone_model_hparams(b->model)->n_vocab; }

@@ -36,6 +36,9 @@ int hone_backend_forward(hone_backend *b, hone_kv_seq *seq, const int32_t *token
  * CUDA backend runs the rows of one sequence and answers HONE_EUNSUPPORTED for a batch of
  * several. */
 int hone_backend_forward_batch(hone_backend *b, const hone_batch *batch);
+/* hone_ctx_forward_batch_layers (engine/forward.h) on the CPU backend; HONE_EUNSUPPORTED on
+ * others. */
+int hone_backend_forward_batch_layers(hone_backend *b, const hone_batch *batch, int64_t n_layers);
 /* Drops a sequence's KV blocks. */
 void hone_backend_release(hone_backend *b, hone_kv_seq *seq);
 

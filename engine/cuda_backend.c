@@ -52,6 +52,9 @@ typedef struct {
     dweight ffn_norm;     /* [dim] f32 */
     dweight w_gate, w_up; /* [ffn][dim] */
     dweight w_down;       /* [dim][ffn] */
+    /* never uploaded: models with them are refused (hone_layers_check); here for
+     * HONE_LAYERS_FIELD */
+    dweight q_norm, k_norm, post_attn_norm, post_ffn_norm;
 } dlayer;
 
 typedef struct {
@@ -627,6 +630,9 @@ int hone_cuda_backend_new(hone_backend_i *out_iface, void **out_ctx, const hone_
     int rc, avail = 0, ordinal = 0;
     char why[256];
     *out_ctx = NULL;
+    /* the architecture operations the CUDA layer ops lack (QK norm, geglu, sliding windows,
+     * per-layer RoPE, ...): refused by name before any device work */
+    if ((rc = hone_layers_check(m, &cuda_ops, "the CUDA backend"))) return rc;
     if ((rc = hone_cuda_backend_probe(&avail, why, sizeof why))) return rc;
     if (!avail) return hone_error_set(HONE_EUNSUPPORTED, "no usable GPU (%s)", why);
     cuda_backend *b = calloc(1, sizeof *b);

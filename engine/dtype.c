@@ -1,10 +1,25 @@
 /* Dtype table and the slow-path conversions (f32 -> f16/bf16, row dequantisation). */
 #include "dtype.h"
 
+#include <strings.h>
+
+#include "kernels/cpu/common.h"
+
+_Static_assert(sizeof(hone_block_q5_0) == 22 && sizeof(hone_block_q5_1) == 24, "q5 blocks");
+_Static_assert(sizeof(hone_block_q2_k) == 84 && sizeof(hone_block_q3_k) == 110, "q2_K/q3_K blocks");
+_Static_assert(sizeof(hone_block_q4_k) == 144 && sizeof(hone_block_q5_k) == 176, "q4_K/q5_K blocks");
+_Static_assert(sizeof(hone_block_q6_k) == 210 && sizeof(hone_block_mxfp4) == 17, "q6_K/mxfp4 blocks");
+
+static const int ALL[] = {HONE_DTYPE_F32,  HONE_DTYPE_F16,  HONE_DTYPE_BF16, HONE_DTYPE_Q8_0,
+                          HONE_DTYPE_Q4_0, HONE_DTYPE_Q4_1, HONE_DTYPE_Q5_0, HONE_DTYPE_Q5_1,
+                          HONE_DTYPE_Q2_K, HONE_DTYPE_Q3_K, HONE_DTYPE_Q4_K, HONE_DTYPE_Q5_K,
+                          HONE_DTYPE_Q6_K, HONE_DTYPE_MXFP4};
+
 int hone_dtype_supported(int t)
 {
-    return t == HONE_DTYPE_F32 || t == HONE_DTYPE_F16 || t == HONE_DTYPE_BF16 ||
-           t == HONE_DTYPE_Q8_0 || t == HONE_DTYPE_Q4_0 || t == HONE_DTYPE_Q4_1;
+    for (size_t i = 0; i < sizeof ALL / sizeof ALL[0]; i++)
+        if (ALL[i] == t) return 1;
+    return 0;
 }
 
 const char *hone_dtype_name(int t)
@@ -16,16 +31,22 @@ const char *hone_dtype_name(int t)
     case HONE_DTYPE_Q8_0: return "q8_0";
     case HONE_DTYPE_Q4_0: return "q4_0";
     case HONE_DTYPE_Q4_1: return "q4_1";
+    case HONE_DTYPE_Q5_0: return "q5_0";
+    case HONE_DTYPE_Q5_1: return "q5_1";
+    case HONE_DTYPE_Q2_K: return "q2_k";
+    case HONE_DTYPE_Q3_K: return "q3_k";
+    case HONE_DTYPE_Q4_K: return "q4_k";
+    case HONE_DTYPE_Q5_K: return "q5_k";
+    case HONE_DTYPE_Q6_K: return "q6_k";
+    case HONE_DTYPE_MXFP4: return "mxfp4";
     default: return "unknown";
     }
 }
 
 int hone_dtype_from_name(const char *name)
 {
-    static const int all[] = {HONE_DTYPE_F32, HONE_DTYPE_F16, HONE_DTYPE_BF16,
-                              HONE_DTYPE_Q8_0, HONE_DTYPE_Q4_0, HONE_DTYPE_Q4_1};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        if (strcmp(name, hone_dtype_name(all[i])) == 0) return all[i];
+    for (size_t i = 0; i < sizeof ALL / sizeof ALL[0]; i++)
+        if (strcasecmp(name, hone_dtype_name(ALL[i])) == 0) return ALL[i];
     return -1;
 }
 
@@ -112,7 +133,12 @@ void hone_dtype_dequant_row(int t, const void *w, int64_t row, int64_t cols, flo
         }
         break;
     }
-    default:
+    default: {
+        /* the further block formats: chunk by chunk through the kernels' own dequantisers */
+        hone_cpu_deq_fn deq = hone_cpu_deqr_for(t);
+        if (deq)
+            for (int64_t c = 0; c < cols; c += 32) deq(base, c, 32, out + c);
         break;
+    }
     }
 }

@@ -13,8 +13,16 @@ typedef enum {
     HONE_DTYPE_F16 = 1,
     HONE_DTYPE_Q4_0 = 2,  /* block 32: f16 d; u8 qs[16]; w = (q - 8) * d            */
     HONE_DTYPE_Q4_1 = 3,  /* block 32: f16 d, m; u8 qs[16]; w = q * d + m            */
+    HONE_DTYPE_Q5_0 = 6,  /* block 32: f16 d; u32 qh; u8 qs[16]; w = (q - 16) * d    */
+    HONE_DTYPE_Q5_1 = 7,  /* block 32: f16 d, m; u32 qh; u8 qs[16]; w = q * d + m    */
     HONE_DTYPE_Q8_0 = 8,  /* block 32: f16 d; i8 qs[32]; w = q * d                   */
+    HONE_DTYPE_Q2_K = 10, /* block 256: 16 x 16 of 2 bits, 4-bit scale and min       */
+    HONE_DTYPE_Q3_K = 11, /* block 256: 16 x 16 of 3 bits, 6-bit signed scales       */
+    HONE_DTYPE_Q4_K = 12, /* block 256: 8 x 32 of 4 bits, 6-bit scale and min        */
+    HONE_DTYPE_Q5_K = 13, /* block 256: 8 x 32 of 5 bits, 6-bit scale and min        */
+    HONE_DTYPE_Q6_K = 14, /* block 256: 16 x 16 of 6 bits, i8 scales                 */
     HONE_DTYPE_BF16 = 30,
+    HONE_DTYPE_MXFP4 = 39, /* block 32: e8m0 e; u8 qs[16] of e2m1; w = kv[q] * 2^(e-128) */
     HONE_DTYPE_COUNT_MAX = 40 /* exclusive upper bound on the numbering, not a type */
 } hone_dtype;
 
@@ -25,19 +33,40 @@ typedef struct { uint16_t d; uint8_t qs[16]; } hone_block_q4_0;          /* 18 b
 typedef struct { uint16_t d, m; uint8_t qs[16]; } hone_block_q4_1;       /* 20 bytes */
 typedef struct { uint16_t d; int8_t qs[32]; } hone_block_q8_0;           /* 34 bytes */
 
-/* 1 if the engine supports dtype t (f32, f16, bf16, q8_0, q4_0, q4_1). */
+/* The further GGML block formats, byte for byte as ggml-common.h lays them out (all fields
+ * byte arrays or u16, so no padding). Values are dequantised 32 at a time ("chunk" k of a
+ * block: values 32k .. 32k + 31), each exactly as ggml's dequantize_row_* computes it in f32;
+ * see kernels/cpu/common.h (hone_cpu_deq_<dt>) for the formula of each.
+ * q5_0 / q5_1: value j's 5th bit is bit j of the little-endian u32 qh.
+ * K formats (256 values): scales[12] of q4_K / q5_K hold 8 6-bit scales and 8 6-bit mins. */
+#define HONE_QK_K 256
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[16]; } hone_block_q5_0;          /* 22 */
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[16]; } hone_block_q5_1;       /* 24 */
+typedef struct { uint8_t scales[16]; uint8_t qs[64]; uint16_t d, dmin; } hone_block_q2_k; /* 84 */
+typedef struct { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint16_t d; } hone_block_q3_k; /* 110 */
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qs[128]; } hone_block_q4_k; /* 144 */
+typedef struct { uint16_t d, dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; } hone_block_q5_k; /* 176 */
+typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint16_t d; } hone_block_q6_k; /* 210 */
+typedef struct { uint8_t e; uint8_t qs[16]; } hone_block_mxfp4;                          /* 17 */
+
+/* 1 if the engine supports dtype t (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k,
+ * q4_k, q5_k, q6_k, mxfp4). */
 int hone_dtype_supported(int t);
-/* "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", or "unknown". */
+/* "f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", ..., "q4_k", ..., "mxfp4", or "unknown". */
 const char *hone_dtype_name(int t);
-/* Parses a name as above; returns -1 if unknown. */
+/* Parses a name as above (case-insensitive: "q4_K" too); returns -1 if unknown. */
 int hone_dtype_from_name(const char *name);
-/* Values per block (1 for plain floats, 32 for the block formats); 0 if unsupported.
+/* Values per block (1 for plain floats, 32 for the block formats, 256 for the K formats); 0 if
+ * unsupported.
  * Inline, like the conversions below, so kernels compiled on their own need no engine symbol. */
 static inline int64_t hone_dtype_block_size(int t)
 {
     switch (t) {
     case HONE_DTYPE_F32: case HONE_DTYPE_F16: case HONE_DTYPE_BF16: return 1;
     case HONE_DTYPE_Q8_0: case HONE_DTYPE_Q4_0: case HONE_DTYPE_Q4_1: return HONE_QK;
+    case HONE_DTYPE_Q5_0: case HONE_DTYPE_Q5_1: case HONE_DTYPE_MXFP4: return HONE_QK;
+    case HONE_DTYPE_Q2_K: case HONE_DTYPE_Q3_K: case HONE_DTYPE_Q4_K: case HONE_DTYPE_Q5_K:
+    case HONE_DTYPE_Q6_K: return HONE_QK_K;
     default: return 0;
     }
 }
@@ -51,6 +80,14 @@ static inline int64_t hone_dtype_type_size(int t)
     case HONE_DTYPE_Q8_0: return (int64_t)sizeof(hone_block_q8_0);
     case HONE_DTYPE_Q4_0: return (int64_t)sizeof(hone_block_q4_0);
     case HONE_DTYPE_Q4_1: return (int64_t)sizeof(hone_block_q4_1);
+    case HONE_DTYPE_Q5_0: return (int64_t)sizeof(hone_block_q5_0);
+    case HONE_DTYPE_Q5_1: return (int64_t)sizeof(hone_block_q5_1);
+    case HONE_DTYPE_Q2_K: return (int64_t)sizeof(hone_block_q2_k);
+    case HONE_DTYPE_Q3_K: return (int64_t)sizeof(hone_block_q3_k);
+    case HONE_DTYPE_Q4_K: return (int64_t)sizeof(hone_block_q4_k);
+    case HONE_DTYPE_Q5_K: return (int64_t)sizeof(hone_block_q5_k);
+    case HONE_DTYPE_Q6_K: return (int64_t)sizeof(hone_block_q6_k);
+    case HONE_DTYPE_MXFP4: return (int64_t)sizeof(hone_block_mxfp4);
     default: return 0;
     }
 }
@@ -100,6 +137,16 @@ static inline float hone_bf16_to_f32(uint16_t h)
 
 /* float -> bfloat16, round to nearest even (NaN kept quiet). */
 uint16_t hone_f32_to_bf16(float f);
+
+/* The MXFP4 scale: e8m0 halved (the e2m1 table is stored doubled), ggml's
+ * GGML_E8M0_TO_FP32_HALF: 2^(e - 128), as a subnormal for e < 2. Exact. */
+static inline float hone_e8m0_half_to_f32(uint8_t e)
+{
+    uint32_t bits = e < 2 ? (uint32_t)0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
 
 /* Dequantises row `row` of an (rows x cols) weight of type t into out[cols], exactly. */
 void hone_dtype_dequant_row(int t, const void *w, int64_t row, int64_t cols, float *out);

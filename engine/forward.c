@@ -39,6 +39,8 @@ struct hone_ctx {
     float *gate;    /* [chunk][ffn] */
     float *up;      /* [chunk][ffn] */
     float *scratch; /* [n_threads][n_ctx] attention scores */
+    int64_t win;    /* the largest sliding window, at most n_ctx (0: none) */
+    float *wk, *wv; /* [n_threads][win][n_kv_heads * head_dim]: a windowed query's keys, gathered */
     int32_t *pos;   /* [chunk] positions of the piece's rows */
     att_run *runs;           /* [chunk] attention runs of the piece */
     hone_kv_seq **seq_rows;  /* [chunk] */
@@ -52,6 +54,7 @@ struct hone_ctx {
     float *const *piece_out;         /* [piece_n] */
     float *const *piece_hidden;      /* [piece_n] or NULL: hone_batch.hidden_rows */
     float **hidden_rows;             /* [chunk] */
+    int64_t layer_limit;             /* > 0: run only the first layer_limit layers (self-speculation) */
 };
 
 /* ---- slot dispatch: every call goes through its descriptor's generic caller ---- */
@@ -186,6 +189,34 @@ typedef struct {
     int prefill;        /* 1: the runs of length > 1; 0: the single-token runs */
 } att_job;
 
+/* The rows of a run some of whose queries see fewer keys than they follow (a sliding window of
+ * win keys, the query's own included): each row's keys pos - win + 1 .. pos are gathered into
+ * this thread's contiguous buffers (one block of win keys) and attended with the decode slot,
+ * as a query at the window's length. Rows whose window starts at 0 read the same keys in the
+ * same order as the paged path, so they get the same bits. */
+static void att_windowed(hone_ctx *c, int64_t layer, const att_run *run, int64_t win,
+                         float *scratch, int ith, int share, int nth)
+{
+    const hone_hparams *hp = &c->hp;
+    int64_t bs = hone_kv_cache_block_size(c->kv), qd = hp->n_heads * hp->head_dim;
+    int64_t row = hp->n_kv_heads * hp->head_dim;
+    const float *kc = hone_kv_cache_k(c->kv, layer), *vc = hone_kv_cache_v(c->kv, layer);
+    float *wk = c->wk + ith * c->win * row, *wv = c->wv + ith * c->win * row;
+    static const int32_t one_block[1] = {0};
+    for (int64_t t = 0; t < run->n; t++) {
+        int64_t pos = run->pos0 + t, first = pos + 1 > win ? pos + 1 - win : 0, n_kv = pos + 1 - first;
+        for (int64_t j = 0; j < n_kv; j++) {
+            int64_t p = first + j, off = ((int64_t)run->seq->blocks[p / bs] * bs + p % bs) * row;
+            memcpy(wk + j * row, kc + off, (size_t)row * sizeof(float));
+            memcpy(wv + j * row, vc + off, (size_t)row * sizeof(float));
+        }
+        int64_t rq = (run->t0 + t) * qd;
+        HONE_SLOTS_FN(&c->slots, HONE_SLOT_ATTENTION_DECODE, hone_slot_attention_decode_fn)(
+            c->att + rq, c->q + rq, wk, wv, one_block, n_kv, win, hp->n_heads, hp->n_kv_heads,
+            hp->head_dim, hp->attn_scale, scratch, share, nth);
+    }
+}
+
 /* One pool job over many runs: each share does its part of every run, so a batch of many
  * decoding sequences costs one dispatch per layer, not one per sequence. */
 static void att_trampoline(void *arg, int ith, int nth)
@@ -193,16 +224,21 @@ static void att_trampoline(void *arg, int ith, int nth)
     att_job *j = arg;
     hone_ctx *c = j->c;
     const hone_hparams *hp = &c->hp;
-    float scale = (float)(1.0 / sqrt((double)hp->head_dim));
+    float scale = hp->attn_scale;
     float *kc = hone_kv_cache_k(c->kv, j->layer), *vc = hone_kv_cache_v(c->kv, j->layer);
     int64_t bs = hone_kv_cache_block_size(c->kv), qd = hp->n_heads * hp->head_dim;
     float *scratch = c->scratch + ith * c->o.n_ctx;
+    int64_t win = hone_model_layer_window(c->m, j->layer);
     for (int64_t r = 0; r < j->n_runs; r++) {
         const att_run *run = &j->runs[r];
         if ((run->n > 1) != j->prefill) continue;
         /* thread ith takes share (ith + r) % nth of run r: a permutation per run, so every
          * share is still done once, and uneven shares (9 heads on 2 threads) even out */
         int share = (int)((ith + r) % nth);
+        if (win && run->pos0 + run->n > win) {
+            att_windowed(c, j->layer, run, win, scratch, ith, share, nth);
+            continue;
+        }
         if (run->n == 1)
             HONE_SLOTS_FN(&c->slots, HONE_SLOT_ATTENTION_DECODE, hone_slot_attention_decode_fn)(c->att + run->t0 * qd, c->q + run->t0 * qd, kc, vc,
                                       run->seq->blocks, run->pos0 + 1, bs, hp->n_heads,
@@ -389,6 +425,72 @@ static void hidden_out(hone_ctx *c, int64_t n)
         if (c->piece_hidden[t]) memcpy(c->piece_hidden[t], c->h + r++ * dim, (size_t)dim * sizeof(float));
 }
 
+/* ---- the architecture operations (qwen3, gemma3) ---- */
+
+/* x *= s: host work (n * dim multiplies once per piece, not a hot slot). */
+static int cpu_scale(void *p, hone_act x, float s, int64_t elems)
+{
+    float *v = act(p, x);
+    for (int64_t i = 0; i < elems; i++) v[i] *= s;
+    return 0;
+}
+
+/* Per-head RMSNorm in place through the rmsnorm slot: n * heads rows of head_dim. */
+static int cpu_head_norm(void *p, hone_act x, int64_t layer, hone_wsel w, int64_t n, int64_t heads)
+{
+    hone_ctx *c = p;
+    float *v = act(c, x);
+    hone_slot_shape s = shape_of(-1);
+    s.d[0] = n * heads; s.d[1] = c->hp.head_dim; s.f[0] = c->hp.norm_eps;
+    hone_slot_value a[HONE_SLOT_MAX_ARGS] = {{.p = v}, {.cp = v},
+                                             {.cp = hone_layers_weight(c->m, layer, w)->data}};
+    run(c, HONE_SLOT_RMSNORM, &s, a);
+    return 0;
+}
+
+static int cpu_geglu(void *p, hone_act out, hone_act g, hone_act u, int64_t elems)
+{
+    hone_ctx *c = p;
+    hone_slot_shape s = shape_of(-1);
+    s.d[0] = elems;
+    hone_slot_value v[HONE_SLOT_MAX_ARGS] = {{.p = act(c, out)}, {.cp = act(c, g)}, {.cp = act(c, u)}};
+    run(c, HONE_SLOT_GEGLU, &s, v);
+    return 0;
+}
+
+/* logits = cap * tanh(logits / cap) on the caller's rows (where the head left them). */
+static int cpu_softcap(void *p, hone_act x, float cap, int64_t elems)
+{
+    hone_ctx *c = p;
+    (void)x; (void)elems;
+    for (int64_t t = 0; t < c->piece_n; t++) {
+        float *row = c->piece_out[t];
+        if (!row) continue;
+        for (int64_t i = 0; i < c->hp.n_vocab; i++) row[i] = cap * (float)tanh((double)(row[i] / cap));
+    }
+    return 0;
+}
+
+/* rope at layer's base; with llama3's frequency factors, the rope_freqs slot. */
+static int cpu_rope_layer(void *p, hone_act x, int64_t layer, int64_t n, int64_t heads)
+{
+    hone_ctx *c = p;
+    float base = c->hp.rope_base;
+    if (!c->hp.rope_freqs) {
+        c->hp.rope_base = hone_model_layer_rope_base(c->m, layer);
+        op_rope(c, act(c, x), n, heads);
+        c->hp.rope_base = base;
+        return 0;
+    }
+    hone_slot_shape s = shape_of(-1);
+    s.d[0] = n; s.d[1] = heads; s.d[2] = c->hp.head_dim; s.d[3] = c->hp.n_rot; s.d[4] = c->hp.n_rot / 2;
+    s.f[0] = hone_model_layer_rope_base(c->m, layer); s.flag = c->hp.rope_neox;
+    hone_slot_value v[HONE_SLOT_MAX_ARGS] = {{.p = act(c, x)}, {.cp = c->pos},
+                                             {.cp = hone_model_rope_freqs(c->m)->data}};
+    run(c, HONE_SLOT_ROPE_FREQS, &s, v);
+    return 0;
+}
+
 /* The wanted rows, gathered to the front of x. */
 static int64_t cpu_gather(void *p, int64_t n)
 {
@@ -476,6 +578,8 @@ static const hone_layer_ops cpu_ops = {
     .rope = cpu_rope, .store_kv = cpu_store_kv, .attention = cpu_attention, .add = cpu_add,
     .swiglu = cpu_swiglu, .gather = cpu_gather,
     .qkv = cpu_qkv, .ffn = cpu_ffn, .norm_matmul = cpu_norm_matmul,
+    .scale = cpu_scale, .head_norm = cpu_head_norm, .geglu = cpu_geglu, .softcap = cpu_softcap,
+    .rope_layer = cpu_rope_layer, .rope_freqs = 1, .windows = 1,
 };
 
 /* Runs n <= chunk batch rows through the model. out_rows[t] is where row t's logits go
@@ -500,7 +604,8 @@ static void forward_piece(hone_ctx *c, hone_kv_seq *const *seqs, const int32_t *
     c->piece_out = out_rows;
     c->piece_hidden = hidden_rows;
     c->piece_n = n;
-    hone_layers_run(c->m, &cpu_ops, c, n); /* the CPU operations cannot fail */
+    if (c->layer_limit > 0) hone_layers_run_upto(c->m, &cpu_ops, c, n, c->layer_limit);
+    else hone_layers_run(c->m, &cpu_ops, c, n); /* the CPU operations cannot fail */
 }
 
 int hone_ctx_forward_batch(hone_ctx *c, const hone_batch *b)
@@ -542,6 +647,14 @@ int hone_ctx_forward_batch(hone_ctx *c, const hone_batch *b)
         for (int64_t t = 0; t < m; t++) b->seqs[t0 + t]->n_tokens++;
     }
     return 0;
+}
+
+int hone_ctx_forward_batch_layers(hone_ctx *c, const hone_batch *b, int64_t n_layers)
+{
+    c->layer_limit = n_layers;
+    int rc = hone_ctx_forward_batch(c, b);
+    c->layer_limit = 0;
+    return rc;
 }
 
 int hone_ctx_forward(hone_ctx *c, hone_kv_seq *seq, const int32_t *tokens, int64_t n,
@@ -597,6 +710,10 @@ int hone_ctx_new(hone_ctx **out, const hone_model *m, const hone_ctx_opts *opts)
         return rc;
     }
     if (c->o.kv_blocks <= 0) c->o.kv_blocks = (c->o.n_ctx + c->o.kv_block_size - 1) / c->o.kv_block_size;
+    if ((rc = hone_layers_check(m, &cpu_ops, "the CPU backend"))) {
+        free(c);
+        return rc;
+    }
     hone_slots_cpu_baseline(&c->slots);
     hone_model_make_resident(m);
     if ((rc = hone_pool_new(&c->pool, c->o.n_threads))) goto fail;
@@ -625,6 +742,14 @@ int hone_ctx_new(hone_ctx **out, const hone_model *m, const hone_ctx_opts *opts)
     ALLOC(gate, ch * hp->ffn)
     ALLOC(up, ch * hp->ffn)
     ALLOC(scratch, (int64_t)c->o.n_threads * c->o.n_ctx)
+    for (int64_t l = 0; l < hp->n_layers; l++) {
+        int64_t w = hone_model_layer_window(m, l);
+        if (w > c->win) c->win = w < c->o.n_ctx ? w : c->o.n_ctx;
+    }
+    if (c->win) {
+        ALLOC(wk, (int64_t)c->o.n_threads * c->win * kvd)
+        ALLOC(wv, (int64_t)c->o.n_threads * c->win * kvd)
+    }
     ALLOC(pos, ch)
     ALLOC(runs, ch)
     ALLOC(seq_rows, ch)
@@ -647,7 +772,7 @@ void hone_ctx_free(hone_ctx *c)
     hone_kv_cache_free(c->kv);
     free(c->x); free(c->h); free(c->proj); free(c->q0); free(c->att); free(c->k0); free(c->v0);
     free(c->qkv); free(c->nscratch);
-    free(c->gate); free(c->up); free(c->scratch); free(c->pos);
+    free(c->gate); free(c->up); free(c->scratch); free(c->pos); free(c->wk); free(c->wv);
     free(c->runs); free(c->seq_rows); free(c->pos_rows); free(c->out_rows); free(c->hidden_rows); free(c->logits);
     free(c);
 }

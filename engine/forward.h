@@ -67,4 +67,11 @@ typedef struct {
  * changes. */
 int hone_ctx_forward_batch(hone_ctx *c, const hone_batch *b);
 
+/* hone_ctx_forward_batch through the first n_layers layers only, then the final norm and head:
+ * the draft model of self-speculation (engine/spec.h). The K/V rows it stores for layers below
+ * n_layers are bitwise those the full model stores for the same tokens; the other layers'
+ * rows at these positions are left as they were, so the caller truncates the sequence back
+ * before the full model runs those positions. */
+int hone_ctx_forward_batch_layers(hone_ctx *c, const hone_batch *b, int64_t n_layers);
+
 #endif

@@ -343,7 +343,8 @@ static int parse(hone_gguf *g)
             const char *nm = ggml_type_name(dtype);
             if (nm)
                 return hone_error_set(HONE_EUNSUPPORTED, "%s: tensor '%s' has dtype %s (%u), which "
-                                      "Hone does not serve (f32, f16, bf16, q8_0, q4_0, q4_1)",
+                                      "Hone does not serve (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, "
+                                      "q2_K .. q6_K, mxfp4)",
                                       g->path, t->name, nm, dtype);
             return hone_error_set(HONE_EFORMAT, "%s: tensor '%s' has unknown dtype %u", g->path,
                                   t->name, dtype);

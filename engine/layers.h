@@ -6,6 +6,10 @@
  *   per layer: h = rmsnorm(x); q,k,v = h Wq,Wk,Wv (+ biases); rope(q), rope(k); store k, v;
  *              att = attention(q); x += att Wo; h = rmsnorm(x); x += swiglu(h Wg, h Wu) Wd
  *   the rows whose logits are wanted: logits = rmsnorm(x) Wout
+ * and the architecture steps where the model has them (qwen3, gemma3): x *= sqrt(dim) after
+ * the embedding; q, k = per-head rmsnorm(q, k) before RoPE; per-layer RoPE bases and llama3
+ * frequency factors; sliding-window attention; rmsnorm of att Wo and of the FFN output before
+ * each residual add; geglu in place of swiglu; logits = c tanh(logits / c).
  * with three optional fused steps an executor may provide (q,k,v in one pass; gate, up and
  * swiglu in one; the final norm into the head). */
 #ifndef HONE_LAYERS_H
@@ -35,7 +39,9 @@ typedef enum {
     HONE_W_TOK_EMBD,
     HONE_W_ATTN_NORM, HONE_W_Q, HONE_W_K, HONE_W_V, HONE_W_BQ, HONE_W_BK, HONE_W_BV, HONE_W_O,
     HONE_W_FFN_NORM, HONE_W_GATE, HONE_W_UP, HONE_W_DOWN,
-    HONE_W_OUTPUT_NORM, HONE_W_OUTPUT
+    HONE_W_OUTPUT_NORM, HONE_W_OUTPUT,
+    /* the architecture weights: per-head q and k norms (qwen3, gemma3), gemma3's post-norms */
+    HONE_W_Q_NORM, HONE_W_K_NORM, HONE_W_POST_ATTN_NORM, HONE_W_POST_FFN_NORM
 } hone_wsel;
 
 const hone_weight *hone_layers_weight(const hone_model *m, int64_t layer, hone_wsel w);
@@ -47,7 +53,9 @@ const hone_weight *hone_layers_weight(const hone_model *m, int64_t layer, hone_w
      : (w) == HONE_W_K ? &(L)->wk : (w) == HONE_W_V ? &(L)->wv : (w) == HONE_W_BQ ? &(L)->bq     \
      : (w) == HONE_W_BK ? &(L)->bk : (w) == HONE_W_BV ? &(L)->bv : (w) == HONE_W_O ? &(L)->wo    \
      : (w) == HONE_W_FFN_NORM ? &(L)->ffn_norm : (w) == HONE_W_GATE ? &(L)->w_gate               \
-     : (w) == HONE_W_UP ? &(L)->w_up : &(L)->w_down)
+     : (w) == HONE_W_UP ? &(L)->w_up : (w) == HONE_W_Q_NORM ? &(L)->q_norm                    \
+     : (w) == HONE_W_K_NORM ? &(L)->k_norm : (w) == HONE_W_POST_ATTN_NORM ? &(L)->post_attn_norm \
+     : (w) == HONE_W_POST_FFN_NORM ? &(L)->post_ffn_norm : &(L)->w_down)
 
 /* What a fused operation returns when it does not run (not provided for this piece: its
  * kernel is not installed, the piece is not a single-token decode, the weights' dtypes differ):
@@ -81,9 +89,34 @@ typedef struct {
      * where one norm feeds exactly one matmul: the output head) */
     int (*norm_matmul)(void *ctx, hone_act y, int64_t layer, hone_wsel norm, hone_wsel w,
                        hone_act x, int64_t n);
+    /* The architecture operations beyond Llama's: NULL where the executor does not serve them,
+     * and a model that needs one is refused by name (hone_layers_check). */
+    /* x *= s elementwise in f32 (gemma3's embedding scale) */
+    int (*scale)(void *ctx, hone_act x, float s, int64_t elems);
+    /* in place, each of the n * heads rows of head_dim: rmsnorm with weight w (QK norm) */
+    int (*head_norm)(void *ctx, hone_act x, int64_t layer, hone_wsel w, int64_t n, int64_t heads);
+    /* out = gelu_tanh(gate) * up (the geglu slot) */
+    int (*geglu)(void *ctx, hone_act out, hone_act gate, hone_act up, int64_t elems);
+    /* x = c * tanh(x / c) elementwise (final logit soft-capping), on the wanted rows */
+    int (*softcap)(void *ctx, hone_act x, float c, int64_t elems);
+    /* rope with layer's base (hone_model_layer_rope_base) and the model's frequency factors
+     * (llama3); when NULL, rope serves only models with one base and no factors */
+    int (*rope_layer)(void *ctx, hone_act x, int64_t layer, int64_t n, int64_t heads);
+    /* 1: rope_layer applies llama3's frequency factors (hone_model_rope_freqs) */
+    int rope_freqs;
+    /* 1: attention honours each layer's sliding window (hone_model_layer_window) */
+    int windows;
 } hone_layer_ops;
+
+/* 0 when the executor serves every operation model m needs; otherwise HONE_EUNSUPPORTED with a
+ * message naming the executor ("the CUDA backend"), the architecture and the operations. */
+int hone_layers_check(const hone_model *m, const hone_layer_ops *ops, const char *executor);
 
 /* Runs the sequence for a piece of n tokens. */
 int hone_layers_run(const hone_model *m, const hone_layer_ops *ops, void *ctx, int64_t n);
+/* The same with only the first n_layers layers before the final norm and head (the draft of
+ * self-speculation, engine/spec.h); n_layers >= the model's runs them all. */
+int hone_layers_run_upto(const hone_model *m, const hone_layer_ops *ops, void *ctx, int64_t n,
+                         int64_t n_layers);
 
 #endif

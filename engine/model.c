@@ -1,6 +1,7 @@
 /* Model loading: Llama-family hyperparameters and weight validation. */
 #include "model.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@ struct hone_model {
     hone_gguf *g;
     hone_hparams hp;
     hone_weight tok_embd, output_norm, output;
+    hone_weight rope_freqs;   /* [n_rot / 2] f32 (llama3) or data NULL */
     hone_layer *layers;
     char name[128];
     pthread_mutex_t lock;   /* guards the move into resident memory */
@@ -23,16 +25,18 @@ struct hone_model {
 };
 
 /* The weights of one layer, for walks over all of them. */
-#define LAYER_WEIGHTS 12
+#define LAYER_WEIGHTS 16
 static void layer_weights(hone_layer *L, hone_weight *w[LAYER_WEIGHTS])
 {
     hone_weight *all[LAYER_WEIGHTS] = {&L->attn_norm, &L->wq,  &L->wk,       &L->wv,
                                        &L->bq,        &L->bk,  &L->bv,       &L->wo,
-                                       &L->ffn_norm,  &L->w_gate, &L->w_up, &L->w_down};
+                                       &L->ffn_norm,  &L->w_gate, &L->w_up, &L->w_down,
+                                       &L->q_norm,    &L->k_norm, &L->post_attn_norm,
+                                       &L->post_ffn_norm};
     memcpy(w, all, sizeof all);
 }
 
-static const char *const supported_archs[] = {"llama", "mistral", "qwen2"};
+static const char *const supported_archs[] = {"llama", "mistral", "qwen2", "qwen3", "gemma3"};
 
 /* Reads "<arch>.<suffix>" as an integer; required unless opt. */
 static int arch_i64(const hone_gguf *g, const char *arch, const char *suffix, int64_t *out, int opt)
@@ -78,6 +82,71 @@ static int bind(hone_model *m, hone_weight *w, const char *name, int64_t rows, i
     return 0;
 }
 
+/* The features beyond Llama's that the architecture and the file say (hone_hparams' second
+ * half): QK norm, Gemma 3's post-norms, GELU FFN, embedding scale, attention scale and
+ * interleaved sliding-window layers, the sliding window of any architecture, llama3 RoPE
+ * frequency factors. What changes the function and is not served is refused by name. */
+static int read_arch_features(hone_model *m)
+{
+    const hone_gguf *g = m->g;
+    hone_hparams *hp = &m->hp;
+    const char *a = hp->arch, *path = hone_gguf_path(g);
+    int gemma3 = strcmp(a, "gemma3") == 0;
+    int rc;
+    hp->attn_scale = (float)(1.0 / sqrt((double)hp->head_dim));
+    hp->qk_norm = strcmp(a, "qwen3") == 0 || gemma3;
+    hp->rope_freqs = hone_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
+    int64_t swa = 0;
+    if ((rc = arch_i64(g, a, "attention.sliding_window", &swa, 1))) return rc;
+    if (swa < 0 || swa > (1 << 24))
+        return hone_error_set(HONE_EFORMAT, "%s: %s.attention.sliding_window = %lld is out of range",
+                              path, a, (long long)swa);
+    hp->swa = swa;
+    double cap = 0;
+    if ((rc = arch_f64(g, a, "final_logit_softcapping", &cap, 1))) return rc;
+    if (!(cap >= 0 && cap < 1e6))
+        return hone_error_set(HONE_EFORMAT, "%s: %s.final_logit_softcapping %g is out of range", path,
+                              a, cap);
+    hp->final_softcap = (float)cap;
+    char key[96];
+    snprintf(key, sizeof key, "%s.attn_logit_softcapping", a);
+    if (hone_gguf_find_key(g, key) >= 0)
+        return hone_error_set(HONE_EUNSUPPORTED, "%s: attention logit soft-capping (%s) is not "
+                              "supported", path, key);
+    if (gemma3) {
+        hp->post_norms = 1;
+        hp->geglu = 1;
+        hp->embd_scale = sqrtf((float)hp->dim);
+        hp->rope_base_swa = 10000.0f;
+        int64_t pattern = 6;
+        if ((rc = arch_i64(g, a, "attention.sliding_window_pattern", &pattern, 1))) return rc;
+        if (pattern < 1 || pattern > 1024)
+            return hone_error_set(HONE_EFORMAT, "%s: %s.attention.sliding_window_pattern = %lld is "
+                                  "out of range", path, a, (long long)pattern);
+        hp->swa_pattern = (int)pattern;
+        /* llama.cpp's rule: the 27B (62 layers) scales by query_pre_attn_scalar = dim / heads */
+        if (hp->n_layers == 62) hp->attn_scale = (float)(1.0 / sqrt((double)hp->dim / (double)hp->n_heads));
+        if (!hp->swa)
+            return hone_error_set(HONE_EFORMAT, "%s: gemma3 without %s.attention.sliding_window", path, a);
+    }
+    return 0;
+}
+
+int64_t hone_model_layer_window(const hone_model *m, int64_t l)
+{
+    const hone_hparams *hp = &m->hp;
+    if (!hp->swa) return 0;
+    if (hp->swa_pattern && l % hp->swa_pattern == hp->swa_pattern - 1) return 0;
+    return hp->swa;
+}
+
+float hone_model_layer_rope_base(const hone_model *m, int64_t l)
+{
+    const hone_hparams *hp = &m->hp;
+    if (hp->swa_pattern && hone_model_layer_window(m, l)) return hp->rope_base_swa;
+    return hp->rope_base;
+}
+
 static int read_hparams(hone_model *m)
 {
     const hone_gguf *g = m->g;
@@ -96,7 +165,8 @@ static int read_hparams(hone_model *m)
         ok |= strcmp(hp->arch, supported_archs[i]) == 0;
     if (!ok)
         return hone_error_set(HONE_EUNSUPPORTED,
-                              "%s: unsupported architecture '%s' (Hone serves llama, mistral, qwen2)",
+                              "%s: unsupported architecture '%s' (Hone serves llama, mistral, "
+                              "qwen2, qwen3, gemma3)",
                               hone_gguf_path(g), hp->arch);
     const char *a = hp->arch;
     double base = 10000.0, eps = 1e-5;
@@ -142,7 +212,7 @@ static int read_hparams(hone_model *m)
                               path, base, eps);
     hp->rope_base = (float)base;
     hp->norm_eps = (float)eps;
-    hp->rope_neox = strcmp(a, "qwen2") == 0;
+    hp->rope_neox = strcmp(a, "qwen2") == 0 || strcmp(a, "qwen3") == 0 || strcmp(a, "gemma3") == 0;
     const hone_gguf_tensor *emb = hone_gguf_find_tensor(g, "token_embd.weight");
     if (!emb) return hone_error_set(HONE_EFORMAT, "%s: missing tensor 'token_embd.weight'", path);
     hp->n_vocab = emb->ne[1];
@@ -150,10 +220,8 @@ static int read_hparams(hone_model *m)
     hp->has_qkv_bias = hone_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL ||
                        hone_gguf_find_tensor(g, "blk.0.attn_k.bias") != NULL ||
                        hone_gguf_find_tensor(g, "blk.0.attn_v.bias") != NULL;
+    if ((rc = read_arch_features(m))) return rc;
     /* features that change the function: refused rather than silently ignored */
-    if (hone_gguf_find_tensor(g, "rope_freqs.weight"))
-        return hone_error_set(HONE_EUNSUPPORTED, "%s: rope frequency factors (rope_freqs.weight, "
-                              "Llama-3.1-style RoPE scaling) are not supported", path);
     char key[96];
     snprintf(key, sizeof key, "%s.rope.scaling.type", a);
     int64_t ki = hone_gguf_find_key(g, key);
@@ -180,6 +248,9 @@ int hone_model_load(hone_model **out, const char *path)
         m->output = m->tok_embd;
     else if ((rc = bind(m, &m->output, "output.weight", hp->n_vocab, hp->dim, 0, 0)))
         goto done;
+    if (hp->rope_freqs &&
+        (rc = bind(m, &m->rope_freqs, "rope_freqs.weight", 1, hp->n_rot / 2, 1, 0)))
+        goto done;
     m->layers = calloc((size_t)hp->n_layers, sizeof *m->layers);
     if (!m->layers) {
         rc = hone_error_set(HONE_ENOMEM, "out of memory");
@@ -203,6 +274,12 @@ int hone_model_load(hone_model **out, const char *path)
         BIND(w_gate, "ffn_gate.weight", hp->ffn, hp->dim, 0, 0)
         BIND(w_up, "ffn_up.weight", hp->ffn, hp->dim, 0, 0)
         BIND(w_down, "ffn_down.weight", hp->dim, hp->ffn, 0, 0)
+        BIND(q_norm, "attn_q_norm.weight", 1, hp->head_dim, 1, !hp->qk_norm)
+        BIND(k_norm, "attn_k_norm.weight", 1, hp->head_dim, 1, !hp->qk_norm)
+        BIND(post_attn_norm, "post_attention_norm.weight", 1, hp->dim, 1, !hp->post_norms)
+        BIND(post_ffn_norm, "post_ffw_norm.weight", 1, hp->dim, 1, !hp->post_norms)
+        if (!hp->qk_norm) L->q_norm.data = L->k_norm.data = NULL;
+        if (!hp->post_norms) L->post_attn_norm.data = L->post_ffn_norm.data = NULL;
 #undef BIND
     }
     hone_gguf_str nm;
@@ -233,6 +310,7 @@ const hone_layer *hone_model_layer(const hone_model *m, int64_t i) { return &m->
 const hone_weight *hone_model_tok_embd(const hone_model *m) { return &m->tok_embd; }
 const hone_weight *hone_model_output_norm(const hone_model *m) { return &m->output_norm; }
 const hone_weight *hone_model_output(const hone_model *m) { return &m->output; }
+const hone_weight *hone_model_rope_freqs(const hone_model *m) { return &m->rope_freqs; }
 const char *hone_model_name(const hone_model *m) { return m->name; }
 
 static int64_t wbytes(const hone_weight *w)
@@ -312,6 +390,7 @@ const char *hone_model_make_resident(const hone_model *cm)
     rebase(&m->tok_embd, lo, hi, to);
     rebase(&m->output_norm, lo, hi, to);
     rebase(&m->output, lo, hi, to);
+    rebase(&m->rope_freqs, lo, hi, to);
     for (int64_t i = 0; i < m->hp.n_layers; i++) {
         hone_weight *w[LAYER_WEIGHTS];
         layer_weights(&m->layers[i], w);

@@ -24,6 +24,19 @@ typedef struct {
     int rope_neox;        /* 1: NeoX layout (qwen2), 0: normal (llama) */
     int tied;             /* output projection shares token_embd */
     int has_qkv_bias;
+    /* architecture features beyond Llama's (0 where the model has none; see
+     * hone_model_layer_window and hone_model_layer_rope_base for the per-layer ones) */
+    int qk_norm;          /* per-head RMSNorm of q and k before RoPE (qwen3, gemma3) */
+    int post_norms;       /* gemma3: RMSNorm of the attention and FFN outputs before each add */
+    int geglu;            /* FFN activation gelu_tanh (gemma3) instead of silu */
+    float embd_scale;     /* gemma3: embedding rows times sqrt(dim) (rounded to f32); 0: none */
+    float attn_scale;     /* score scale: 1/sqrt(head_dim) unless the architecture says */
+    float final_softcap;  /* logits = c * tanh(logits / c) (final_logit_softcapping); 0: none */
+    int64_t swa;          /* sliding window: a query sees its swa latest keys; 0: none */
+    int swa_pattern;      /* 0: every layer windowed (when swa); p: layer l is global (full
+                           * attention, base rope_base) when l % p == p - 1 (gemma3: 6) */
+    float rope_base_swa;  /* RoPE base of the windowed layers when swa_pattern (gemma3: 10000) */
+    int rope_freqs;       /* llama3 RoPE: theta_i divided by rope_freqs.weight[i] */
 } hone_hparams;
 
 /* A weight matrix W[rows][cols] (GGUF ne0 = cols, ne1 = rows) or a vector (rows = 1). */
@@ -43,6 +56,9 @@ typedef struct {
     hone_weight ffn_norm;         /* [dim] f32 */
     hone_weight w_gate, w_up;     /* [ffn][dim] */
     hone_weight w_down;           /* [dim][ffn] */
+    hone_weight q_norm, k_norm;   /* [head_dim] f32 per-head norms (qwen3, gemma3) or NULL */
+    hone_weight post_attn_norm;   /* [dim] f32 (gemma3) or NULL */
+    hone_weight post_ffn_norm;    /* [dim] f32 (gemma3) or NULL */
 } hone_layer;
 
 typedef struct hone_model hone_model;
@@ -58,6 +74,13 @@ const hone_layer *hone_model_layer(const hone_model *m, int64_t i);
 const hone_weight *hone_model_tok_embd(const hone_model *m);   /* [n_vocab][dim] */
 const hone_weight *hone_model_output_norm(const hone_model *m);/* [dim] f32 */
 const hone_weight *hone_model_output(const hone_model *m);     /* [n_vocab][dim]; token_embd if tied */
+/* [n_rot / 2] f32 RoPE frequency factors (llama3), or a weight with data NULL. */
+const hone_weight *hone_model_rope_freqs(const hone_model *m);
+/* The sliding window of layer l (keys a query sees, itself included), 0 for full attention. */
+int64_t hone_model_layer_window(const hone_model *m, int64_t l);
+/* The RoPE base of layer l (gemma3's windowed layers use rope_base_swa). */
+float hone_model_layer_rope_base(const hone_model *m, int64_t l);
+
 /* Bytes of weights read by one decode step (every matrix once, the embedding row aside). */
 int64_t hone_model_weight_bytes(const hone_model *m);
 /* Moves the tensor data out of the file mapping into anonymous memory advised for transparent

@@ -35,6 +35,7 @@ struct hone_sampler {
     int32_t *bias_ids;/* (n_bias) logit_bias, owned copies */
     float *bias_vals;
     uint64_t rng[4];  /* xoshiro256** state */
+    uint64_t seed;    /* the seed of the last reset: the positional draws' key */
     double mass[SAMPLER_BUCKETS]; /* top-p prefilter histogram */
 };
 
@@ -353,6 +354,7 @@ void hone_sampler_reset(hone_sampler *s, uint64_t seed)
     s->hist_head = 0;
     for (int32_t i = 0; s->counts && i < s->n_seen; i++) s->counts[s->seen_ids[i]] = 0;
     s->n_seen = 0;
+    s->seed = seed;
     rng_seed(s->rng, seed);
 }
 
@@ -417,7 +419,10 @@ static float build_penalised(hone_sampler *s, const float *logits, int32_t *n_va
     return lmax;
 }
 
-int32_t hone_sampler_sample(hone_sampler *s, const float *logits)
+/* The one sampling path. It ends in one of three ways: a draw with *u_given (or, when NULL,
+ * with the PRNG stream's next uniform), or, when probs is set, writing the distribution that
+ * draw would sample from into probs[n_vocab] (returning 0) without drawing. */
+static int32_t sample_core(hone_sampler *s, const float *logits, const double *u_given, double *probs)
 {
     assert(s && logits);
     const hone_sampler_params *p = &s->p;
@@ -425,9 +430,13 @@ int32_t hone_sampler_sample(hone_sampler *s, const float *logits)
     float *pen = s->pen;
     float lmax = build_penalised(s, logits, &n_valid, &n_posinf);
 
+    if (probs) memset(probs, 0, (size_t)n * sizeof *probs);
     if (n_valid == 0) { /* nothing possible: the lowest -inf id, or -1 if all NaN */
         for (int32_t i = 0; i < n; i++)
-            if (!isnan(logits[i])) return i;
+            if (!isnan(logits[i])) {
+                if (probs) probs[i] = 1.0;
+                return probs ? 0 : i;
+            }
         hone_error_set(HONE_EINVAL, "sampler: all %d logits are NaN", (int)n);
         return -1;
     }
@@ -435,7 +444,8 @@ int32_t hone_sampler_sample(hone_sampler *s, const float *logits)
     if (p->temperature <= 0.0f) { /* greedy: the first maximum, so ties go to the lowest id */
         int32_t i = 0;
         while (pen[i] != lmax) i++; /* lmax is one of pen[], so this stops */
-        return i;
+        if (probs) probs[i] = 1.0;
+        return probs ? 0 : i;
     }
 
     if (n_posinf > 0) { /* +inf dominates everything: uniform among those tokens */
@@ -512,7 +522,11 @@ int32_t hone_sampler_sample(hone_sampler *s, const float *logits)
             total += w[j].w;
         }
     }
-    double target = rng_uniform(s->rng) * total, cum = 0.0;
+    if (probs) {
+        for (int32_t j = 0; j < m; j++) probs[w[j].id] = w[j].w / total;
+        return 0;
+    }
+    double target = (u_given ? *u_given : rng_uniform(s->rng)) * total, cum = 0.0;
     int32_t last_positive = w[0].id;
     for (int32_t j = 0; j < m; j++) {
         if (w[j].w <= 0.0) continue;
@@ -557,4 +571,42 @@ void hone_sampler_logprobs(const float *logits, int32_t n_vocab, int32_t token, 
     out->token = token;
     out->logprob = token >= 0 && token < n_vocab && !isnan(logits[token])
                        ? (float)((double)logits[token] - logz) : -INFINITY;
+}
+
+int32_t hone_sampler_sample(hone_sampler *s, const float *logits) { return sample_core(s, logits, NULL, NULL); }
+
+/* ---- positional draws (speculative decoding: engine/spec.h) ---- */
+
+double hone_sampler_uniform_at(uint64_t seed, int64_t pos, uint32_t stream)
+{
+    uint64_t x = seed;
+    uint64_t key = splitmix64(&x); /* the seed, mixed, so that nearby seeds share no draws */
+    uint64_t y = key ^ ((uint64_t)pos * 0xd1b54a32d192ed03ull) ^ ((uint64_t)stream * 0x8cb92ba72f3d8dd7ull);
+    splitmix64(&y);
+    return (double)(splitmix64(&y) >> 11) * 0x1.0p-53;
+}
+
+uint64_t hone_sampler_seed(const hone_sampler *s) { return s->seed; }
+
+int32_t hone_sampler_sample_u(hone_sampler *s, const float *logits, double u)
+{
+    return sample_core(s, logits, &u, NULL);
+}
+
+int32_t hone_sampler_sample_at(hone_sampler *s, const float *logits, int64_t pos)
+{
+    return hone_sampler_sample_u(s, logits, hone_sampler_uniform_at(s->seed, pos, 0));
+}
+
+int hone_sampler_probs(hone_sampler *s, const float *logits, double *probs)
+{
+    return sample_core(s, logits, NULL, probs) < 0 ? HONE_EINVAL : 0;
+}
+
+int32_t hone_sampler_argmax(const float *x, int64_t n)
+{
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return (int32_t)best;
 }

@@ -67,6 +67,34 @@ void hone_sampler_free(hone_sampler *s);
  * speculative decoding or with forced tokens). */
 int32_t hone_sampler_sample(hone_sampler *s, const float *logits);
 
+/* ---- positional draws: the uniform of each position is a fixed function of (seed, position),
+ * so that a token's draw does not depend on how many draws came before it (speculative
+ * decoding verifies several positions in one pass and must sample each with the draw plain
+ * decoding would have used: engine/spec.h). ---- */
+
+/* The uniform in [0, 1) (53 bits) of position pos in stream `stream` for seed: splitmix64 of
+ * the mixed seed xor pos and stream times odd constants. Stream 0 is the token draw; other
+ * streams are free for other decisions (distribution-mode acceptance, residual draws).
+ *   hone_sampler_uniform_at(7, 12, 0) is the same on every machine and every run. */
+double hone_sampler_uniform_at(uint64_t seed, int64_t pos, uint32_t stream);
+/* The seed of the last reset (the params' seed unless hone_sampler_reset changed it). */
+uint64_t hone_sampler_seed(const hone_sampler *s);
+/* hone_sampler_sample with the given uniform u in [0, 1) instead of the PRNG stream's next
+ * one (the stream is not advanced): the same filters, the same inverse CDF. */
+int32_t hone_sampler_sample_u(hone_sampler *s, const float *logits, double u);
+/* The token for sequence position pos (the index the sampled token will have in the
+ * sequence): hone_sampler_sample_u with hone_sampler_uniform_at(seed, pos, 0). Greedy
+ * sampling ignores the draw, so it equals hone_sampler_sample. */
+int32_t hone_sampler_sample_at(hone_sampler *s, const float *logits, int64_t pos);
+/* The distribution the samplers above draw from, written to probs[n_vocab]: after the
+ * penalty and the filters, exp((l - l_max) / T) over the survivors, normalised (in double);
+ * greedy: 1 at the argmax. 0, or HONE_EINVAL when every logit is NaN. */
+int hone_sampler_probs(hone_sampler *s, const float *logits, double *probs);
+
+/* The first index of the largest of x[n] (ties: the lowest index; NaN never wins over a
+ * number unless x[0] is NaN): the raw argmax, without penalty or filters. */
+int32_t hone_sampler_argmax(const float *x, int64_t n);
+
 /* Records an accepted token for the repetition penalty (a ring of the last repeat_last_n).
  * Tokens outside [0, n_vocab) are ignored. */
 void hone_sampler_accept(hone_sampler *s, int32_t token);

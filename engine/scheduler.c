@@ -16,6 +16,7 @@
 #include "grammar.h"
 #include "kv_cache.h"
 #include "prefix_cache.h"
+#include "spec.h"
 
 enum { ST_QUEUED = 0, ST_RUNNING = 1, ST_DONE = 2 };
 
@@ -48,6 +49,15 @@ struct hone_request {
     int64_t rows;             /* rows in this step */
     int64_t logit_slot;       /* this step's logits row, -1 for none */
     int32_t sampled;
+    /* speculative decoding (engine thread only): this step's draft rows follow the decode row,
+     * the drafts written at toks[n_toks ..) (scratch until accepted) */
+    int spec;                 /* 1: prompt-lookup drafts */
+    int64_t n_draft;          /* draft rows in this step */
+    int32_t *emit;            /* [spec_k + 1] tokens the step's verification emits */
+    int64_t n_emit;
+    double alpha;             /* acceptance estimate (hone_spec_observe) */
+    int32_t shadow;           /* a draft not verified (k = 0 chosen), checked against the next token */
+    int64_t spec_accepted;    /* this step's accepted drafts, for the stats */
     /* output (under mu) */
     char *text;
     size_t text_len, text_cap, emit_len;
@@ -149,6 +159,7 @@ static void request_free(hone_request *r)
     free(r->toks);
     hone_grammar_matcher_free(r->gm);
     hone_grammar_free(r->grammar);
+    free(r->emit);
     hone_sampler_free(r->smp);
     hone_detok_free(r->dt);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
@@ -498,6 +509,67 @@ static void sweep(hone_scheduler *s, double now)
     }
 }
 
+/* ---- speculative decoding (engine/spec.h) ---- */
+
+/* Gives each decoding request with speculation on its draft rows for this step, within budget
+ * rows in all: prompt lookup over its tokens, the length by its acceptance estimate. The drafts
+ * go to toks[n_toks ..), the rows after the decode row. Returns the rows given. */
+static int64_t plan_drafts(hone_scheduler *s, int64_t budget)
+{
+    int64_t given = 0;
+    for (int i = 0; i < s->n_running; i++) {
+        hone_request *r = s->running[i];
+        r->n_draft = 0;
+        /* no drafts where a step's outputs are one row's: logprobs, prompt logprobs, embeddings */
+        /* a grammar masks each position by the tokens before it: its drafts would be checked
+         * against unmasked draws, so a constrained request does not speculate */
+        if (!r->spec || r->rows != 1 || r->want_lp || r->want_plp || r->embed != HONE_POOLING_NONE ||
+            r->grammar || r->gm)
+            continue;
+        int64_t cap = s->o.spec_k;
+        if (cap > r->max_tokens - r->completion_tokens - 1) cap = r->max_tokens - r->completion_tokens - 1;
+        if (cap > s->n_ctx - r->n_toks) cap = s->n_ctx - r->n_toks;
+        if (cap > budget - given) cap = budget - given;
+        if (cap <= 0) continue;
+        int64_t avail = hone_spec_lookup(r->toks, r->n_toks, 2, 4, cap, r->toks + r->n_toks);
+        if (r->shadow >= 0) { /* last step's unverified draft against the token that came */
+            r->alpha = hone_spec_observe(r->alpha, r->shadow == r->toks[r->n_toks - 1]);
+            r->shadow = -1;
+        }
+        int64_t k = avail ? hone_spec_choose_k(r->alpha, avail, NULL) : 0;
+        if (avail && !k) r->shadow = r->toks[r->n_toks];
+        r->n_draft = k;
+        r->rows += k;
+        given += k;
+    }
+    return given;
+}
+
+/* Verifies r's drafts against this step's logits rows (not under mu): row j decides the token
+ * at position n_toks + j with that position's draw; a draft is accepted while it equals it, and
+ * the first token that differs (or the one after the last draft) is the target's own. The
+ * rejected rows' KV is truncated before any block of them can reach the prefix cache. */
+static void spec_verify(hone_scheduler *s, hone_request *r)
+{
+    int64_t a = 0;
+    r->n_emit = 0;
+    r->spec_accepted = 0;
+    for (int64_t j = 0; j <= r->n_draft; j++) {
+        const float *row = s->logits + (r->logit_slot + j) * s->n_vocab;
+        int32_t t = hone_sampler_sample_at(r->smp, row, r->n_toks + j);
+        r->emit[r->n_emit++] = t;
+        if (t < 0) break;
+        hone_sampler_accept(r->smp, t);
+        if (j == r->n_draft) break;
+        int ok = t == r->toks[r->n_toks + j];
+        r->alpha = hone_spec_observe(r->alpha, ok);
+        if (!ok) break;
+        a++;
+    }
+    r->spec_accepted = a;
+    hone_kv_cache_truncate(s->kv, &r->seq, r->n_toks + a);
+}
+
 /* Decides every running request's rows for this step and makes room for their blocks
  * (evicting idle prefix blocks, then preempting the youngest). Returns the batch's rows. */
 static int64_t plan(hone_scheduler *s)
@@ -509,6 +581,7 @@ static int64_t plan(hone_scheduler *s)
             r->rows = r->n_toks - r->seq.n_tokens == 1 ? 1 : 0;
             budget -= r->rows;
         }
+        budget -= plan_drafts(s, budget);
         for (int i = 0; i < s->n_running; i++) {
             hone_request *r = s->running[i];
             int64_t rem = r->n_toks - r->seq.n_tokens;
@@ -550,7 +623,10 @@ static int64_t plan(hone_scheduler *s)
             s->b_hidden[n] = NULL;
         }
         outputs_plan(s, r, n - r->rows);
-        if (r->rows && base + r->rows == r->n_toks && r->max_tokens > 0) {
+        if (r->n_draft > 0) { /* every row's logits: the decode row's and each draft's */
+            r->logit_slot = k;
+            for (int64_t j = 0; j < r->rows; j++) s->b_out[n - r->rows + j] = s->logits + (k++) * s->n_vocab;
+        } else if (r->rows && base + r->rows == r->n_toks && r->max_tokens > 0) {
             s->b_out[n - 1] = s->logits + k * s->n_vocab;
             r->logit_slot = k++;
         }
@@ -627,7 +703,7 @@ static int grammar_matcher(hone_scheduler *s, hone_request *r)
 /* Samples r's next token from row under its grammar, when it has one. */
 static int32_t grammar_sample(hone_scheduler *s, hone_request *r, float *row)
 {
-    if (!r->gm && !r->grammar) return hone_sampler_sample(r->smp, row);
+    if (!r->gm && !r->grammar) return hone_sampler_sample_at(r->smp, row, r->n_toks);
     if (!r->gm && grammar_matcher(s, r)) return GRAMMAR_NO_TOKEN;
     /* logprobs are the model's distribution before any mask (OpenAI's definition; the sampler's
      * penalties and bias do not touch them either): outputs_collect reads the raw row after
@@ -637,7 +713,7 @@ static int32_t grammar_sample(hone_scheduler *s, hone_request *r, float *row)
         row = s->gmasked;
     }
     if (grammar_mask_row(s, r, row)) return GRAMMAR_NO_TOKEN;
-    int32_t t = hone_sampler_sample(r->smp, row);
+    int32_t t = hone_sampler_sample_at(r->smp, row, r->n_toks);
     if (t >= 0 && hone_grammar_matcher_accept_token(r->gm, s->trie, t)) return GRAMMAR_NO_TOKEN;
     return t;
 }
@@ -770,8 +846,11 @@ static void *engine_main(void *arg)
         if (rc) snprintf(msg, sizeof msg, "engine step failed: %s", hone_error_last());
         for (int i = 0, n0 = 0; !rc && i < s->n_running; n0 += s->running[i]->rows, i++) {
             hone_request *r = s->running[i];
+            if (r->n_draft > 0 && r->logit_slot >= 0) spec_verify(s, r); /* rolls back first */
             if (s->pc && r->rows) register_blocks(s, r);
-            if (r->logit_slot >= 0) {
+            if (r->logit_slot >= 0 && r->n_draft == 0) {
+                /* the position's draw: the same token with or without speculation (and with a
+                 * grammar, from the masked row) */
                 r->sampled = grammar_sample(s, r, s->logits + r->logit_slot * s->n_vocab);
                 if (r->sampled >= 0) hone_sampler_accept(r->smp, r->sampled);
             }
@@ -792,7 +871,20 @@ static void *engine_main(void *arg)
         for (int i = 0; !rc && i < s->n_running;) {
             hone_request *r = s->running[i];
             int before = s->n_running;
-            if (r->logit_slot >= 0) {
+            if (r->logit_slot >= 0 && r->n_draft > 0) {
+                r->logit_slot = -1;
+                int64_t ne = r->n_emit, nd = r->n_draft;
+                s->st.spec_passes++;
+                s->st.spec_drafted += (uint64_t)nd;
+                s->st.spec_accepted += (uint64_t)r->spec_accepted;
+                s->st.spec_emitted += (uint64_t)ne;
+                r->n_draft = 0;
+                /* each emitted token in order, while the request runs (finishing frees r) */
+                for (int64_t j = 0; j < ne && s->n_running == before; j++) {
+                    r->sampled = r->emit[j];
+                    take_token(s, r, now);
+                }
+            } else if (r->logit_slot >= 0) {
                 r->logit_slot = -1;
                 take_token(s, r, now);
             } else if (r->rows) {
@@ -844,7 +936,10 @@ int hone_scheduler_new(hone_scheduler **out, hone_backend *be, const hone_tokeni
     s->b_pos = malloc((size_t)st * sizeof *s->b_pos);
     s->b_seqs = malloc((size_t)st * sizeof *s->b_seqs);
     s->b_out = malloc((size_t)st * sizeof *s->b_out);
-    s->logits = malloc((size_t)(s->o.max_batch * s->n_vocab) * sizeof *s->logits);
+    if (s->o.spec_k <= 0) s->o.spec_k = 8;
+    if (s->o.spec_k > 64) s->o.spec_k = 64;
+    /* a decode row and up to spec_k draft rows per request */
+    s->logits = malloc((size_t)((int64_t)s->o.max_batch * (s->o.spec_k + 1) * s->n_vocab) * sizeof *s->logits);
     s->match = malloc((size_t)(s->n_ctx / s->bs + 2) * sizeof *s->match);
     s->dim = hone_model_hparams(hone_backend_model(be))->dim;
     s->plogits = malloc((size_t)(PLP_ROWS * s->n_vocab) * sizeof *s->plogits);
@@ -997,6 +1092,14 @@ int hone_scheduler_submit(hone_scheduler *s, const hone_request_params *p, hone_
     r->n_toks = r->n_prompt = p->n_prompt;
     r->max_tokens = p->max_tokens;
     r->ignore_eos = p->ignore_eos;
+    r->spec = p->speculate == HONE_REQUEST_SPEC_LOOKUP ||
+              (p->speculate == HONE_REQUEST_SPEC_DEFAULT && s->o.speculate);
+    r->alpha = HONE_SPEC_ALPHA_INIT;
+    r->shadow = -1;
+    if (!(r->emit = malloc((size_t)(s->o.spec_k + 1) * sizeof *r->emit))) {
+        rc = hone_error_set(HONE_ENOMEM, "out of memory");
+        goto fail;
+    }
     r->chain_stopped = s->pc == NULL;
     r->logit_slot = -1;
     r->t_submit = now_s();

@@ -55,6 +55,11 @@ typedef struct {
     double timeout_s;       /* per-request time limit, from submission */
     int prefix_cache;       /* 1: reuse cached block-aligned prompt prefixes */
     hone_scheduler_observer observer;   /* the slot profile (see above); zeroed: none */
+    /* speculative decoding (engine/spec.h), exact mode: a request's decode row is followed in the
+     * same batch by prompt-lookup draft rows, verified with the position's draw; the output is
+     * the tokens plain decoding gives. */
+    int speculate;          /* default for requests: 0 off, 1 prompt lookup */
+    int spec_k;             /* draft tokens per request per step at most; 0: 8 */
 } hone_scheduler_opts;
 
 #define HONE_SCHEDULER_OPTS_INIT \
@@ -81,7 +86,10 @@ typedef struct {
      * must match: every step masks the tokens it does not allow, an end-of-generation token
      * is allowed only where it accepts, and the request finishes (stop) when it is done */
     const struct hone_grammar *grammar;
+    int speculate;               /* HONE_REQUEST_SPEC_*: 0 the scheduler's default */
 } hone_request_params;
+
+enum { HONE_REQUEST_SPEC_DEFAULT = 0, HONE_REQUEST_SPEC_OFF = 1, HONE_REQUEST_SPEC_LOOKUP = 2 };
 
 typedef enum {
     HONE_FINISH_NONE = 0,    /* still running */
@@ -132,6 +140,9 @@ typedef struct {
      * token, first token to the end; prompt and generated tokens; finishes by hone_finish */
     hone_histogram e2e, queue_time, prefill_time, decode_time, prompt_len, gen_len;
     uint64_t finish_reasons[HONE_FINISH_COUNT];
+    /* speculative decoding: request passes with draft rows, draft tokens verified and accepted,
+     * tokens those passes emitted */
+    uint64_t spec_passes, spec_drafted, spec_accepted, spec_emitted;
 } hone_scheduler_stats;
 
 typedef struct hone_scheduler hone_scheduler;

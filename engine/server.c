@@ -393,6 +393,7 @@ typedef struct {
     float bias_vals[MAX_BIAS];
     hone_grammar *grammar;    /* response_format / tool_choice: the output's grammar, or NULL */
     cJSON *tools;             /* tools the output may call (a copy), NULL for none */
+    int speculate;              /* HONE_REQUEST_SPEC_*: the "speculate" field (Hone's extension) */
 } gen_request;
 
 static int32_t *prompt_ids(const gen_request *g, int i) { return i ? g->more_ids[i - 1] : g->ids; }
@@ -823,6 +824,12 @@ static int parse_generation(hone_server *s, cJSON *root, int chat, gen_request *
         return bad(b, 400, "max_tokens", "invalid_value", "'max_tokens' 0 cannot be streamed");
     if (get_bool(root, "stream", &g->stream, b) || get_bool(root, "ignore_eos", &g->ignore_eos, b))
         return -1;
+    cJSON *spec = cJSON_GetObjectItemCaseSensitive(root, "speculate"); /* "lookup" | "none" */
+    if (spec && !cJSON_IsNull(spec)) {
+        if (!cJSON_IsString(spec) || (strcmp(spec->valuestring, "lookup") && strcmp(spec->valuestring, "none")))
+            return bad(b, 400, "speculate", "invalid_value", "'speculate' must be \"lookup\" or \"none\"");
+        g->speculate = strcmp(spec->valuestring, "lookup") ? HONE_REQUEST_SPEC_OFF : HONE_REQUEST_SPEC_LOOKUP;
+    }
     cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
     if (so && !cJSON_IsNull(so)) {
         if (!cJSON_IsObject(so))
@@ -1521,6 +1528,7 @@ static int submit_choice(conn_ctx *cc, const gen_request *g, int i)
     p.top_logprobs = g->top_logprobs;
     p.prompt_logprobs = g->echo && g->logprobs;
     p.grammar = g->grammar;
+    p.speculate = g->speculate;
     return hone_scheduler_submit(cc->srv->sched, &p, &cc->reqs[i]);
 }
 
@@ -1871,6 +1879,17 @@ static enum MHD_Result handle_metrics(conn_ctx *cc)
     COUNTER("hone_requests_cancelled_total", "Requests cancelled (client gone).", st.cancelled);
     COUNTER("hone_requests_timed_out_total", "Requests that hit the time limit before a token.",
             st.timed_out);
+    /* speculative decoding (engine/spec.h) */
+    COUNTER("hone_spec_passes_total", "Request passes that verified draft tokens.", st.spec_passes);
+    COUNTER("hone_spec_draft_tokens_total", "Draft tokens verified.", st.spec_drafted);
+    COUNTER("hone_spec_accepted_tokens_total", "Draft tokens accepted.", st.spec_accepted);
+    COUNTER("hone_spec_emitted_tokens_total", "Tokens emitted by passes that verified drafts.", st.spec_emitted);
+    metric(&b, &l, &c, "# HELP hone_spec_acceptance_ratio Draft tokens accepted over verified.\n"
+                       "# TYPE hone_spec_acceptance_ratio gauge\nhone_spec_acceptance_ratio %.6f\n",
+           st.spec_drafted ? (double)st.spec_accepted / (double)st.spec_drafted : 0.0);
+    metric(&b, &l, &c, "# HELP hone_spec_tokens_per_pass Tokens emitted per request pass with drafts.\n"
+                       "# TYPE hone_spec_tokens_per_pass gauge\nhone_spec_tokens_per_pass %.6f\n",
+           st.spec_passes ? (double)st.spec_emitted / (double)st.spec_passes : 0.0);
 #undef COUNTER
 #undef GAUGE
     char names[64][64];

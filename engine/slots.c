@@ -4,6 +4,7 @@
 #include "slots.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,6 +22,14 @@ DECL_MV(bf16)
 DECL_MV(q8_0)
 DECL_MV(q4_0)
 DECL_MV(q4_1)
+DECL_MV(q5_0)
+DECL_MV(q5_1)
+DECL_MV(q4_k)
+DECL_MV(q5_k)
+DECL_MV(q6_k)
+DECL_MV(q3_k)
+DECL_MV(q2_k)
+DECL_MV(mxfp4)
 /* The fused slots' baselines (kernels/cpu/qkv_<dt>.c, ffn_<dt>.c, rmsnorm_matvec_<dt>.c). */
 #define DECL_FUSED(dt)                                                                            \
     void hone_cpu_qkv_##dt(float *, const void *, const void *, const void *, const float *,     \
@@ -44,6 +53,9 @@ void hone_cpu_attention_prefill(float *, const float *, const float *, const flo
                                 float, float *, int, int);
 void hone_cpu_swiglu(float *, const float *, const float *, int64_t, int, int);
 void hone_cpu_add(float *, const float *, const float *, int64_t, int, int);
+void hone_cpu_geglu(float *, const float *, const float *, int64_t, int, int);
+void hone_cpu_rope_freqs(float *, const int32_t *, const float *, int64_t, int64_t, int64_t, int64_t,
+                         float, int32_t, int, int);
 
 const char hone_slots_rules[] =
     "Rules every CPU slot function obeys (baselines and candidates alike):\n"
@@ -53,7 +65,8 @@ const char hone_slots_rules[] =
     "   depend on nth, ith, or on the batch size n: so threading and batching change no bit;\n"
     " - inputs are never written (except the in-place slots rope and rmsnorm with y == x);\n"
     " - all tensors are dense row-major with the shapes given in brackets; weight matrices are\n"
-    "   GGUF rows: W[rows][cols] of the weight dtype (block formats: cols / 32 blocks per row).\n";
+    "   GGUF rows: W[rows][cols] of the weight dtype (block formats: cols / 32 blocks per row,\n"
+    "   K formats q2_k .. q6_k: cols / 256).\n";
 
 /* ---- generic callers, one per signature ---------------------------------------------- */
 
@@ -81,6 +94,12 @@ static void invoke_rope(void *fn, const hone_slot_value *v, int ith, int nth)
 {
     ((hone_slot_rope_fn)fn)(v[0].p, v[1].cp, v[2].i64, v[3].i64, v[4].i64, v[5].i64, v[6].f32,
                             v[7].i32, ith, nth);
+}
+
+static void invoke_rope_freqs(void *fn, const hone_slot_value *v, int ith, int nth)
+{
+    ((hone_slot_rope_freqs_fn)fn)(v[0].p, v[1].cp, v[2].cp, v[3].i64, v[4].i64, v[5].i64, v[6].i64,
+                                  v[7].f32, v[8].i32, ith, nth);
 }
 
 static void invoke_attention_decode(void *fn, const hone_slot_value *v, int ith, int nth)
@@ -133,7 +152,7 @@ enum { E_N, E_DIM, E_VOCAB };                    /* embed */
 enum { R_N, R_DIM };                             /* rmsnorm */
 enum { MV_ROWS, MV_COLS };                       /* matvec */
 enum { MM_N, MM_ROWS, MM_COLS };                 /* matmul */
-enum { P_N, P_HEADS, P_HEAD_DIM, P_ROT };        /* rope */
+enum { P_N, P_HEADS, P_HEAD_DIM, P_ROT, P_HALF }; /* rope (rope_freqs: P_HALF = n_rot / 2, derived) */
 enum { A_N, A_POS0, A_NKV, A_BS, A_HEADS, A_KVH, A_HD, A_NBLOCKS }; /* attention */
 enum { B_N };                                    /* swiglu, add */
 enum { QKV_RQ, QKV_RK, QKV_RV, QKV_COLS, QKV_ROWS }; /* qkv (QKV_ROWS = rq + rk + rv, derived) */
@@ -197,6 +216,13 @@ static void cost_swiglu(const hone_slot_desc *d, const hone_slot_shape *s, doubl
     *flops = 5 * (double)s->d[B_N];
 }
 
+static void cost_geglu(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes, double *flops)
+{
+    (void)d;
+    *bytes = 12 * (double)s->d[B_N];
+    *flops = 12 * (double)s->d[B_N];
+}
+
 static void cost_add(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes, double *flops)
 {
     (void)d;
@@ -233,6 +259,12 @@ static void derive_qkv(const hone_slot_desc *d, hone_slot_shape *s)
 {
     (void)d;
     s->d[QKV_ROWS] = s->d[QKV_RQ] + s->d[QKV_RK] + s->d[QKV_RV];
+}
+
+static void derive_rope_freqs(const hone_slot_desc *d, hone_slot_shape *s)
+{
+    (void)d;
+    s->d[P_HALF] = s->d[P_ROT] / 2;
 }
 
 /* The cache of a case holds its keys' blocks plus two more no key should be read from. */
@@ -374,13 +406,21 @@ static int shapes_attention(const hone_slot_desc *d, const hone_model *m, hone_s
     return l.n;
 }
 
-static const int MAT_DTYPES[6] = {HONE_DTYPE_F32, HONE_DTYPE_F16, HONE_DTYPE_BF16,
-                                  HONE_DTYPE_Q8_0, HONE_DTYPE_Q4_0, HONE_DTYPE_Q4_1};
+/* The weight dtypes in the order of the matvec / matmul slots; the first N_FUSED_DTYPES have
+ * fused slots (in the same order). */
+#define N_MAT_DTYPES 14
+#define N_FUSED_DTYPES 6
+static const int MAT_DTYPES[N_MAT_DTYPES] = {
+    HONE_DTYPE_F32,  HONE_DTYPE_F16,  HONE_DTYPE_BF16, HONE_DTYPE_Q8_0, HONE_DTYPE_Q4_0,
+    HONE_DTYPE_Q4_1, HONE_DTYPE_Q5_0, HONE_DTYPE_Q5_1, HONE_DTYPE_Q4_K, HONE_DTYPE_Q5_K,
+    HONE_DTYPE_Q6_K, HONE_DTYPE_Q3_K, HONE_DTYPE_Q2_K, HONE_DTYPE_MXFP4};
+_Static_assert(HONE_SLOT_MATVEC_LAST - HONE_SLOT_MATVEC_F32 + 1 == N_MAT_DTYPES, "matvec slots");
+_Static_assert(HONE_SLOT_MATMUL_LAST - HONE_SLOT_MATMUL_F32 + 1 == N_MAT_DTYPES, "matmul slots");
 
 static int shapes_embed(const hone_slot_desc *d, const hone_model *m, hone_slot_shape *out, int cap)
 {
     shape_list l = {.d = d, .s = out, .cap = cap};
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < N_FUSED_DTYPES; i++) {
         int dt = MAT_DTYPES[i];
         PUSH(&l, NULL, 0, dt, 0, 5, REF_DIM, 1000); /* both dims are whole blocks */
         PUSH(&l, NULL, 0, dt, 0, 1, 32, 7);
@@ -391,7 +431,11 @@ static int shapes_embed(const hone_slot_desc *d, const hone_model *m, hone_slot_
             PUSH(&l, NULL, 0, e->dtype, 0, 7, e->cols, 1000);
     }
     PUSH(&l, NULL, 0, HONE_DTYPE_F32, 0, 3, 7, 5);
-    for (int i = 0; i < 6; i++) PUSH(&l, NULL, 0, MAT_DTYPES[i], 1, 9, 64, 50); /* special rows */
+    for (int i = 0; i < N_FUSED_DTYPES; i++) PUSH(&l, NULL, 0, MAT_DTYPES[i], 1, 9, 64, 50); /* special rows */
+    for (int i = N_FUSED_DTYPES; i < N_MAT_DTYPES; i++) { /* the further formats: 256 columns */
+        PUSH(&l, NULL, 0, MAT_DTYPES[i], 0, 5, 256, 300);
+        PUSH(&l, NULL, 0, MAT_DTYPES[i], 1, 9, 256, 50);
+    }
     return l.n;
 }
 
@@ -400,10 +444,20 @@ static int shapes_embed(const hone_slot_desc *d, const hone_model *m, hone_slot_
 static void push_mat(shape_list *l, int64_t n, int64_t rows, int64_t cols)
 {
     int dt = l->d->dtype;
-    if (hone_dtype_block_size(dt) == HONE_QK && cols % HONE_QK) return;
+    if (cols % hone_dtype_block_size(dt)) return;
     if (hone_dtype_row_bytes(dt, cols) * rows > MAX_WEIGHT_BYTES) return;
     if (l->d->kind == HONE_SLOT_KIND_MATVEC) PUSH(l, NULL, 0, dt, l->edge, rows, cols);
     else PUSH(l, NULL, 0, dt, l->edge, n, rows, cols);
+}
+
+/* The shapes a K format (cols % 256 == 0) adds, the SmolLM2 ones having 576 columns: the
+ * reference FFN up and down at 1536, one and odd rows, several blocks per row. */
+static void k_shapes(shape_list *l, int mv)
+{
+    push_mat(l, mv ? 1 : 5, REF_FFN, 1536);
+    push_mat(l, mv ? 1 : 2, 1, 256);
+    push_mat(l, mv ? 1 : 2, 7, 512);
+    push_mat(l, mv ? 1 : 3, 33, 1280);
 }
 
 static int shapes_mat(const hone_slot_desc *d, const hone_model *m, hone_slot_shape *out, int cap)
@@ -431,9 +485,12 @@ static int shapes_mat(const hone_slot_desc *d, const hone_model *m, hone_slot_sh
     push_mat(&l, e, 5, 7);
     push_mat(&l, e, 3, 33);
     push_mat(&l, 1, 1, 1);
+    if (hone_dtype_block_size(d->dtype) == HONE_QK_K) /* whole 256-value blocks */
+        k_shapes(&l, mv);
     l.edge = 1; /* special weights against zero blocks of activations, and huge/tiny ones */
     push_mat(&l, mv ? 1 : 3, 33, 96);
     push_mat(&l, mv ? 1 : 2, 64, 256);
+    if (hone_dtype_block_size(d->dtype) == HONE_QK_K) push_mat(&l, mv ? 1 : 3, 17, 768);
     return l.n;
 }
 
@@ -628,12 +685,28 @@ static const hone_slot_desc builtin[HONE_SLOT_COUNT] = {
     [HONE_SLOT_MATVEC_Q8_0] = MATVEC_DESC(q8_0, HONE_DTYPE_Q8_0),
     [HONE_SLOT_MATVEC_Q4_0] = MATVEC_DESC(q4_0, HONE_DTYPE_Q4_0),
     [HONE_SLOT_MATVEC_Q4_1] = MATVEC_DESC(q4_1, HONE_DTYPE_Q4_1),
+    [HONE_SLOT_MATVEC_Q5_0] = MATVEC_DESC(q5_0, HONE_DTYPE_Q5_0),
+    [HONE_SLOT_MATVEC_Q5_1] = MATVEC_DESC(q5_1, HONE_DTYPE_Q5_1),
+    [HONE_SLOT_MATVEC_Q4_K] = MATVEC_DESC(q4_k, HONE_DTYPE_Q4_K),
+    [HONE_SLOT_MATVEC_Q5_K] = MATVEC_DESC(q5_k, HONE_DTYPE_Q5_K),
+    [HONE_SLOT_MATVEC_Q6_K] = MATVEC_DESC(q6_k, HONE_DTYPE_Q6_K),
+    [HONE_SLOT_MATVEC_Q3_K] = MATVEC_DESC(q3_k, HONE_DTYPE_Q3_K),
+    [HONE_SLOT_MATVEC_Q2_K] = MATVEC_DESC(q2_k, HONE_DTYPE_Q2_K),
+    [HONE_SLOT_MATVEC_MXFP4] = MATVEC_DESC(mxfp4, HONE_DTYPE_MXFP4),
     [HONE_SLOT_MATMUL_F32] = MATMUL_DESC(f32, HONE_DTYPE_F32),
     [HONE_SLOT_MATMUL_F16] = MATMUL_DESC(f16, HONE_DTYPE_F16),
     [HONE_SLOT_MATMUL_BF16] = MATMUL_DESC(bf16, HONE_DTYPE_BF16),
     [HONE_SLOT_MATMUL_Q8_0] = MATMUL_DESC(q8_0, HONE_DTYPE_Q8_0),
     [HONE_SLOT_MATMUL_Q4_0] = MATMUL_DESC(q4_0, HONE_DTYPE_Q4_0),
     [HONE_SLOT_MATMUL_Q4_1] = MATMUL_DESC(q4_1, HONE_DTYPE_Q4_1),
+    [HONE_SLOT_MATMUL_Q5_0] = MATMUL_DESC(q5_0, HONE_DTYPE_Q5_0),
+    [HONE_SLOT_MATMUL_Q5_1] = MATMUL_DESC(q5_1, HONE_DTYPE_Q5_1),
+    [HONE_SLOT_MATMUL_Q4_K] = MATMUL_DESC(q4_k, HONE_DTYPE_Q4_K),
+    [HONE_SLOT_MATMUL_Q5_K] = MATMUL_DESC(q5_k, HONE_DTYPE_Q5_K),
+    [HONE_SLOT_MATMUL_Q6_K] = MATMUL_DESC(q6_k, HONE_DTYPE_Q6_K),
+    [HONE_SLOT_MATMUL_Q3_K] = MATMUL_DESC(q3_k, HONE_DTYPE_Q3_K),
+    [HONE_SLOT_MATMUL_Q2_K] = MATMUL_DESC(q2_k, HONE_DTYPE_Q2_K),
+    [HONE_SLOT_MATMUL_MXFP4] = MATMUL_DESC(mxfp4, HONE_DTYPE_MXFP4),
     [HONE_SLOT_ROPE] = {
         .name = "rope", .kind = HONE_SLOT_KIND_ROPE, .dtype = -1,
         .math = "In place on x[n][n_heads][head_dim]: rotates the first n_rot dims of every head by "
@@ -704,6 +777,38 @@ static const hone_slot_desc builtin[HONE_SLOT_COUNT] = {
         .cuda_x = L(B_N), .cuda_y = NONE,
         .cost = cost_add, .shapes = shapes_elementwise, .invoke = invoke_binary,
         .cpu_baseline = (void *)hone_cpu_add},
+    [HONE_SLOT_GEGLU] = {
+        .name = "geglu", .kind = HONE_SLOT_KIND_GEGLU, .dtype = -1,
+        .math = "out[i] = gelu_tanh(gate[i]) * up[i], i < n (Gemma's gated FFN): in f32, "
+                "y = 0.7978845608f * g * (1 + 0.044715f * g * g), t = (float)tanh((double)y), "
+                "out = 0.5f * g * (1 + t) * u, each operation rounded left to right; out may equal "
+                "gate or up.",
+        .fn_type = "hone_slot_geglu_fn", .n_args = 4,
+        .args = {T_OUT("out", B_N), T_IN("gate", -6, 6, 100, B_N), T_IN("up", -2, 2, 1e3, B_N), T_DIM("n", B_N)},
+        .n_dims = 1, .dims = {"n"}, .key_dims = 1, .range_dim = -1,
+        .share_units = L(B_N), .share_len = NONE, .cmp_rows = NONE, .cuda_x = L(B_N), .cuda_y = NONE,
+        .cost = cost_geglu, .shapes = shapes_elementwise, .invoke = invoke_binary,
+        .cpu_baseline = (void *)hone_cpu_geglu},
+    [HONE_SLOT_ROPE_FREQS] = {
+        .name = "rope_freqs", .kind = HONE_SLOT_KIND_ROPE_FREQS, .dtype = -1,
+        .math = "rope with per-pair frequency factors (llama3's rope_freqs.weight): in place on "
+                "x[n][n_heads][head_dim], rotates the first n_rot dims of every head by theta_i = "
+                "pos[t] * (freq_base^(-2i/n_rot) / freqs[i]), i < n_rot/2, the inverse frequency and "
+                "the angle in double; normal layout (neox == 0) pairs (2i, 2i+1), NeoX pairs (i, i + "
+                "n_rot/2); (a, b) -> (a cos - b sin, a sin + b cos).",
+        .fn_type = "hone_slot_rope_freqs_fn", .n_args = 9,
+        .args = {{.name = "x", .ctype = "float *", .role = HONE_SLOT_ARG_INOUT, .dims = L(P_N, P_HEADS, P_HEAD_DIM), .lo = -2, .hi = 2},
+                 {.name = "pos", .ctype = "const int32_t *", .role = HONE_SLOT_ARG_INDEX, .dims = L(P_N), .bound = -1},
+                 {.name = "freqs", .ctype = "const float *", .role = HONE_SLOT_ARG_NORM, .dims = L(P_HALF), .lo = 1, .hi = 8},
+                 T_DIM("n", P_N), T_DIM("n_heads", P_HEADS), T_DIM("head_dim", P_HEAD_DIM),
+                 T_DIM("n_rot", P_ROT), T_F32("freq_base", 0),
+                 {.name = "neox", .ctype = "int32_t", .role = HONE_SLOT_ARG_I32, .dims = {0, HONE_SLOT_END}}},
+        .n_dims = 5, .dims = {"n", "heads", "head_dim", "n_rot", "half"}, .key_dims = 15, .range_dim = -1,
+        .params = {"freq_base"},
+        .share_units = L(P_N, P_HEADS), .share_len = L(P_HEAD_DIM), .cmp_rows = L(P_N, P_HEADS),
+        .nth_max_dim = 2, .cuda_x = L(P_N, P_HEADS), .cuda_y = NONE,
+        .cost = cost_rope, .derive = derive_rope_freqs, .shapes = shapes_rope, .invoke = invoke_rope_freqs,
+        .cpu_baseline = (void *)hone_cpu_rope_freqs},
     [HONE_SLOT_QKV_F32] = QKV_DESC(f32, HONE_DTYPE_F32),
     [HONE_SLOT_QKV_F16] = QKV_DESC(f16, HONE_DTYPE_F16),
     [HONE_SLOT_QKV_BF16] = QKV_DESC(bf16, HONE_DTYPE_BF16),
@@ -801,14 +906,14 @@ int hone_slots_param_types(int id, char *buf, int cap)
 
 int hone_slots_matvec_id(int dtype)
 {
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < N_MAT_DTYPES; i++)
         if (MAT_DTYPES[i] == dtype) return HONE_SLOT_MATVEC_F32 + i;
     return -1;
 }
 
 int hone_slots_matmul_id(int dtype)
 {
-    for (int i = 0; i < 6; i++)
+    for (int i = 0; i < N_MAT_DTYPES; i++)
         if (MAT_DTYPES[i] == dtype) return HONE_SLOT_MATMUL_F32 + i;
     return -1;
 }
@@ -818,6 +923,7 @@ int hone_slots_fused_id(hone_slot_kind kind, int dtype)
     int mv = hone_slots_matvec_id(dtype);
     if (mv < 0) return -1;
     int i = mv - HONE_SLOT_MATVEC_F32;
+    if (i >= N_FUSED_DTYPES) return -1;
     switch (kind) {
     case HONE_SLOT_KIND_QKV: return HONE_SLOT_QKV_F32 + i;
     case HONE_SLOT_KIND_FFN: return HONE_SLOT_FFN_F32 + i;
@@ -952,6 +1058,85 @@ static uint16_t rnd_scale(uint64_t *st, double lo, double hi, int allow_neg)
     return hone_f32_to_fp16((float)v);
 }
 
+static void rnd_bytes(uint64_t *st, uint8_t *p, int n)
+{
+    for (int i = 0; i < n; i++) p[i] = (uint8_t)(hone_slots_rand(st) & 0xFF);
+}
+
+/* Random blocks of the further formats: random quants and packed scales, f16 scales chosen so
+ * that the values stay about [-2, 2] (the K formats' d and dmin are positive, as ggml makes them). */
+static void fill_weight_more(void *w, int dt, int64_t n, uint64_t *st)
+{
+    int64_t nb = n / hone_dtype_block_size(dt);
+    for (int64_t b = 0; b < nb; b++) {
+        switch (dt) {
+        case HONE_DTYPE_Q5_0: {
+            hone_block_q5_0 *k = (hone_block_q5_0 *)w + b;
+            k->d = rnd_scale(st, 0.005, 0.075, 1);
+            rnd_bytes(st, k->qh, 4);
+            rnd_bytes(st, k->qs, 16);
+            break;
+        }
+        case HONE_DTYPE_Q5_1: {
+            hone_block_q5_1 *k = (hone_block_q5_1 *)w + b;
+            k->d = rnd_scale(st, 0.005, 0.075, 0);
+            k->m = rnd_scale(st, 0.0, 1.0, 1);
+            rnd_bytes(st, k->qh, 4);
+            rnd_bytes(st, k->qs, 16);
+            break;
+        }
+        case HONE_DTYPE_MXFP4: {
+            hone_block_mxfp4 *k = (hone_block_mxfp4 *)w + b;
+            k->e = (uint8_t)(121 + hone_slots_rand(st) % 5); /* d = 2^-7 .. 2^-3 */
+            rnd_bytes(st, k->qs, 16);
+            break;
+        }
+        case HONE_DTYPE_Q4_K: {
+            hone_block_q4_k *k = (hone_block_q4_k *)w + b;
+            k->d = rnd_scale(st, 0.0005, 0.002, 0);
+            k->dmin = rnd_scale(st, 0.0005, 0.002, 0);
+            rnd_bytes(st, k->scales, 12);
+            rnd_bytes(st, k->qs, 128);
+            break;
+        }
+        case HONE_DTYPE_Q5_K: {
+            hone_block_q5_k *k = (hone_block_q5_k *)w + b;
+            k->d = rnd_scale(st, 0.0003, 0.001, 0);
+            k->dmin = rnd_scale(st, 0.0005, 0.002, 0);
+            rnd_bytes(st, k->scales, 12);
+            rnd_bytes(st, k->qh, 32);
+            rnd_bytes(st, k->qs, 128);
+            break;
+        }
+        case HONE_DTYPE_Q6_K: {
+            hone_block_q6_k *k = (hone_block_q6_k *)w + b;
+            rnd_bytes(st, k->ql, 128);
+            rnd_bytes(st, k->qh, 64);
+            rnd_bytes(st, (uint8_t *)k->scales, 16);
+            k->d = rnd_scale(st, 0.0001, 0.0005, 0);
+            break;
+        }
+        case HONE_DTYPE_Q3_K: {
+            hone_block_q3_k *k = (hone_block_q3_k *)w + b;
+            rnd_bytes(st, k->hmask, 32);
+            rnd_bytes(st, k->qs, 64);
+            rnd_bytes(st, k->scales, 12);
+            k->d = rnd_scale(st, 0.002, 0.01, 0);
+            break;
+        }
+        case HONE_DTYPE_Q2_K: {
+            hone_block_q2_k *k = (hone_block_q2_k *)w + b;
+            rnd_bytes(st, k->scales, 16);
+            rnd_bytes(st, k->qs, 64);
+            k->d = rnd_scale(st, 0.005, 0.03, 0);
+            k->dmin = rnd_scale(st, 0.005, 0.03, 0);
+            break;
+        }
+        default: break;
+        }
+    }
+}
+
 void hone_slots_fill_weight(void *w, int dt, int64_t rows, int64_t cols, uint64_t *st)
 {
     int64_t n = rows * cols, nb = n / HONE_QK;
@@ -987,6 +1172,9 @@ void hone_slots_fill_weight(void *w, int dt, int64_t rows, int64_t cols, uint64_
             for (int j = 0; j < 16; j++) k->qs[j] = (uint8_t)(hone_slots_rand(st) & 0xFF);
         }
         break;
+    default:
+        fill_weight_more(w, dt, n, st);
+        break;
     }
 }
 
@@ -1021,6 +1209,17 @@ static void fill_kv(uint64_t *st, const hone_slot_arg *g, const hone_slot_shape 
     }
 }
 
+/* Where a block format keeps its f16 d. */
+static int64_t d_offset(int dt)
+{
+    switch (dt) {
+    case HONE_DTYPE_Q2_K: return offsetof(hone_block_q2_k, d);
+    case HONE_DTYPE_Q3_K: return offsetof(hone_block_q3_k, d);
+    case HONE_DTYPE_Q6_K: return offsetof(hone_block_q6_k, d);
+    default: return 0;
+    }
+}
+
 /* Special values sprinkled into a weight of an edge shape (about 1 element in 48, 1 block in 3):
  * +-Inf, NaN, subnormal, huge (not near the top of the range, so that a sum's overflow does not
  * depend on its order) and zero. Block formats get them in their f16 scales. */
@@ -1038,7 +1237,14 @@ static void sprinkle_weight(uint64_t *st, void *w, int dt, int64_t n)
         case HONE_DTYPE_F32: memcpy(p, &fs[k], 4); break;
         case HONE_DTYPE_F16: memcpy(p, &hs[k], 2); break;
         case HONE_DTYPE_BF16: memcpy(p, &bs[k], 2); break;
-        default: memcpy(p, &hs[k], 2); break; /* d, the first field of every block format */
+        case HONE_DTYPE_MXFP4: { /* e: 2^-128 (subnormal), 2^-127, 2^126 (x 12: inf), 2^127 */
+            static const uint8_t es[] = {0, 1, 254, 255, 127, 0};
+            p[0] = es[k];
+            break;
+        }
+        default: /* d: first in the 32-value formats, q4_K and q5_K, last in q2_K, q3_K, q6_K */
+            memcpy(p + d_offset(dt), &hs[k], 2);
+            break;
         }
     }
 }

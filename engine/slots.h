@@ -53,6 +53,14 @@ typedef void (*hone_slot_rope_fn)(float *x, const int32_t *pos, int64_t n, int64
                                   int64_t head_dim, int64_t n_rot, float freq_base, int32_t neox,
                                   int ith, int nth);
 
+/* rope with llama3's frequency factors: theta_i = pos[t] * (freq_base^(-2i/n_rot) / freqs[i])
+ * (the inverse frequency and the angle in double), freqs[n_rot / 2]; otherwise as rope.
+ * Share: (token, head) rows. */
+typedef void (*hone_slot_rope_freqs_fn)(float *x, const int32_t *pos, const float *freqs,
+                                        int64_t n, int64_t n_heads, int64_t head_dim,
+                                        int64_t n_rot, float freq_base, int32_t neox, int ith,
+                                        int nth);
+
 /* The paged KV cache of one layer: token j of a sequence lives in block
  * block_table[j / block_size] at slot j % block_size; a block holds
  * [block_size][n_kv_heads][head_dim] f32 for K (k_cache) and likewise for V (v_cache). */
@@ -82,6 +90,13 @@ typedef void (*hone_slot_attention_prefill_fn)(float *out, const float *q, const
  * gate or up. Share: elements. */
 typedef void (*hone_slot_swiglu_fn)(float *out, const float *gate, const float *up, int64_t n,
                                     int ith, int nth);
+
+/* out[i] = gelu_tanh(gate[i]) * up[i] (Gemma's gated FFN), i < n, in f32 as
+ * g' = 0.7978845608f * g * (1 + 0.044715f * g * g); t = (float)tanh((double)g');
+ * out = 0.5f * g * (1 + t) * u, each operation rounded to f32 left to right (tanh in double,
+ * rounded once). out may equal gate or up. Share: elements. */
+typedef void (*hone_slot_geglu_fn)(float *out, const float *gate, const float *up, int64_t n,
+                                   int ith, int nth);
 
 /* y[i] = a[i] + b[i], i < n. y may equal a or b. Share: elements. */
 typedef void (*hone_slot_add_fn)(float *y, const float *a, const float *b, int64_t n, int ith,
@@ -118,13 +133,20 @@ typedef enum {
     HONE_SLOT_RMSNORM,
     HONE_SLOT_MATVEC_F32, HONE_SLOT_MATVEC_F16, HONE_SLOT_MATVEC_BF16,
     HONE_SLOT_MATVEC_Q8_0, HONE_SLOT_MATVEC_Q4_0, HONE_SLOT_MATVEC_Q4_1,
+    /* the further GGML formats (no fused slots) */
+    HONE_SLOT_MATVEC_Q5_0, HONE_SLOT_MATVEC_Q5_1, HONE_SLOT_MATVEC_Q4_K, HONE_SLOT_MATVEC_Q5_K,
+    HONE_SLOT_MATVEC_Q6_K, HONE_SLOT_MATVEC_Q3_K, HONE_SLOT_MATVEC_Q2_K, HONE_SLOT_MATVEC_MXFP4,
     HONE_SLOT_MATMUL_F32, HONE_SLOT_MATMUL_F16, HONE_SLOT_MATMUL_BF16,
     HONE_SLOT_MATMUL_Q8_0, HONE_SLOT_MATMUL_Q4_0, HONE_SLOT_MATMUL_Q4_1,
+    HONE_SLOT_MATMUL_Q5_0, HONE_SLOT_MATMUL_Q5_1, HONE_SLOT_MATMUL_Q4_K, HONE_SLOT_MATMUL_Q5_K,
+    HONE_SLOT_MATMUL_Q6_K, HONE_SLOT_MATMUL_Q3_K, HONE_SLOT_MATMUL_Q2_K, HONE_SLOT_MATMUL_MXFP4,
     HONE_SLOT_ROPE,
     HONE_SLOT_ATTENTION_DECODE,
     HONE_SLOT_ATTENTION_PREFILL,
     HONE_SLOT_SWIGLU,
     HONE_SLOT_ADD,
+    HONE_SLOT_GEGLU,
+    HONE_SLOT_ROPE_FREQS,
     /* the fused slots, one per weight dtype in the matvec order (f32 .. q4_1); no CUDA kernel */
     HONE_SLOT_QKV_F32, HONE_SLOT_QKV_F16, HONE_SLOT_QKV_BF16,
     HONE_SLOT_QKV_Q8_0, HONE_SLOT_QKV_Q4_0, HONE_SLOT_QKV_Q4_1,
@@ -135,11 +157,15 @@ typedef enum {
     HONE_SLOT_COUNT
 } hone_slot_id;
 
+/* The last matvec and matmul slots (the matvec_<dt> slots are MATVEC_F32 .. MATVEC_LAST). */
+#define HONE_SLOT_MATVEC_LAST HONE_SLOT_MATVEC_MXFP4
+#define HONE_SLOT_MATMUL_LAST HONE_SLOT_MATMUL_MXFP4
+
 /* The first fused slot: the slots below it are the ones every backend implements (the CUDA
  * backend has a kernels/cuda/<slot>.cu for each). */
 #define HONE_SLOT_FUSED_FIRST HONE_SLOT_QKV_F32
 
-#define HONE_SLOT_MAX 64       /* built-in + registered slots */
+#define HONE_SLOT_MAX 80       /* built-in + registered slots */
 
 /* What a slot computes, for the consumers that treat families alike (the oracle, the search
  * proposer's templates). HONE_SLOT_KIND_OTHER: a registered slot, whose descriptor carries
@@ -157,6 +183,8 @@ typedef enum {
     HONE_SLOT_KIND_QKV,             /* fused: q, k, v projections in one pass */
     HONE_SLOT_KIND_FFN,             /* fused: gate and up projections with swiglu */
     HONE_SLOT_KIND_RMSNORM_MATVEC,  /* fused: rmsnorm into the one matvec it feeds */
+    HONE_SLOT_KIND_GEGLU,           /* gelu_tanh(gate) * up (Gemma) */
+    HONE_SLOT_KIND_ROPE_FREQS,      /* rope with per-pair frequency factors (llama3) */
     HONE_SLOT_KIND_OTHER
 } hone_slot_kind;
 
@@ -290,7 +318,7 @@ int hone_slots_param_types(int id, char *buf, int cap);
 int hone_slots_matvec_id(int dtype);
 int hone_slots_matmul_id(int dtype);
 /* The fused slot of kind (HONE_SLOT_KIND_QKV, _FFN, _RMSNORM_MATVEC) for a weight dtype; -1 if
- * there is none. */
+ * there is none (f32 .. q4_1 have them; q5_0 .. mxfp4 do not). */
 int hone_slots_fused_id(hone_slot_kind kind, int dtype);
 /* 1 for a fused slot (its baseline is the unfused composition; see the table below). */
 int hone_slots_is_fused(int id);

@@ -430,6 +430,10 @@ void hone_cases_oracle(const hone_case *c, const uint8_t *base, double *ref)
                                       D[4], D[5], D[6], s->f[0]);
         break;
     case HONE_SLOT_KIND_SWIGLU: hone_oracle_swiglu(ref, v[1].cp, v[2].cp, D[0]); break;
+    case HONE_SLOT_KIND_GEGLU: hone_oracle_geglu(ref, v[1].cp, v[2].cp, D[0]); break;
+    case HONE_SLOT_KIND_ROPE_FREQS:
+        hone_oracle_rope_freqs(ref, v[0].cp, v[1].cp, v[2].cp, D[0], D[1], D[2], D[3], s->f[0], s->flag);
+        break;
     case HONE_SLOT_KIND_ADD: hone_oracle_add(ref, v[1].cp, v[2].cp, D[0]); break;
     case HONE_SLOT_KIND_QKV:
         hone_oracle_qkv(ref, s->dtype, v[1].cp, v[2].cp, v[3].cp, v[4].cp, D[0], D[1], D[2], D[3]);
@@ -464,7 +468,12 @@ int hone_cases_bound(const hone_case *c, const uint8_t *base, const double *ref,
         hone_oracle_bound_attention(bound, v[1].cp, v[2].cp, v[3].cp, v[4].cp, D[0], D[1], D[3], D[4],
                                     D[5], D[6], s->f[0]);
         return 1;
-    case HONE_SLOT_KIND_SWIGLU: hone_oracle_bound_swiglu(bound, ref, D[0]); return 1;
+    case HONE_SLOT_KIND_SWIGLU: hone_oracle_bound_swiglu(bound, ref, v[1].cp, D[0]); return 1;
+    case HONE_SLOT_KIND_GEGLU: hone_oracle_bound_geglu(bound, v[1].cp, v[2].cp, D[0]); return 1;
+    case HONE_SLOT_KIND_ROPE_FREQS:
+        hone_oracle_bound_rope_freqs(bound, v[0].cp, v[1].cp, v[2].cp, D[0], D[1], D[2], D[3], s->f[0],
+                                     s->flag);
+        return 1;
     case HONE_SLOT_KIND_ADD: hone_oracle_bound_add(bound, ref, D[0]); return 1;
     case HONE_SLOT_KIND_QKV:
         hone_oracle_bound_qkv(bound, s->dtype, v[1].cp, v[2].cp, v[3].cp, v[4].cp, D[0], D[1], D[2], D[3]);

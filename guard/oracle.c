@@ -11,6 +11,157 @@
 
 static double half_to_double(uint16_t h) { return (double)hone_fp16_to_f32(h); }
 
+/* The further GGML formats, written as ggml's dequantize_row_* loops (whole blocks, not the
+ * kernels' 32-value chunks), in double: every value exact (the products of small integers and
+ * f16 scales fit in 53 bits; the min's subtraction is exact to 2^-53 relative). 1 if dtype is
+ * one of them. */
+static int dequant_more(double *y, int32_t dtype, const uint8_t *p, int64_t cols)
+{
+    static const int kv_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    int64_t bs = hone_dtype_block_size(dtype);
+    if (bs <= 0) return 0;
+    int64_t nb = cols / bs;
+    switch (dtype) {
+    case HONE_DTYPE_Q5_0:
+    case HONE_DTYPE_Q5_1:
+        for (int64_t i = 0; i < nb; i++, y += 32) {
+            const uint8_t *qs, *qhp;
+            double d, m = 0.0;
+            if (dtype == HONE_DTYPE_Q5_0) {
+                const hone_block_q5_0 *x = (const hone_block_q5_0 *)p + i;
+                d = half_to_double(x->d), qs = x->qs, qhp = x->qh;
+            } else {
+                const hone_block_q5_1 *x = (const hone_block_q5_1 *)p + i;
+                d = half_to_double(x->d), m = half_to_double(x->m), qs = x->qs, qhp = x->qh;
+            }
+            uint32_t qh = (uint32_t)qhp[0] | (uint32_t)qhp[1] << 8 | (uint32_t)qhp[2] << 16 | (uint32_t)qhp[3] << 24;
+            int off = dtype == HONE_DTYPE_Q5_0 ? 16 : 0;
+            for (int j = 0; j < 16; j++) {
+                int x0 = (int)((qs[j] & 0x0F) | (((qh >> j) << 4) & 0x10)) - off;
+                int x1 = (int)((qs[j] >> 4) | ((qh >> (j + 12)) & 0x10)) - off;
+                y[j] = x0 * d + m;
+                y[j + 16] = x1 * d + m;
+            }
+        }
+        return 1;
+    case HONE_DTYPE_MXFP4:
+        for (int64_t i = 0; i < nb; i++, y += 32) {
+            const hone_block_mxfp4 *x = (const hone_block_mxfp4 *)p + i;
+            double d = ldexp(1.0, (int)x->e - 128);
+            for (int j = 0; j < 16; j++) {
+                y[j] = kv_mxfp4[x->qs[j] & 0x0F] * d;
+                y[j + 16] = kv_mxfp4[x->qs[j] >> 4] * d;
+            }
+        }
+        return 1;
+    case HONE_DTYPE_Q4_K:
+    case HONE_DTYPE_Q5_K:
+        for (int64_t i = 0; i < nb; i++) {
+            const uint8_t *sc6, *q, *qh = NULL;
+            double d, dmin;
+            if (dtype == HONE_DTYPE_Q4_K) {
+                const hone_block_q4_k *x = (const hone_block_q4_k *)p + i;
+                d = half_to_double(x->d), dmin = half_to_double(x->dmin), sc6 = x->scales, q = x->qs;
+            } else {
+                const hone_block_q5_k *x = (const hone_block_q5_k *)p + i;
+                d = half_to_double(x->d), dmin = half_to_double(x->dmin), sc6 = x->scales, q = x->qs;
+                qh = x->qh;
+            }
+            int is = 0, u1 = 1, u2 = 2;
+            for (int j = 0; j < 256; j += 64) {
+                double dd[2], mm[2];
+                for (int t = 0; t < 2; t++) {
+                    int jj = is + t, sc, mn;
+                    if (jj < 4) {
+                        sc = sc6[jj] & 63, mn = sc6[jj + 4] & 63;
+                    } else {
+                        sc = (sc6[jj + 4] & 0xF) | ((sc6[jj - 4] >> 6) << 4);
+                        mn = (sc6[jj + 4] >> 4) | ((sc6[jj] >> 6) << 4);
+                    }
+                    dd[t] = d * sc, mm[t] = dmin * mn;
+                }
+                for (int l = 0; l < 32; l++)
+                    *y++ = dd[0] * ((q[l] & 0xF) + (qh && (qh[l] & u1) ? 16 : 0)) - mm[0];
+                for (int l = 0; l < 32; l++)
+                    *y++ = dd[1] * ((q[l] >> 4) + (qh && (qh[l] & u2) ? 16 : 0)) - mm[1];
+                q += 32, is += 2, u1 <<= 2, u2 <<= 2;
+            }
+        }
+        return 1;
+    case HONE_DTYPE_Q6_K:
+        for (int64_t i = 0; i < nb; i++) {
+            const hone_block_q6_k *x = (const hone_block_q6_k *)p + i;
+            double d = half_to_double(x->d);
+            const uint8_t *ql = x->ql, *qh = x->qh;
+            const int8_t *sc = x->scales;
+            for (int n = 0; n < 256; n += 128) {
+                for (int l = 0; l < 32; l++) {
+                    int is = l / 16;
+                    int q1 = (int)((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                    int q2 = (int)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                    int q3 = (int)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                    int q4 = (int)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                    y[l] = d * sc[is] * q1;
+                    y[l + 32] = d * sc[is + 2] * q2;
+                    y[l + 64] = d * sc[is + 4] * q3;
+                    y[l + 96] = d * sc[is + 6] * q4;
+                }
+                y += 128, ql += 64, qh += 32, sc += 8;
+            }
+        }
+        return 1;
+    case HONE_DTYPE_Q3_K:
+        for (int64_t i = 0; i < nb; i++) {
+            const hone_block_q3_k *x = (const hone_block_q3_k *)p + i;
+            double d = half_to_double(x->d);
+            int scales[16];
+            for (int s = 0; s < 16; s++) { /* ggml's kmask unpacking, one scale at a time */
+                int lo = s < 8 ? x->scales[s] & 0xF : x->scales[s - 8] >> 4;
+                int hi = (x->scales[8 + s % 4] >> (2 * (s / 4))) & 3;
+                scales[s] = (lo | hi << 4) - 32;
+            }
+            const uint8_t *q = x->qs, *hm = x->hmask;
+            int is = 0, m = 1;
+            for (int n = 0; n < 256; n += 128) {
+                int shift = 0;
+                for (int j = 0; j < 4; j++) {
+                    for (int half = 0; half < 2; half++) {
+                        double dl = d * scales[is++];
+                        for (int l = 16 * half; l < 16 * half + 16; l++)
+                            *y++ = dl * (((q[l] >> shift) & 3) - ((hm[l] & m) ? 0 : 4));
+                    }
+                    shift += 2, m <<= 1;
+                }
+                q += 32;
+            }
+        }
+        return 1;
+    case HONE_DTYPE_Q2_K:
+        for (int64_t i = 0; i < nb; i++) {
+            const hone_block_q2_k *x = (const hone_block_q2_k *)p + i;
+            double d = half_to_double(x->d), dmin = half_to_double(x->dmin);
+            const uint8_t *q = x->qs;
+            int is = 0;
+            for (int n = 0; n < 256; n += 128) {
+                int shift = 0;
+                for (int j = 0; j < 4; j++) {
+                    for (int half = 0; half < 2; half++) {
+                        int sc = x->scales[is++];
+                        double dl = d * (sc & 0xF), ml = dmin * (sc >> 4);
+                        for (int l = 16 * half; l < 16 * half + 16; l++)
+                            *y++ = dl * ((q[l] >> shift) & 3) - ml;
+                    }
+                    shift += 2;
+                }
+                q += 32;
+            }
+        }
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 void hone_oracle_dequant_row(double *out, int32_t dtype, const void *W, int64_t row, int64_t cols)
 {
     int64_t rb = hone_dtype_supported(dtype) ? hone_dtype_row_bytes(dtype, cols) : 0;
@@ -53,7 +204,8 @@ void hone_oracle_dequant_row(double *out, int32_t dtype, const void *W, int64_t 
         }
         break;
     default:
-        for (int64_t c = 0; c < cols; c++) out[c] = NAN;
+        if (!dequant_more(out, dtype, p, cols))
+            for (int64_t c = 0; c < cols; c++) out[c] = NAN;
         break;
     }
 }
@@ -119,6 +271,21 @@ void hone_oracle_matmul(double *Y, int32_t dtype, const void *W, const float *X,
 void hone_oracle_rope(double *y, const float *x, const int32_t *pos, int64_t n, int64_t n_heads,
                       int64_t head_dim, int64_t n_rot, float freq_base, int32_t neox)
 {
+    hone_oracle_rope_freqs(y, x, pos, NULL, n, n_heads, head_dim, n_rot, freq_base, neox);
+}
+
+/* theta_i = pos * base^(-2i/n_rot), divided by freqs[i] when freqs is not NULL. */
+static double rope_theta(int32_t pos, const float *freqs, int64_t i, int64_t n_rot, float freq_base)
+{
+    double inv = pow((double)freq_base, -2.0 * (double)i / (double)n_rot);
+    if (freqs) inv /= (double)freqs[i];
+    return (double)pos * inv;
+}
+
+void hone_oracle_rope_freqs(double *y, const float *x, const int32_t *pos, const float *freqs,
+                            int64_t n, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                            float freq_base, int32_t neox)
+{
     int64_t half = n_rot / 2;
     for (int64_t t = 0; t < n; t++) {
         for (int64_t h = 0; h < n_heads; h++) {
@@ -126,7 +293,7 @@ void hone_oracle_rope(double *y, const float *x, const int32_t *pos, int64_t n, 
             double *o = y + (t * n_heads + h) * head_dim;
             for (int64_t d = 0; d < head_dim; d++) o[d] = (double)v[d];
             for (int64_t i = 0; i < half; i++) {
-                double theta = (double)pos[t] * pow((double)freq_base, -2.0 * (double)i / (double)n_rot);
+                double theta = rope_theta(pos[t], freqs, i, n_rot, freq_base);
                 double c = cos(theta), s = sin(theta);
                 int64_t ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
                 double a = (double)v[ia], b = (double)v[ib];
@@ -197,6 +364,14 @@ void hone_oracle_swiglu(double *out, const float *gate, const float *up, int64_t
     for (int64_t i = 0; i < n; i++) {
         double g = (double)gate[i];
         out[i] = g / (1.0 + exp(-g)) * (double)up[i];
+    }
+}
+
+void hone_oracle_geglu(double *out, const float *gate, const float *up, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double g = (double)gate[i];
+        out[i] = 0.5 * g * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (g + 0.044715 * g * g * g))) * (double)up[i];
     }
 }
 
@@ -295,6 +470,13 @@ void hone_oracle_bound_rope(double *b, const float *x, const int32_t *pos, int64
                             int64_t n_heads, int64_t head_dim, int64_t n_rot, float freq_base,
                             int32_t neox)
 {
+    hone_oracle_bound_rope_freqs(b, x, pos, NULL, n, n_heads, head_dim, n_rot, freq_base, neox);
+}
+
+void hone_oracle_bound_rope_freqs(double *b, const float *x, const int32_t *pos, const float *freqs,
+                                  int64_t n, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                                  float freq_base, int32_t neox)
+{
     int64_t half = n_rot / 2;
     double g = hone_oracle_gamma(4);
     for (int64_t t = 0; t < n; t++)
@@ -303,7 +485,7 @@ void hone_oracle_bound_rope(double *b, const float *x, const int32_t *pos, int64
             double *o = b + (t * n_heads + h) * head_dim;
             for (int64_t d = 0; d < head_dim; d++) o[d] = 0.0;
             for (int64_t i = 0; i < half; i++) {
-                double theta = (double)pos[t] * pow((double)freq_base, -2.0 * (double)i / (double)n_rot);
+                double theta = rope_theta(pos[t], freqs, i, n_rot, freq_base);
                 double c = fabs(cos(theta)), sn = fabs(sin(theta));
                 int64_t ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
                 double a = fabs((double)v[ia]), bb = fabs((double)v[ib]);
@@ -362,12 +544,26 @@ void hone_oracle_bound_attention(double *b, const float *q, const float *k_cache
 
 /* g / (1 + e) * up with e = exp(-g) within EXP_ULPS: d silu / silu = -e / (1 + e) de / e, at
  * most the relative error of e; then the sum, the quotient and the product. */
-void hone_oracle_bound_swiglu(double *b, const double *ref, int64_t n)
+void hone_oracle_bound_swiglu(double *b, const double *ref, const float *gate, int64_t n)
 {
     relative(b, ref, n, HONE_ORACLE_EXP_ULPS * U + hone_oracle_gamma(3));
+    /* gate < -88.7: expf(-gate) overflows f32 to inf and g / inf is 0 where the exact value is
+     * below 2.7e-37 |up|, so 0 must pass there */
+    for (int64_t i = 0; i < n; i++)
+        if (gate[i] < -87.0f) b[i] += fabs(ref[i]);
 }
 
 void hone_oracle_bound_add(double *b, const double *ref, int64_t n) { relative(b, ref, n, U); }
+
+void hone_oracle_bound_geglu(double *b, const float *gate, const float *up, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) {
+        double g = (double)gate[i], y = sqrt(2.0 / 3.14159265358979323846) * (g + 0.044715 * g * g * g), t = tanh(y);
+        double e = (1.0 - t * t) * fabs(y) * hone_oracle_gamma(6) + 2 * U * fabs(t) +
+                   hone_oracle_gamma(3) * fabs(1.0 + t);
+        b[i] = floor_of(fabs(0.5 * g * (double)up[i]) * e);
+    }
+}
 
 void hone_oracle_bound_qkv(double *b, int32_t dtype, const void *Wq, const void *Wk,
                            const void *Wv, const float *x, int64_t rq, int64_t rk, int64_t rv,

@@ -17,7 +17,9 @@
  * f32 / f16 / bf16 widened exactly; q8_0 = q * d, q4_0 = (q - 8) * d, q4_1 = q * d + m, with d
  * and m the block's f16 scales widened exactly. All exact in double (q4_1: q * d is exact and
  * the sum with m is exact unless d and m differ by more than 2^38 in magnitude, which no real
- * model has; then it is rounded once in double). Block dtypes need cols % 32 == 0.
+ * model has; then it is rounded once in double); q5_0, q5_1, mxfp4, q2_K .. q6_K as ggml's
+ * dequantize_row_* in double (each exact but for q5_1's and the K formats' min, as q4_1's).
+ * Block dtypes need cols % 32 == 0 (K formats: cols % 256 == 0).
  * An unsupported dtype gives NaN everywhere. */
 void hone_oracle_dequant_row(double *out, int32_t dtype, const void *W, int64_t row, int64_t cols);
 
@@ -52,6 +54,10 @@ void hone_oracle_matmul(double *Y, int32_t dtype, const void *W, const float *X,
  * Example: head_dim = n_rot = 2, pos = 1, x = {1, 0} gives y = {cos 1, sin 1}. */
 void hone_oracle_rope(double *y, const float *x, const int32_t *pos, int64_t n, int64_t n_heads,
                       int64_t head_dim, int64_t n_rot, float freq_base, int32_t neox);
+/* rope_freqs: as rope with theta_i divided by freqs[i] (freqs[n_rot / 2]). */
+void hone_oracle_rope_freqs(double *y, const float *x, const int32_t *pos, const float *freqs,
+                            int64_t n, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                            float freq_base, int32_t neox);
 
 /* attention_decode: out[h][d] = sum_j softmax_j(scale * q[h] . K[j][kvh]) V[j][kvh][d] over
  * j < n_kv, kvh = h / (n_heads / n_kv_heads), all in double (max-shifted softmax), reading the
@@ -72,6 +78,8 @@ void hone_oracle_attention_prefill(double *out, const float *q, const float *k_c
 
 /* swiglu: out[i] = gate[i] / (1 + exp(-gate[i])) * up[i] in double, i < n. */
 void hone_oracle_swiglu(double *out, const float *gate, const float *up, int64_t n);
+/* geglu: out[i] = 0.5 g (1 + tanh(sqrt(2/pi) (g + 0.044715 g^3))) up[i] in double, g = gate[i]. */
+void hone_oracle_geglu(double *out, const float *gate, const float *up, int64_t n);
 
 /* add: y[i] = a[i] + b[i] in double (exact for any two f32 whose exponents differ by < 29). */
 void hone_oracle_add(double *y, const float *a, const float *b, int64_t n);
@@ -114,6 +122,9 @@ void hone_oracle_bound_matmul(double *b, int32_t dtype, const void *W, const flo
 void hone_oracle_bound_rope(double *b, const float *x, const int32_t *pos, int64_t n,
                             int64_t n_heads, int64_t head_dim, int64_t n_rot, float freq_base,
                             int32_t neox);
+void hone_oracle_bound_rope_freqs(double *b, const float *x, const int32_t *pos, const float *freqs,
+                                  int64_t n, int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                                  float freq_base, int32_t neox);
 /* attention (decode: n = 1, pos0 = n_kv - 1): for out[t][h][d] = sum_j p_j v_jd,
  * sum_j p_j |v_jd| (d_j + max_k d_k + EXP_ULPS u + 3 gamma_{n_kv + 2}), where d_j bounds the
  * error of score j: gamma_{head_dim + 2} scale sum_i |q_i k_ji| plus u (|s_j| + max_k s_k) for
@@ -122,7 +133,13 @@ void hone_oracle_bound_attention(double *b, const float *q, const float *k_cache
                                  const float *v_cache, const int32_t *block_table, int64_t n,
                                  int64_t pos0, int64_t block_size, int64_t n_heads,
                                  int64_t n_kv_heads, int64_t head_dim, float scale);
-void hone_oracle_bound_swiglu(double *b, const double *ref, int64_t n);
+/* swiglu: the relative bound above, plus |ref| where gate < -87 (expf's f32 overflow). */
+void hone_oracle_bound_swiglu(double *b, const double *ref, const float *gate, int64_t n);
+/* geglu: with y the tanh argument and t = tanh(y): the argument's gamma_6 relative error (four
+ * roundings and the two f32 constants) moves t by (1 - t^2) |y| gamma_6, the tanh's own
+ * rounding by u |t|, the rest gamma_3 relative:
+ *   |0.5 g u| ((1 - t^2) |y| gamma_6 + 2 u |t| + gamma_3 |1 + t|). */
+void hone_oracle_bound_geglu(double *b, const float *gate, const float *up, int64_t n);
 void hone_oracle_bound_add(double *b, const double *ref, int64_t n);
 /* The fused slots, from their components' bounds: qkv is the three matvec bounds side by side.
  * ffn: with g, u the exact projections and e_g, e_u their matvec bounds, |silu'| <= 1.1 and

@@ -16,7 +16,10 @@ for m in "${models[@]}"; do
       if [ $mode = greedy ]; then args=(-p "The capital of France is" --steps 6)
       elif [ $mode = forced ]; then args=(--prompt-tokens 1,17,30,41,5,9,2 --tokens 3,4,5,6,7 --all-positions --steps 5)
       else args=(--prompt-tokens "$long" --tokens 3,4,5 --all-positions --steps 3); fi
-      "$old" logits -m "$m" -t $t "${args[@]}" --out "$tmp/a" >/dev/null 2>&1
+      # a model the old build does not serve (a newer architecture) has nothing to compare
+      if ! "$old" logits -m "$m" -t $t "${args[@]}" --out "$tmp/a" >/dev/null 2>&1; then
+        echo "skipped: $(basename "$m") (the old build refuses it)"; continue
+      fi
       "$new" logits -m "$m" -t $t "${args[@]}" --out "$tmp/b" >/dev/null 2>&1
       n=$((n + 1))
       if ! cmp -s "$tmp/a" "$tmp/b"; then echo "DIFFER: $(basename "$m") -t $t $mode"; fail=1; fi

@@ -4,7 +4,8 @@
   convert_gguf.py SRC DST --dtype f32|f16|bf16|q8_0|q4_0|q4_1 [--force]
 
 Each tensor is dequantised exactly (in float64, from its raw block bytes:
-F32, F16, BF16, Q8_0, Q4_0, Q4_1) and then rounded once, to nearest-even, to
+F32, F16, BF16, Q8_0, Q4_0, Q4_1; other block formats such as the K-quants through
+gguf.quants.dequantize, in float32 as ggml does) and then rounded once, to nearest-even, to
 the target type; 1-D tensors (norms, biases) are written as f32. All metadata is
 copied (general.file_type is updated to the new type). Tensor order is kept.
 Used by the benchmarks (e.g. SmolLM2 Q4_1 -> f32/f16/bf16).
@@ -53,7 +54,9 @@ def dequant_f64(raw, qtype):
         if qtype == QT.Q4_0:
             return ((q - 8.0) * d).reshape(-1)
         return (q * d + _f16(blk[:, 2:4])[:, None]).reshape(-1)
-    raise NotImplementedError(f"convert_gguf: source tensor type {QT(qtype).name} not supported")
+    # the other block formats (K-quants, Q5_0, ...): the gguf package's own dequantiser (its
+    # float32 result, widened exactly)
+    return gguf.quants.dequantize(raw, qtype).astype(np.float64).reshape(-1)
 
 
 def f64_to_bf16_bits(x):

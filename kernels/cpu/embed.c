@@ -24,6 +24,20 @@ void hone_cpu_embed(float *out, const void *table, int32_t dtype, const int32_t 
         case HONE_DTYPE_Q4_1:
             for (int64_t b = 0; b < dim / 32; b++) hone_cpu_deq_q4_1((const hone_block_q4_1 *)row + b, o + b * 32);
             break;
+        /* q5_0 .. mxfp4: 32 values at a time (direct calls: a kernel object has no indirect one) */
+#define EMBED_CHUNKS(DT, dt)                                                                    \
+        case DT:                                                                                \
+            for (int64_t c = 0; c < dim; c += 32) hone_cpu_deqr_##dt(row, c, 32, o + c);        \
+            break;
+        EMBED_CHUNKS(HONE_DTYPE_Q5_0, q5_0)
+        EMBED_CHUNKS(HONE_DTYPE_Q5_1, q5_1)
+        EMBED_CHUNKS(HONE_DTYPE_Q4_K, q4_k)
+        EMBED_CHUNKS(HONE_DTYPE_Q5_K, q5_k)
+        EMBED_CHUNKS(HONE_DTYPE_Q6_K, q6_k)
+        EMBED_CHUNKS(HONE_DTYPE_Q3_K, q3_k)
+        EMBED_CHUNKS(HONE_DTYPE_Q2_K, q2_k)
+        EMBED_CHUNKS(HONE_DTYPE_MXFP4, mxfp4)
+#undef EMBED_CHUNKS
         default:
             break;
         }

@@ -27,8 +27,16 @@ typedef signed char hone_i8;
 #define HONE_DT_F16 1
 #define HONE_DT_Q4_0 2
 #define HONE_DT_Q4_1 3
+#define HONE_DT_Q5_0 6
+#define HONE_DT_Q5_1 7
 #define HONE_DT_Q8_0 8
+#define HONE_DT_Q2_K 10
+#define HONE_DT_Q3_K 11
+#define HONE_DT_Q4_K 12
+#define HONE_DT_Q5_K 13
+#define HONE_DT_Q6_K 14
 #define HONE_DT_BF16 30
+#define HONE_DT_MXFP4 39
 
 /* Block formats: 32 values per block; bytes per block. The blocks are 2-byte aligned only
  * (34, 18 and 20 bytes), so every multi-byte field is read with 2-byte loads. */
@@ -36,6 +44,17 @@ typedef signed char hone_i8;
 #define HONE_Q8_0_BYTES 34 /* f16 d; i8 qs[32]          w = q * d       */
 #define HONE_Q4_0_BYTES 18 /* f16 d; u8 qs[16]          w = (q - 8) * d */
 #define HONE_Q4_1_BYTES 20 /* f16 d, m; u8 qs[16]       w = q * d + m   */
+/* The further formats (engine/dtype.h has their layouts): 32-value blocks, and the K formats'
+ * 256-value blocks (at most 2-byte aligned; mxfp4's 17 bytes are not aligned at all). */
+#define HONE_QK_K 256
+#define HONE_Q5_0_BYTES 22   /* f16 d; u8 qh[4]; u8 qs[16]                  */
+#define HONE_Q5_1_BYTES 24   /* f16 d, m; u8 qh[4]; u8 qs[16]               */
+#define HONE_MXFP4_BYTES 17  /* u8 e; u8 qs[16]                             */
+#define HONE_Q2_K_BYTES 84   /* u8 scales[16]; qs[64]; f16 d, dmin          */
+#define HONE_Q3_K_BYTES 110  /* u8 hmask[32]; qs[64]; scales[12]; f16 d     */
+#define HONE_Q4_K_BYTES 144  /* f16 d, dmin; u8 scales[12]; qs[128]         */
+#define HONE_Q5_K_BYTES 176  /* f16 d, dmin; u8 scales[12]; qh[32]; qs[128] */
+#define HONE_Q6_K_BYTES 210  /* u8 ql[128]; qh[64]; i8 scales[16]; f16 d    */
 
 /* Bytes of a row of `cols` values of dtype dt (cols % 32 == 0 for the block formats). */
 __device__ __forceinline__ hone_i64 hone_row_bytes(int dt, hone_i64 cols)
@@ -46,6 +65,14 @@ __device__ __forceinline__ hone_i64 hone_row_bytes(int dt, hone_i64 cols)
     case HONE_DT_Q8_0: return cols / HONE_QK * HONE_Q8_0_BYTES;
     case HONE_DT_Q4_0: return cols / HONE_QK * HONE_Q4_0_BYTES;
     case HONE_DT_Q4_1: return cols / HONE_QK * HONE_Q4_1_BYTES;
+    case HONE_DT_Q5_0: return cols / HONE_QK * HONE_Q5_0_BYTES;
+    case HONE_DT_Q5_1: return cols / HONE_QK * HONE_Q5_1_BYTES;
+    case HONE_DT_MXFP4: return cols / HONE_QK * HONE_MXFP4_BYTES;
+    case HONE_DT_Q2_K: return cols / HONE_QK_K * HONE_Q2_K_BYTES;
+    case HONE_DT_Q3_K: return cols / HONE_QK_K * HONE_Q3_K_BYTES;
+    case HONE_DT_Q4_K: return cols / HONE_QK_K * HONE_Q4_K_BYTES;
+    case HONE_DT_Q5_K: return cols / HONE_QK_K * HONE_Q5_K_BYTES;
+    case HONE_DT_Q6_K: return cols / HONE_QK_K * HONE_Q6_K_BYTES;
     default: return 0;
     }
 }
@@ -67,6 +94,95 @@ __device__ __forceinline__ float hone_bf16(hone_u16 h)
 __device__ __forceinline__ hone_u16 hone_ld_u16(const hone_u8 *p)
 {
     return *(const hone_u16 *)p;
+}
+
+/* ---- the further formats: element c, as kernels/cpu/common.h's hone_cpu_deq_<dt> computes it
+ * (the same f32 products, exact, and the same single rounding: __fmaf_rn where the CPU has
+ * fmaf, __fmul_rn where it multiplies). */
+
+/* q4_K / q5_K: scale and min of chunk j (ggml's get_scale_min_k4). */
+__device__ __forceinline__ void hone_scale_min_k4(const hone_u8 *q, int j, int *sc, int *m)
+{
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+/* q3_K's scale s (0..15), signed. */
+__device__ __forceinline__ int hone_scale_q3_k(const hone_u8 *sc, int s)
+{
+    int lo = s < 8 ? sc[s] & 0xF : sc[s - 8] >> 4;
+    int hi = (sc[8 + (s & 3)] >> (2 * (s >> 2))) & 3;
+    return (lo | (hi << 4)) - 32;
+}
+
+__device__ __forceinline__ hone_u32 hone_ld_u32_bytes(const hone_u8 *p)
+{
+    return (hone_u32)p[0] | ((hone_u32)p[1] << 8) | ((hone_u32)p[2] << 16) | ((hone_u32)p[3] << 24);
+}
+
+template <int DT>
+__device__ __forceinline__ float hone_w_more(const hone_u8 *row, hone_i64 c)
+{
+    int j = (int)(c & 31);
+    if (DT == HONE_DT_Q5_0 || DT == HONE_DT_Q5_1) {
+        const hone_u8 *b = row + (c >> 5) * (DT == HONE_DT_Q5_0 ? HONE_Q5_0_BYTES : HONE_Q5_1_BYTES);
+        const hone_u8 *qh = b + (DT == HONE_DT_Q5_0 ? 2 : 4), *qs = qh + 4;
+        int q = qs[j & 15];
+        q = (j < 16 ? (q & 0xF) : (q >> 4)) | (int)(((hone_ld_u32_bytes(qh) >> j) & 1) << 4);
+        if (DT == HONE_DT_Q5_0) return __fmul_rn((float)(q - 16), hone_half(hone_ld_u16(b)));
+        return __fmaf_rn((float)q, hone_half(hone_ld_u16(b)), hone_half(hone_ld_u16(b + 2)));
+    }
+    if (DT == HONE_DT_MXFP4) {
+        const hone_u8 *b = row + (c >> 5) * HONE_MXFP4_BYTES;
+        const int kv[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+        int q = b[1 + (j & 15)];
+        q = j < 16 ? (q & 0xF) : (q >> 4);
+        hone_u32 e = b[0];
+        float d = __uint_as_float(e < 2 ? 0x00200000u << e : (e - 1) << 23);
+        return __fmul_rn((float)kv[q], d);
+    }
+    int k = (int)((c >> 5) & 7); /* K formats: chunk k of block c / 256, value j of the chunk */
+    if (DT == HONE_DT_Q4_K || DT == HONE_DT_Q5_K) {
+        const hone_u8 *b = row + (c >> 8) * (DT == HONE_DT_Q4_K ? HONE_Q4_K_BYTES : HONE_Q5_K_BYTES);
+        int sc, m;
+        hone_scale_min_k4(b + 4, k, &sc, &m);
+        float d1 = __fmul_rn(hone_half(hone_ld_u16(b)), (float)sc);
+        float m1 = __fmul_rn(hone_half(hone_ld_u16(b + 2)), (float)m);
+        const hone_u8 *qs = b + 16 + (DT == HONE_DT_Q5_K ? 32 : 0);
+        int q = (qs[(k >> 1) * 32 + j] >> ((k & 1) * 4)) & 0xF;
+        if (DT == HONE_DT_Q5_K) q |= ((b[16 + j] >> k) & 1) << 4;
+        return __fmaf_rn((float)q, d1, -m1);
+    }
+    if (DT == HONE_DT_Q6_K) {
+        const hone_u8 *b = row + (c >> 8) * HONE_Q6_K_BYTES;
+        int h = k >> 2, p = k & 3;
+        int ql = b[64 * h + 32 * (p & 1) + j], qh = b[128 + 32 * h + j];
+        int q = (((ql >> ((p >> 1) * 4)) & 0xF) | (((qh >> (2 * p)) & 3) << 4)) - 32;
+        float ds = __fmul_rn(hone_half(hone_ld_u16(b + 208)), (float)(hone_i8)b[192 + 8 * h + 2 * p + (j >> 4)]);
+        return __fmul_rn(ds, (float)q);
+    }
+    if (DT == HONE_DT_Q3_K) {
+        const hone_u8 *b = row + (c >> 8) * HONE_Q3_K_BYTES;
+        int h = k >> 2, jj = k & 3;
+        int q = ((b[32 + 32 * h + j] >> (2 * jj)) & 3) - (((b[j] >> (4 * h + jj)) & 1) ? 0 : 4);
+        float dl = __fmul_rn(hone_half(hone_ld_u16(b + 108)), (float)hone_scale_q3_k(b + 96, 8 * h + 2 * jj + (j >> 4)));
+        return __fmul_rn(dl, (float)q);
+    }
+    if (DT == HONE_DT_Q2_K) {
+        const hone_u8 *b = row + (c >> 8) * HONE_Q2_K_BYTES;
+        int h = k >> 2, jj = k & 3;
+        int s = b[8 * h + 2 * jj + (j >> 4)];
+        int q = (b[16 + 32 * h + j] >> (2 * jj)) & 3;
+        float dl = __fmul_rn(hone_half(hone_ld_u16(b + 80)), (float)(s & 0xF));
+        float ml = __fmul_rn(hone_half(hone_ld_u16(b + 82)), (float)(s >> 4));
+        return __fmaf_rn((float)q, dl, -ml);
+    }
+    return __int_as_float(0x7fc00000);
 }
 
 /* Element c of a weight row of dtype DT, dequantised exactly as the CPU does it:
@@ -95,6 +211,9 @@ __device__ __forceinline__ float hone_w(const hone_u8 *row, hone_i64 c)
         q = j < 16 ? (q & 0xF) : (q >> 4);
         return __fmaf_rn((float)q, hone_half(hone_ld_u16(b)), hone_half(hone_ld_u16(b + 2)));
     }
+    if (DT == HONE_DT_Q5_0 || DT == HONE_DT_Q5_1 || DT == HONE_DT_MXFP4 || DT == HONE_DT_Q2_K ||
+        DT == HONE_DT_Q3_K || DT == HONE_DT_Q4_K || DT == HONE_DT_Q5_K || DT == HONE_DT_Q6_K)
+        return hone_w_more<DT>(row, c);
     return __int_as_float(0x7fc00000); /* unsupported dtype: NaN */
 }
 
@@ -108,6 +227,14 @@ __device__ __forceinline__ float hone_w_dt(int dt, const hone_u8 *row, hone_i64 
     case HONE_DT_Q8_0: return hone_w<HONE_DT_Q8_0>(row, c);
     case HONE_DT_Q4_0: return hone_w<HONE_DT_Q4_0>(row, c);
     case HONE_DT_Q4_1: return hone_w<HONE_DT_Q4_1>(row, c);
+    case HONE_DT_Q5_0: return hone_w<HONE_DT_Q5_0>(row, c);
+    case HONE_DT_Q5_1: return hone_w<HONE_DT_Q5_1>(row, c);
+    case HONE_DT_MXFP4: return hone_w<HONE_DT_MXFP4>(row, c);
+    case HONE_DT_Q2_K: return hone_w<HONE_DT_Q2_K>(row, c);
+    case HONE_DT_Q3_K: return hone_w<HONE_DT_Q3_K>(row, c);
+    case HONE_DT_Q4_K: return hone_w<HONE_DT_Q4_K>(row, c);
+    case HONE_DT_Q5_K: return hone_w<HONE_DT_Q5_K>(row, c);
+    case HONE_DT_Q6_K: return hone_w<HONE_DT_Q6_K>(row, c);
     default: return __int_as_float(0x7fc00000);
     }
 }

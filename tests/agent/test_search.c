@@ -52,15 +52,17 @@ static void check_space_shape(hone_slot_id slot, const hone_search_point *pts, i
 static void test_linear_families(void)
 {
     int checked = 0;
-    for (int s = HONE_SLOT_MATVEC_F32; s <= HONE_SLOT_MATMUL_Q4_1; s++) {
+    for (int s = HONE_SLOT_MATVEC_F32; s <= HONE_SLOT_MATMUL_LAST; s++) {
         hone_slot_id slot = (hone_slot_id)s;
         hone_search_point pts[64];
         int n = hone_search_space(slot, pts, 64);
         check_space_shape(slot, pts, n);
         CHECK(strcmp(hone_search_family_of(slot)->name, s >= HONE_SLOT_MATMUL_F32 ? "matmul" : "matvec") == 0);
-        /* the matvec and matmul spaces are large: the first two points and the incumbent */
+        /* the matvec and matmul spaces are large: the first two points and the incumbent; of
+         * the further formats (q5_0 .. mxfp4, the same templates) the first point only */
         int pick[3] = {0, 1, n - 1};
-        for (int k = 0; k < 3; k++) {
+        int more = (s > HONE_SLOT_MATVEC_Q4_1 && s <= HONE_SLOT_MATVEC_LAST) || s > HONE_SLOT_MATMUL_Q4_1;
+        for (int k = 0; k < (more ? 1 : 3); k++) {
             char *src = NULL, what[128], desc[96];
             CHECK_EQ_INT(hone_search_render(slot, pts[pick[k]], &src), 0);
             check_extracts(slot, src);
@@ -73,7 +75,7 @@ static void test_linear_families(void)
             checked++;
         }
     }
-    CHECK_EQ_INT(checked, 36);
+    CHECK_EQ_INT(checked, 3 * 12 + 2 * (HONE_SLOT_MATVEC_LAST - HONE_SLOT_MATVEC_Q4_1));
     /* the points of the old single-table proposer, unchanged */
     hone_search_point pts[64];
     CHECK_EQ_INT(hone_search_space(HONE_SLOT_MATVEC_Q4_1, pts, 64), 20);

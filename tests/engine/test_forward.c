@@ -42,12 +42,14 @@ static float *run(const hone_model *m, int threads, int64_t chunk, int decode_fr
         return NULL;
     }
     int rc;
+    int32_t ids[N_TOK]; /* the prompt within the vocabulary (the SentencePiece models have 512) */
+    for (int t = 0; t < N_TOK; t++) ids[t] = (int32_t)(prompt[t] % nv);
     if (decode_from < 0) {
-        rc = hone_ctx_forward(ctx, &seq, prompt, N_TOK, out, 1);
+        rc = hone_ctx_forward(ctx, &seq, ids, N_TOK, out, 1);
     } else {
-        rc = hone_ctx_forward(ctx, &seq, prompt, decode_from, out, 1);
+        rc = hone_ctx_forward(ctx, &seq, ids, decode_from, out, 1);
         for (int t = decode_from; t < N_TOK && !rc; t++)
-            rc = hone_ctx_forward(ctx, &seq, &prompt[t], 1, out + t * nv, 0);
+            rc = hone_ctx_forward(ctx, &seq, &ids[t], 1, out + t * nv, 0);
     }
     CHECK_EQ_INT(rc, 0);
     CHECK_EQ_INT(seq.n_tokens, N_TOK);
@@ -87,7 +89,14 @@ static void test_bitwise_invariance(void)
 {
     const char *models[] = {"tiny-llama-f32.gguf", "tiny-llama-f16.gguf", "tiny-llama-bf16.gguf",
                             "tiny-llama-q8_0.gguf", "tiny-llama-q4_0.gguf", "tiny-llama-q4_1.gguf",
-                            "tiny-qwen2-f32.gguf", "tiny-llama-mha-tied-f32.gguf"};
+                            "tiny-qwen2-f32.gguf", "tiny-llama-mha-tied-f32.gguf",
+                            /* the further formats (random valid blocks; K formats 256 wide) */
+                            "tiny-llama-q5_0.gguf", "tiny-llama-q5_1.gguf", "tiny-llama-q4_k.gguf",
+                            "tiny-llama-q5_k.gguf", "tiny-llama-q6_k.gguf", "tiny-llama-q3_k.gguf",
+                            "tiny-llama-q2_k.gguf", "tiny-llama-mxfp4.gguf",
+                            /* the architecture variants; 21 tokens pass every sliding window */
+                            "tiny-gemma3-f32.gguf", "tiny-gemma3-q8_0.gguf", "tiny-qwen3-f32.gguf",
+                            "tiny-mistral-swa-f32.gguf", "tiny-llama3-f32.gguf"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) check_invariance(models[i]);
 }
 

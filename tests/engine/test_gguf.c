@@ -834,7 +834,7 @@ static void test_bad_tensor_infos(void)
     EXPECT_FAIL(one_tensor_file("dtypemax.gguf", 2, n2, UINT32_MAX, 0, 4096), HONE_EFORMAT,
                 "unknown dtype 4294967295");
     static const struct { uint32_t dt; const char *nm; } unsup[] = {
-        {12, "q4_K"}, {14, "q6_K"}, {9, "q8_1"}, {4, "q4_2"}, {26, "i32"}, {28, "f64"}, {35, "tq2_0"},
+        {15, "q8_K"}, {16, "iq2_xxs"}, {9, "q8_1"}, {4, "q4_2"}, {26, "i32"}, {28, "f64"}, {35, "tq2_0"},
     };
     for (size_t i = 0; i < sizeof unsup / sizeof unsup[0]; i++) {
         char name[32], want[96];

@@ -434,8 +434,9 @@ static void test_unsupported_arch(void)
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) {
         mspec s = base_spec();
         s.arch = archs[i];
-        char want[96];
-        snprintf(want, sizeof want, "unsupported architecture '%s' (Hone serves llama, mistral, qwen2)",
+        char want[128];
+        snprintf(want, sizeof want, "unsupported architecture '%s' (Hone serves llama, mistral, "
+                 "qwen2, qwen3, gemma3)",
                  archs[i]);
         EXPECT_REFUSED("arch.gguf", &s, HONE_EUNSUPPORTED, want);
     }

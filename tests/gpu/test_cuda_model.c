@@ -198,7 +198,9 @@ static void test_tiny_models(void)
 {
     static const char *names[] = {"tiny-llama-f32", "tiny-llama-f16", "tiny-llama-bf16", "tiny-llama-q8_0",
                                   "tiny-llama-q4_0", "tiny-llama-q4_1", "tiny-llama-mha-tied-f32",
-                                  "tiny-qwen2-f32", "tiny-mistral-f32"};
+                                  "tiny-qwen2-f32", "tiny-mistral-f32",
+                                  "tiny-llama-q5_0", "tiny-llama-q5_1", "tiny-llama-q4_k", "tiny-llama-q5_k",
+                                  "tiny-llama-q6_k", "tiny-llama-q3_k", "tiny-llama-q2_k", "tiny-llama-mxfp4"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char path[4096];
         snprintf(path, sizeof path, "%s/%s.gguf", HONE_TEST_DATA_DIR, names[i]);

@@ -231,6 +231,45 @@ static void test_matvec_matmul(void)
     check_matvec_matmul(HONE_DTYPE_F16, 49152, 576);
 }
 
+/* The further formats (q5_0 .. mxfp4): whole blocks of 32 or 256 values per row, matvec and
+ * matmul against the CPU bitwise, and embed. */
+static const int MORE[] = {HONE_DTYPE_Q5_0, HONE_DTYPE_Q5_1, HONE_DTYPE_Q4_K, HONE_DTYPE_Q5_K,
+                           HONE_DTYPE_Q6_K, HONE_DTYPE_Q3_K, HONE_DTYPE_Q2_K, HONE_DTYPE_MXFP4};
+
+static void test_matvec_matmul_more(void)
+{
+    static const int64_t shapes[][2] = {{576, 1536}, {1536, 512}, {1, 256}, {7, 512}, {33, 768}, {17, 4096}};
+    for (size_t i = 0; i < sizeof MORE / sizeof MORE[0]; i++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) check_matvec_matmul(MORE[i], shapes[s][0], shapes[s][1]);
+}
+
+static void test_embed_more(void)
+{
+    for (size_t i = 0; i < sizeof MORE / sizeof MORE[0]; i++) {
+        int dt = MORE[i];
+        int64_t dim = 2 * hone_dtype_block_size(dt), vocab = 300, n = 7;
+        size_t tb;
+        void *tab = make_weight(dt, vocab, dim, &tb);
+        int32_t ids[7];
+        for (int t = 0; t < n; t++) ids[t] = (int32_t)(rnd_u64() % (uint64_t)vocab);
+        void *dtab = dev_dup(tab, tb);
+        int32_t *dids = dev_dup(ids, sizeof ids);
+        float *dout = dev_out((size_t)(n * dim) * sizeof(float));
+        int32_t dtype = dt;
+        void *args[] = {&dout, &dtab, &dtype, &dids, &n, &dim};
+        launch(HONE_SLOT_EMBED, dim, n, args);
+        float *gpu = xmalloc((size_t)(n * dim) * sizeof(float)), *cpu = xmalloc((size_t)(n * dim) * sizeof(float));
+        char what[64];
+        snprintf(what, sizeof what, "embed %s dim=%lld", hone_dtype_name(dt), (long long)dim);
+        dev_take(dout, gpu, (size_t)(n * dim) * sizeof(float), what);
+        HONE_SLOTS_FN(&CPU, HONE_SLOT_EMBED, hone_slot_embed_fn)(cpu, tab, dt, ids, n, dim, 0, 1);
+        CHECK_MSG(first_diff(gpu, cpu, n * dim) < 0, "%s differs from the CPU", what);
+        cudaFree(dtab);
+        cudaFree(dids);
+        free(tab); free(gpu); free(cpu);
+    }
+}
+
 /* ---- embed ----------------------------------------------------------------------------- */
 
 static void test_embed(void)
@@ -506,7 +545,8 @@ int main(int argc, char **argv)
             hone_cuda_kernels_n_cached(KS), HONE_CUDA_KERNEL_COUNT);
     hone_slots_cpu_baseline(&CPU);
     static const harness_case cases[] = {
-        TEST_CASE(test_matvec_matmul), TEST_CASE(test_embed), TEST_CASE(test_rmsnorm),
+        TEST_CASE(test_matvec_matmul), TEST_CASE(test_matvec_matmul_more), TEST_CASE(test_embed),
+        TEST_CASE(test_embed_more), TEST_CASE(test_rmsnorm),
         TEST_CASE(test_rope), TEST_CASE(test_swiglu_add), TEST_CASE(test_attention),
         TEST_CASE(test_kv_store)};
     int rc = harness_run(cases, (int)(sizeof cases / sizeof cases[0]), argc, argv);

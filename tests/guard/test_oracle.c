@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "engine/dtype.h"
+#include "engine/slots.h"
 #include "guard/oracle.h"
 
 #define TOL 1e-15
@@ -117,6 +118,59 @@ static void test_dequant_blocks(void)
     /* Unsupported dtype: NaN. */
     hone_oracle_dequant_row(out, 99, bf, 0, 2);
     CHECK(isnan(out[0]) && isnan(out[1]));
+}
+
+/* The further formats: the oracle (ggml's loops over whole blocks, in double) against the
+ * engine's f32 dequantisation (32-value chunks, engine/dtype.c) on random blocks of
+ * hone_slots_fill_weight: equal where the f32 value is exact (q5_0, q3_K, mxfp4), else within
+ * the one rounding (2^-24 relative). And one hand-made q4_K block. */
+static void test_dequant_more(void)
+{
+    static const int dts[] = {HONE_DTYPE_Q5_0, HONE_DTYPE_Q5_1, HONE_DTYPE_Q4_K, HONE_DTYPE_Q5_K,
+                              HONE_DTYPE_Q6_K, HONE_DTYPE_Q3_K, HONE_DTYPE_Q2_K, HONE_DTYPE_MXFP4};
+    uint64_t st = 42;
+    for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
+        int dt = dts[i];
+        int64_t cols = 512, rows = 3;
+        void *w = malloc((size_t)(hone_dtype_row_bytes(dt, cols) * rows));
+        hone_slots_fill_weight(w, dt, rows, cols, &st);
+        int exact = dt == HONE_DTYPE_Q5_0 || dt == HONE_DTYPE_Q3_K || dt == HONE_DTYPE_MXFP4;
+        double worst = 0;
+        for (int64_t r = 0; r < rows; r++) {
+            double o[512];
+            float f[512];
+            hone_oracle_dequant_row(o, dt, w, r, cols);
+            hone_dtype_dequant_row(dt, w, r, cols, f);
+            for (int64_t c = 0; c < cols; c++) {
+                double e = fabs((double)f[c] - o[c]) / (fabs(o[c]) + 1e-300);
+                if (e > worst) worst = e;
+            }
+        }
+        CHECK_MSG(exact ? worst == 0 : worst <= 0x1p-24, "%s: oracle vs f32 dequant %.3g",
+                  hone_dtype_name(dt), worst);
+        free(w);
+    }
+    /* q4_K: d = 0.5, dmin = 0.25, chunk 0 scale 3 min 2, chunk 5 (j >= 4 packing) scale 17 min 33:
+     * w = 0.5 * 3 * q - 0.25 * 2 in chunk 0 (low nibbles), 0.5 * 17 * q - 0.25 * 33 in chunk 5 */
+    hone_block_q4_k b;
+    memset(&b, 0, sizeof b);
+    b.d = hone_f32_to_fp16(0.5f);
+    b.dmin = hone_f32_to_fp16(0.25f);
+    b.scales[0] = 3;
+    b.scales[4] = 2;
+    b.scales[9] = (uint8_t)((17 & 0xF) | ((33 & 0xF) << 4)); /* chunk 5: scales[j + 4] = [9] */
+    b.scales[1] |= (uint8_t)((17 >> 4) << 6);                 /* high bits in [j - 4] = [1] */
+    b.scales[5] |= (uint8_t)((33 >> 4) << 6);                 /* and [j] = [5] */
+    for (int l = 0; l < 32; l++) b.qs[l] = (uint8_t)(l & 0xF);
+    for (int l = 0; l < 32; l++) b.qs[64 + l] = (uint8_t)((15 - (l & 0xF)) << 4);
+    double o[256];
+    hone_oracle_dequant_row(o, HONE_DTYPE_Q4_K, &b, 0, 256);
+    CHECK_NEAR(o[7], 0.5 * 3 * 7 - 0.25 * 2, 0);
+    CHECK_NEAR(o[5 * 32 + 2], 0.5 * 17 * 13 - 0.25 * 33, 0);
+    float f[256];
+    hone_dtype_dequant_row(HONE_DTYPE_Q4_K, &b, 0, 256, f);
+    CHECK_NEAR(f[7], 10.0, 0);
+    CHECK_NEAR(f[5 * 32 + 2], 102.25, 0);
 }
 
 static void test_embed(void)
@@ -315,7 +369,7 @@ static void test_compare(void)
     CHECK(hone_oracle_ulp_f32(1e300) == 0x1p104);
 }
 
-TEST_MAIN(TEST_CASE(test_matvec_2x3), TEST_CASE(test_matvec_double_precision),
+TEST_MAIN(TEST_CASE(test_matvec_2x3), TEST_CASE(test_matvec_double_precision), TEST_CASE(test_dequant_more),
           TEST_CASE(test_dequant_blocks), TEST_CASE(test_embed), TEST_CASE(test_rmsnorm),
           TEST_CASE(test_rope), TEST_CASE(test_attention), TEST_CASE(test_swiglu_add),
           TEST_CASE(test_compare))

@@ -308,8 +308,17 @@ static hone_cpu_deq_fn gdeq(int dt)
     case HONE_DTYPE_BF16: return gdeq_bf16;
     case HONE_DTYPE_Q8_0: return gdeq_q8_0;
     case HONE_DTYPE_Q4_0: return gdeq_q4_0;
-    default: return gdeq_q4_1;
+    case HONE_DTYPE_Q4_1: return gdeq_q4_1;
+    default: return hone_cpu_deqr_for(dt); /* q5_0 .. mxfp4: the portable per-chunk dequantiser */
     }
+}
+
+/* 1 for the formats whose f32 weight is rounded once (q4_1's q * d + m, q5_1 likewise, the K
+ * formats' subtraction of the min and q6_K's second product); the others dequantise exactly. */
+static int rounds_weight(int dt)
+{
+    return dt == HONE_DTYPE_Q4_1 || dt == HONE_DTYPE_Q5_1 || dt == HONE_DTYPE_Q4_K ||
+           dt == HONE_DTYPE_Q5_K || dt == HONE_DTYPE_Q6_K || dt == HONE_DTYPE_Q2_K;
 }
 
 static void generic_matmul(float *Y, int dt, const void *W, const float *X, int64_t n,
@@ -368,7 +377,7 @@ static void mat_case(int dt, int64_t n, int64_t rows, int64_t cols)
     double *ref = xmalloc((size_t)(nt * rows) * sizeof(double));
     double *bound = xmalloc((size_t)(nt * rows) * sizeof(double));
     hone_oracle_matmul(ref, dt, W, X, nt, rows, cols);
-    double g = MARGIN * dot_gamma(cols, dt == HONE_DTYPE_Q4_1);
+    double g = MARGIN * dot_gamma(cols, rounds_weight(dt));
     for (int64_t t = 0; t < nt; t++) {
         hone_oracle_matvec_abs(bound + t * rows, dt, W, X + t * cols, rows, cols);
         for (int64_t r = 0; r < rows; r++) bound[t * rows + r] = g * bound[t * rows + r] + 1e-37;
@@ -447,6 +456,30 @@ static void test_matmul(void)
     mat_case(HONE_DTYPE_Q8_0, 2, 49152, 576);
 }
 
+/* The further formats (q5_0 .. mxfp4): matvec and matmul over whole blocks (32 or 256 values),
+ * one and odd row counts, several blocks per row and the SmolLM2 shapes the blocks divide. */
+static void test_mat_more(void)
+{
+    setup();
+    static const int MORE[] = {HONE_DTYPE_Q5_0, HONE_DTYPE_Q5_1, HONE_DTYPE_Q4_K, HONE_DTYPE_Q5_K,
+                               HONE_DTYPE_Q6_K, HONE_DTYPE_Q3_K, HONE_DTYPE_Q2_K, HONE_DTYPE_MXFP4};
+    static const int64_t ns[] = {0, 1, 2, 5, 13};
+    static const int64_t edge_rows[] = {1, 3, 17};
+    for (size_t di = 0; di < sizeof MORE / sizeof MORE[0]; di++) {
+        int dt = MORE[di];
+        int64_t bs = hone_dtype_block_size(dt);
+        for (int ni = 0; ni < 5; ni++)
+            for (int r = 0; r < 3; r++) {
+                mat_case(dt, ns[ni], edge_rows[r], bs);
+                mat_case(dt, ns[ni], edge_rows[r], 3 * bs);
+            }
+        mat_case(dt, 0, 576, 1536);
+        mat_case(dt, 5, 576, 1536);
+        mat_case(dt, 0, 1536, bs == 32 ? 576 : 512);
+        mat_case(dt, 13, 192, bs == 32 ? 576 : 768);
+    }
+}
+
 /* ---- embed -------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -469,11 +502,14 @@ static void test_embed(void)
     static const int64_t block_dims[] = {32, 64, 576};
     static const int64_t odd_dims[] = {1, 7, 33};
     const int64_t vocab = 50;
-    for (int di = 0; di < 6; di++) {
-        int dt = DTYPES[di];
+    static const int MORE[] = {HONE_DTYPE_Q5_0, HONE_DTYPE_Q5_1, HONE_DTYPE_Q4_K, HONE_DTYPE_Q5_K,
+                               HONE_DTYPE_Q6_K, HONE_DTYPE_Q3_K, HONE_DTYPE_Q2_K, HONE_DTYPE_MXFP4};
+    for (int di = 0; di < 6 + 8; di++) {
+        int dt = di < 6 ? DTYPES[di] : MORE[di - 6];
         for (int k = 0; k < 6; k++) {
-            if (k >= 3 && is_block(dt)) break;
+            if (k >= 3 && hone_dtype_block_size(dt) > 1) break;
             int64_t dim = k < 3 ? block_dims[k] : odd_dims[k - 3];
+            if (di >= 6) dim = hone_dtype_block_size(dt) * (k + 1); /* whole blocks */
             for (int ni = 0; ni < 4; ni++) {
                 int64_t n = ns[ni];
                 char what[96];
@@ -493,7 +529,7 @@ static void test_embed(void)
                 double *bound = xmalloc((size_t)(n * dim) * sizeof(double));
                 hone_oracle_embed(ref, T, dt, ids, n, dim);
                 for (int64_t i = 0; i < n * dim; i++)
-                    bound[i] = dt == HONE_DTYPE_Q4_1 ? MARGIN * U * fabs(ref[i]) : 0.0;
+                    bound[i] = rounds_weight(dt) ? MARGIN * U * fabs(ref[i]) : 0.0;
                 check_accuracy(HONE_SLOT_EMBED, what, out, ref, bound, n, dim);
                 uint64_t h1 = hash_bytes(hash_bytes(HASH0, T, bytes), ids, sizeof ids);
                 CHECK_MSG(h0 == h1, "%s: inputs modified", what);
@@ -578,6 +614,56 @@ static void run_rope(const void *c, float *out, int ith, int nth)
 {
     const rope_ctx *r = c;
     HONE_SLOTS_FN(&TAB, HONE_SLOT_ROPE, hone_slot_rope_fn)(out, r->pos, r->n, r->n_heads, r->head_dim, r->n_rot, r->freq_base, r->neox, ith, nth);
+}
+
+typedef struct {
+    rope_ctx r;
+    const float *freqs;
+} rope_freqs_ctx;
+
+static void run_rope_freqs(const void *c, float *out, int ith, int nth)
+{
+    const rope_freqs_ctx *f = c;
+    const rope_ctx *r = &f->r;
+    HONE_SLOTS_FN(&TAB, HONE_SLOT_ROPE_FREQS, hone_slot_rope_freqs_fn)(out, r->pos, f->freqs, r->n, r->n_heads, r->head_dim, r->n_rot, r->freq_base, r->neox, ith, nth);
+}
+
+/* rope_freqs: within the guard's bound of its oracle on llama3-like factors (1 .. 8), and
+ * with every factor 1 bitwise the rope slot. */
+static void test_rope_freqs(void)
+{
+    setup();
+    /* n, n_heads, head_dim, n_rot */
+    static const int64_t cfg[][4] = {{1, 9, 64, 64}, {5, 3, 64, 64}, {13, 2, 16, 8}, {2, 4, 128, 128}};
+    for (int ci = 0; ci < 4; ci++)
+        for (int neox = 0; neox < 2; neox++) {
+            int64_t n = cfg[ci][0], nh = cfg[ci][1], hd = cfg[ci][2], nr = cfg[ci][3], len = n * nh * hd;
+            char what[128];
+            snprintf(what, sizeof what, "rope_freqs n=%lld heads=%lld hd=%lld n_rot=%lld neox=%d",
+                     (long long)n, (long long)nh, (long long)hd, (long long)nr, neox);
+            int32_t pos[13];
+            for (int64_t t = 0; t < n; t++) pos[t] = (int32_t)(rnd_u64() % 8192);
+            float *x = rnd_vec(len, -2, 2), *freqs = rnd_vec(nr / 2, 1, 8), ones[64];
+            for (int i = 0; i < 64; i++) ones[i] = 1.0f;
+            rope_freqs_ctx ctx = {{pos, n, nh, hd, nr, 500000.0f, neox}, freqs};
+            job j = {what, run_rope_freqs, &ctx, len, hd, 0, x};
+            float *y = xmalloc((size_t)len * sizeof(float)), *y1 = xmalloc((size_t)len * sizeof(float));
+            float *y0 = xmalloc((size_t)len * sizeof(float));
+            check_job(&j, y);
+            double *ref = xmalloc((size_t)len * sizeof(double)), *bound = xmalloc((size_t)len * sizeof(double));
+            hone_oracle_rope_freqs(ref, x, pos, freqs, n, nh, hd, nr, 500000.0f, neox);
+            hone_oracle_bound_rope_freqs(bound, x, pos, freqs, n, nh, hd, nr, 500000.0f, neox);
+            for (int64_t k = 0; k < len; k++) bound[k] = MARGIN * bound[k] + 1e-10 * fabs((double)x[k]);
+            check_accuracy(HONE_SLOT_ROPE_FREQS, what, y, ref, bound, n * nh, hd);
+            ctx.freqs = ones;
+            job j1 = {what, run_rope_freqs, &ctx, len, hd, 0, x};
+            check_job(&j1, y1);
+            rope_ctx plain = ctx.r;
+            job j0 = {what, run_rope, &plain, len, hd, 0, x};
+            check_job(&j0, y0);
+            CHECK_MSG(first_diff(y0, y1, len) < 0, "%s: factors of 1 differ from rope", what);
+            free(ref); free(bound); free(y); free(y0); free(y1); free(x); free(freqs);
+        }
 }
 
 static void test_rope(void)
@@ -861,20 +947,23 @@ typedef struct {
     const float *a, *b;
     int64_t n;
     int alias; /* 0: out of place; 1: out == a (gate); 2: out == b (up) */
-    int is_add;
+    int is_add;     /* 1: add; 2: geglu; 0: swiglu */
 } ew_ctx;
 
 static void run_ew(const void *c, float *out, int ith, int nth)
 {
     const ew_ctx *e = c;
     const float *a = e->alias == 1 ? out : e->a, *b = e->alias == 2 ? out : e->b;
-    if (e->is_add) HONE_SLOTS_FN(&TAB, HONE_SLOT_ADD, hone_slot_add_fn)(out, a, b, e->n, ith, nth);
+    if (e->is_add == 2) HONE_SLOTS_FN(&TAB, HONE_SLOT_GEGLU, hone_slot_geglu_fn)(out, a, b, e->n, ith, nth);
+    else if (e->is_add) HONE_SLOTS_FN(&TAB, HONE_SLOT_ADD, hone_slot_add_fn)(out, a, b, e->n, ith, nth);
     else HONE_SLOTS_FN(&TAB, HONE_SLOT_SWIGLU, hone_slot_swiglu_fn)(out, a, b, e->n, ith, nth);
 }
 
 static void ew_case(int is_add, int64_t n)
 {
-    int slot = is_add ? HONE_SLOT_ADD : HONE_SLOT_SWIGLU;
+    int geglu = is_add == 2;
+    int slot = geglu ? HONE_SLOT_GEGLU : is_add ? HONE_SLOT_ADD : HONE_SLOT_SWIGLU;
+    if (geglu) is_add = 0;
     char what[96];
     snprintf(what, sizeof what, "%s n=%lld", hone_slots_name((hone_slot_id)slot), (long long)n);
     float *a = rnd_vec(n, is_add ? -4 : -12, is_add ? 4 : 12), *b = rnd_vec(n, -3, 3);
@@ -886,17 +975,22 @@ static void ew_case(int is_add, int64_t n)
         a[4] = -0.0f;
     }
     uint64_t h0 = hash_bytes(hash_bytes(HASH0, a, (size_t)n * 4), b, (size_t)n * 4);
-    ew_ctx ctx = {a, b, n, 0, is_add};
+    ew_ctx ctx = {a, b, n, 0, geglu ? 2 : is_add};
     job j = {what, run_ew, &ctx, n, 1, 0, NULL};
     float *out = xmalloc((size_t)n * sizeof(float));
     check_job(&j, out);
     double *ref = xmalloc((size_t)n * sizeof(double));
     double *bound = xmalloc((size_t)n * sizeof(double));
     if (is_add) hone_oracle_add(ref, a, b, n);
+    else if (geglu) hone_oracle_geglu(ref, a, b, n);
     else hone_oracle_swiglu(ref, a, b, n);
-    for (int64_t i = 0; i < n; i++)
-        bound[i] = is_add ? MARGIN * U * fabs(ref[i])
-                          : MARGIN * gamma_k(5) * fabs(ref[i]) + 1e-37 * fabs((double)b[i]);
+    if (geglu) { /* the guard's bound (tanh's absolute rounding near 1 + t = 0) */
+        hone_oracle_bound_geglu(bound, a, b, n);
+        for (int64_t i = 0; i < n; i++) bound[i] *= MARGIN;
+    } else
+        for (int64_t i = 0; i < n; i++)
+            bound[i] = is_add ? MARGIN * U * fabs(ref[i])
+                              : MARGIN * gamma_k(5) * fabs(ref[i]) + 1e-37 * fabs((double)b[i]);
     check_accuracy(slot, what, out, ref, bound, 1, n);
     CHECK_MSG(h0 == hash_bytes(hash_bytes(HASH0, a, (size_t)n * 4), b, (size_t)n * 4),
               "%s: inputs modified", what);
@@ -904,7 +998,7 @@ static void ew_case(int is_add, int64_t n)
     for (int alias = 1; alias <= 2; alias++) {
         char what2[128];
         snprintf(what2, sizeof what2, "%s out == %s", what, alias == 1 ? "first input" : "second input");
-        ew_ctx c2 = {a, b, n, alias, is_add};
+        ew_ctx c2 = {a, b, n, alias, geglu ? 2 : is_add};
         job j2 = {what2, run_ew, &c2, n, 1, 0, alias == 1 ? a : b};
         float *o2 = xmalloc((size_t)n * sizeof(float));
         check_job(&j2, o2);
@@ -923,7 +1017,7 @@ static void test_swiglu_add(void)
 {
     setup();
     static const int64_t ns[] = {1, 7, 33, 100, 1536, 1536 * 13};
-    for (int is_add = 0; is_add < 2; is_add++)
+    for (int is_add = 0; is_add < 3; is_add++) /* swiglu, add, geglu */
         for (int i = 0; i < 6; i++) ew_case(is_add, ns[i]);
 }
 
@@ -1035,7 +1129,7 @@ static void report(void)
             "max_ulp", "err/bound");
     for (int id = 0; id < HONE_SLOT_COUNT; id++) {
         const slot_stats *s = &STATS[id];
-        if (TESTS_RUN == 10) CHECK_MSG(s->cases > 0, "slot %s was not tested", hone_slots_name((hone_slot_id)id));
+        if (TESTS_RUN == 11) CHECK_MSG(s->cases > 0, "slot %s was not tested", hone_slots_name((hone_slot_id)id));
         fprintf(stderr, "%-18s %5d %10.3g %10.3g %8.2f %12.3g\n", hone_slots_name((hone_slot_id)id),
                 s->cases, s->max_abs, s->max_rel, s->max_ulp, s->max_ratio);
     }
@@ -1048,7 +1142,7 @@ static void test_report(void)
 }
 
 TEST_MAIN(TEST_CASE(test_table_complete), TEST_CASE(test_matvec),
-          TEST_CASE(test_matmul), TEST_CASE(test_embed), TEST_CASE(test_rmsnorm),
-          TEST_CASE(test_rope), TEST_CASE(test_attention_decode),
+          TEST_CASE(test_matmul), TEST_CASE(test_mat_more), TEST_CASE(test_embed), TEST_CASE(test_rmsnorm),
+          TEST_CASE(test_rope), TEST_CASE(test_rope_freqs), TEST_CASE(test_attention_decode),
           TEST_CASE(test_attention_prefill), TEST_CASE(test_swiglu_add), TEST_CASE(test_fused),
           TEST_CASE(test_report))

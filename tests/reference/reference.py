@@ -3,9 +3,14 @@
 
 Reads the GGUF with the `gguf` package only for its container parsing; every
 tensor is dequantised here from its raw block bytes in float64 (F32, F16, BF16,
-Q8_0, Q4_0, Q4_1), where d*q (+m) is exact. Architectures: llama, mistral
-(normal RoPE: adjacent pairs (x[2i], x[2i+1])) and qwen2 (NeoX RoPE: pairs
-(x[i], x[i+rot/2]), Q/K/V biases).
+Q8_0, Q4_0, Q4_1), where d*q (+m) is exact; Q5_0, Q5_1, Q2_K..Q6_K and MXFP4 through
+the gguf package's own dequantiser (gguf.quants.dequantize). Architectures: llama, mistral
+(normal RoPE: adjacent pairs (x[2i], x[2i+1])), qwen2 (NeoX RoPE: pairs
+(x[i], x[i+rot/2]), Q/K/V biases), qwen3 (NeoX, QK norm) and gemma3 (NeoX, QK
+norm, embedding scale sqrt(dim), post-attention and post-FFN norms, GELU-tanh
+FFN, every 6th layer global at rope.freq_base and the others sliding-window at
+base 10000); llama3 RoPE frequency factors (rope_freqs.weight), sliding windows
+(attention.sliding_window) and final logit soft-capping where the file has them.
 
 CLI:
   reference.py MODEL --tokens 1,2,3 [--out FILE.npy]    logits for every position
@@ -34,7 +39,7 @@ from gguf import GGMLQuantizationType as QT  # noqa: E402
 from hone_logits import read_logits  # noqa: E402
 
 NORMAL_ROPE_ARCHS = {"llama", "mistral"}
-NEOX_ROPE_ARCHS = {"qwen2"}
+NEOX_ROPE_ARCHS = {"qwen2", "qwen3", "gemma3"}
 
 # ------------------------------------------------------------------ dequantisation
 
@@ -69,7 +74,23 @@ def dequant_raw(raw, qtype, n_elem):
             return ((q - 8.0) * d[:, None]).reshape(-1)
         m = _f16(blk[:, 2:4])
         return (q * d[:, None] + m[:, None]).reshape(-1)
+    if QT(qtype) in GGUF_DEQUANT_TYPES:
+        return dequant_gguf(raw, qtype, n_elem)
     raise NotImplementedError(f"reference: tensor type {QT(qtype).name} not supported")
+
+
+# The further GGML formats go through the gguf package's own dequantiser (numpy, an
+# implementation independent of Hone's C): its f32 values are exactly ggml's (each product of
+# an f16 scale and small integers is exact; the min's subtraction, q5_1's addition and q6_K's
+# second product are the one f32 rounding), widened to float64 without loss.
+GGUF_DEQUANT_TYPES = {QT.Q5_0, QT.Q5_1, QT.Q2_K, QT.Q3_K, QT.Q4_K, QT.Q5_K, QT.Q6_K, QT.MXFP4}
+
+
+def dequant_gguf(raw, qtype, n_elem):
+    out = gguf.quants.dequantize(np.ascontiguousarray(raw).reshape(1, -1), QT(qtype))
+    out = np.asarray(out, dtype=np.float32).reshape(-1)
+    assert out.size == n_elem, (QT(qtype).name, out.size, n_elem)
+    return out.astype(np.float64)
 
 
 def row_bytes(qtype, n_cols):
@@ -102,15 +123,44 @@ class ReferenceModel:
         self.dim = int(self._field(f"{a}.embedding_length"))
         self.n_head = int(self._field(f"{a}.attention.head_count"))
         self.n_kv = int(self._field(f"{a}.attention.head_count_kv", self.n_head))
-        self.head_dim = self.dim // self.n_head
+        self.head_dim = int(self._field(f"{a}.attention.key_length", self.dim // self.n_head))
         self.rot_dim = int(self._field(f"{a}.rope.dimension_count", self.head_dim))
         self.rope_base = float(self._field(f"{a}.rope.freq_base", 10000.0))
         self.eps = float(self._field(f"{a}.attention.layer_norm_rms_epsilon", 1e-5))
+        self._arch_features()
         self.tied = "output.weight" not in self.t
         emb = self.t["token_embd.weight"]
         self.n_vocab = int(emb.shape[1])
         assert int(emb.shape[0]) == self.dim
         assert self.n_head % self.n_kv == 0
+
+    def _arch_features(self):
+        """What qwen3 and gemma3 add to the Llama pattern, from the metadata (see hidden())."""
+        a = self.arch
+        gemma3 = a == "gemma3"
+        self.qk_norm = a in ("qwen3", "gemma3")
+        self.post_norms = gemma3
+        self.gelu = gemma3
+        self.embd_scale = np.sqrt(self.dim) if gemma3 else None
+        self.swa = int(self._field(f"{a}.attention.sliding_window", 0))
+        # gemma3: every 6th layer (l % 6 == 5) is global with rope.freq_base; the others are
+        # windowed with base 10000
+        self.swa_pattern = int(self._field(f"{a}.attention.sliding_window_pattern", 6)) if gemma3 else 0
+        self.rope_base_swa = 10000.0 if gemma3 else self.rope_base
+        self.softcap = float(self._field(f"{a}.final_logit_softcapping", 0.0))
+        self.attn_scale = 1.0 / np.sqrt(self.head_dim)
+        if gemma3 and self.n_layer == 62:  # 27B: query_pre_attn_scalar = dim / heads
+            self.attn_scale = 1.0 / np.sqrt(self.dim / self.n_head)
+        # llama3 RoPE: theta_i divided by rope_freqs.weight[i]
+        self.rope_freqs = self.weight("rope_freqs.weight").astype(np.float64) if "rope_freqs.weight" in self.t else None
+
+    def layer_window(self, L):
+        if not self.swa or (self.swa_pattern and L % self.swa_pattern == self.swa_pattern - 1):
+            return 0
+        return self.swa
+
+    def layer_rope_base(self, L):
+        return self.rope_base_swa if self.swa_pattern and self.layer_window(L) else self.rope_base
 
     def _field(self, key, default=None):
         fld = self.r.fields.get(key)
@@ -151,11 +201,13 @@ class ReferenceModel:
         w = self.weight(name)
         return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + self.dt.type(self.eps)) * w
 
-    def rope(self, x, pos):
+    def rope(self, x, pos, base=None):
         """x: [T, H, head_dim]; rotates the first rot_dim dims."""
         rd = self.rot_dim
         half = rd // 2
-        inv = self.rope_base ** (-2.0 * np.arange(half, dtype=np.float64) / rd)
+        inv = (self.rope_base if base is None else base) ** (-2.0 * np.arange(half, dtype=np.float64) / rd)
+        if self.rope_freqs is not None:
+            inv = inv / self.rope_freqs
         ang = pos[:, None].astype(np.float64) * inv[None, :]  # [T, half]
         c = np.cos(ang)[:, None, :].astype(self.dt)
         s = np.sin(ang)[:, None, :].astype(self.dt)
@@ -186,34 +238,56 @@ class ReferenceModel:
         pos = np.arange(T)
         mask = np.triu(np.full((T, T), -np.inf), k=1).astype(self.dt)
         x = self.embed_rows(tokens)
+        if self.embd_scale is not None:
+            x = x * self.dt.type(self.embd_scale)
         for L in range(self.n_layer):
             p = f"blk.{L}."
             h = self.rmsnorm(x, p + "attn_norm.weight")
             q = self.lin(h, p + "attn_q.weight", p + "attn_q.bias").reshape(T, H, D)
             k = self.lin(h, p + "attn_k.weight", p + "attn_k.bias").reshape(T, K, D)
             v = self.lin(h, p + "attn_v.weight", p + "attn_v.bias").reshape(T, K, D)
-            q = self.rope(q, pos)
-            k = self.rope(k, pos)
+            if self.qk_norm:
+                q = self.rmsnorm(q, p + "attn_q_norm.weight")
+                k = self.rmsnorm(k, p + "attn_k_norm.weight")
+            base = self.layer_rope_base(L)
+            q = self.rope(q, pos, base)
+            k = self.rope(k, pos, base)
+            lmask = mask
+            win = self.layer_window(L)
+            if win:  # query i sees keys j with i - win < j <= i
+                lmask = mask + np.tril(np.full((T, T), -np.inf), k=-win).astype(self.dt)
             out = np.empty((T, H, D), dtype=self.dt)
             for hh in range(H):
                 kv = hh // group
-                s = q[:, hh, :] @ k[:, kv, :].T / self.dt.type(np.sqrt(D)) + mask
+                s = q[:, hh, :] @ k[:, kv, :].T * self.dt.type(self.attn_scale) + lmask
                 s = s - s.max(axis=1, keepdims=True)
                 e = np.exp(s)
                 pr = e / e.sum(axis=1, keepdims=True)
                 out[:, hh, :] = pr @ v[:, kv, :]
-            x = x + self.lin(out.reshape(T, H * D), p + "attn_output.weight")
+            o = self.lin(out.reshape(T, H * D), p + "attn_output.weight")
+            if self.post_norms:
+                o = self.rmsnorm(o, p + "post_attention_norm.weight")
+            x = x + o
             h = self.rmsnorm(x, p + "ffn_norm.weight")
             g = self.lin(h, p + "ffn_gate.weight")
             u = self.lin(h, p + "ffn_up.weight")
-            a = g / (self.dt.type(1.0) + np.exp(-g)) * u
-            x = x + self.lin(a, p + "ffn_down.weight")
+            if self.gelu:  # GELU, tanh approximation
+                a = 0.5 * g * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (g + 0.044715 * g ** 3))) * u
+            else:
+                a = g / (self.dt.type(1.0) + np.exp(-g)) * u
+            f = self.lin(a, p + "ffn_down.weight")
+            if self.post_norms:
+                f = self.rmsnorm(f, p + "post_ffw_norm.weight")
+            x = x + f
         return self.rmsnorm(x, "output_norm.weight")
 
     def logits(self, tokens):
         """float64 [len(tokens), n_vocab]: row i = logits after feeding tokens[0..i]."""
         h = self.hidden(tokens)
-        return h @ self.weight("token_embd.weight" if self.tied else "output.weight").T
+        lg = h @ self.weight("token_embd.weight" if self.tied else "output.weight").T
+        if self.softcap:
+            lg = self.softcap * np.tanh(lg / self.softcap)
+        return lg
 
     def greedy(self, tokens, n):
         toks = list(tokens)

@@ -42,15 +42,27 @@ SKIP = 77
 TOL_TINY = float(os.environ.get("HONE_LOGITS_TOL_TINY", "1e-4"))
 TOL_SMOLLM2 = float(os.environ.get("HONE_LOGITS_TOL_SMOLLM2", "2e-3"))
 
+# The architecture variants (tools/make_tiny_model.py _arch_set): besides max |dlogit| they must
+# reach NMSE <= 1e-11 against the float64 reference (sum (hone - ref)^2 / sum ref^2 over all rows).
+ARCH_MODELS = ["tiny-gemma3-f32", "tiny-gemma3-f16", "tiny-gemma3-q8_0", "tiny-qwen3-f32",
+               "tiny-mistral-swa-f32", "tiny-llama3-f32", "tiny-llama3-q8_0"]
+NMSE_MAX = 1e-11
 TINY_MODELS = [
     "tiny-llama-f32", "tiny-llama-f16", "tiny-llama-bf16", "tiny-llama-q8_0",
     "tiny-llama-q4_0", "tiny-llama-q4_1", "tiny-llama-mha-tied-f32", "tiny-qwen2-f32",
     "tiny-mistral-f32", "tiny-llama-spm-f32",
-]
+] + ARCH_MODELS
+# The further weight dtypes (q5_0 .. mxfp4; random valid blocks, tools/make_tiny_model.py):
+# besides max |dlogit| and argmax, the normalised squared error of all their logits,
+# sum (hone - ref)^2 / sum ref^2, must be <= NMSE_QUANT (issue 15).
+QUANT_MODELS = ["tiny-llama-q5_0", "tiny-llama-q5_1", "tiny-llama-q4_k", "tiny-llama-q5_k",
+                "tiny-llama-q6_k", "tiny-llama-q3_k", "tiny-llama-q2_k", "tiny-llama-mxfp4"]
+NMSE_QUANT = 1e-11
 # all ids < 512 so they are valid for the SPM models too
 PROMPT = [1, 17, 300, 411, 65, 123, 400, 289]
 FORCED = [260, 33, 499, 7, 128]
-LONG_MODELS = ["tiny-llama-f32", "tiny-qwen2-f32", "tiny-llama-q4_0"]
+LONG_MODELS = ["tiny-llama-f32", "tiny-qwen2-f32", "tiny-llama-q4_0", "tiny-gemma3-f32",
+               "tiny-mistral-swa-f32", "tiny-llama3-f32"]
 SMOLLM2_WORDS = ["In", "Ġone", "Ġword", ",", "Ġthe", "Ġcapital", "Ġof", "ĠFrance", "Ġis"]
 
 UNSUPPORTED_HINTS = ("unknown command", "unknown subcommand", "not implemented",
@@ -77,6 +89,12 @@ def run_hone(hone, model, prompt, steps, out, all_positions=False, forced=None, 
             raise Skip(f"hone has no `logits` command yet: {msg[:300]}")
         raise AssertionError(f"hone failed (rc={p.returncode}): {' '.join(cmd)}\n{msg[-2000:]}")
     return dt
+
+
+def nmse_of(ref, got):
+    """sum (got - ref)^2 / sum ref^2 over every element."""
+    ref = np.asarray(ref, dtype=np.float64)
+    return float(((np.asarray(got, dtype=np.float64) - ref) ** 2).sum() / (ref ** 2).sum())
 
 
 def check_case(label, ref_model, dump, prompt, steps, tol, all_positions, forced=None):
@@ -113,12 +131,38 @@ def check_case(label, ref_model, dump, prompt, steps, tol, all_positions, forced
                     f"(worst row {worst}, pos {int(d.row_pos[worst])})")
     if not res["argmax_agree_or_tie"]:
         errs.append(f"argmax mismatches: {res['argmax_mismatches']}")
+    nmse = nmse_of(ref, d.logits)
+    if any(label.startswith(m + " ") for m in ARCH_MODELS) and not nmse <= NMSE_MAX:
+        errs.append(f"NMSE {nmse:.3g} > {NMSE_MAX:g}")
     ties = "" if res["argmax_agree"] else f" (near-tie argmax diffs: {res['argmax_mismatches']})"
-    msg = (f"{label}: rows={res['rows']} max|d|={res['max_abs_diff']:.3g} "
+    msg = (f"{label}: rows={res['rows']} NMSE={nmse:.3g} max|d|={res['max_abs_diff']:.3g} "
            f"max_rel={res['max_rel']:.3g} scale={res['logit_scale']:.3g} tol={tol:g}{ties}")
     if errs:
         msg += "\n    FAIL: " + "\n    FAIL: ".join(errs)
     return not errs, res["max_abs_diff"], msg
+
+
+def quant_cases(data):
+    """The QUANT_MODELS cases, as the tiny models' (greedy over all positions, and forced)."""
+    cases = []
+    for name in QUANT_MODELS:
+        path = os.path.join(data, name + ".gguf")
+        if not os.path.isfile(path):
+            print(f"note: {name}.gguf not in {data}; skipped")
+            continue
+        cases.append((f"{name} greedy", path, PROMPT, 4, TOL_TINY, True, None, 60))
+        cases.append((f"{name} forced", path, PROMPT[:5], len(FORCED), TOL_TINY, False, FORCED, 60))
+    return cases
+
+
+def check_nmse(label, ref_model, dump):
+    """NMSE of every row of the dump against the reference at its position: (ok, message)."""
+    d = read_logits(dump)
+    ref = ref_model.logits(d.tokens[:int(d.row_pos.max()) + 1])[d.row_pos]
+    diff = d.logits.astype(np.float64) - ref
+    nmse = float(np.sum(diff * diff) / np.sum(ref * ref))
+    ok = np.isfinite(nmse) and nmse <= NMSE_QUANT
+    return ok, f"{label}: NMSE {nmse:.3g} (bound {NMSE_QUANT:g}){'' if ok else '  FAIL'}"
 
 
 def main():
@@ -143,6 +187,8 @@ def main():
             rng = np.random.default_rng(7)
             long_prompt = [1] + [int(x) for x in rng.integers(3, 512, size=149)]
             cases.append((f"{name} long", path, long_prompt, 8, TOL_TINY, True, None, 60))
+
+    cases += quant_cases(data)
 
     smol = None
     if os.environ.get("HONE_LOGITS_SKIP_SMOLLM2") != "1":
@@ -185,6 +231,10 @@ def main():
                 ref = refs.get(path) or refs.setdefault(path, ReferenceModel(path, cache=True))
             ok, mad, msg = check_case(label, ref, out, prompt, steps, tol, allpos, forced)
             print(f"{msg}  [hone {dt:.2f}s]")
+            if os.path.basename(path)[:-len(".gguf")] in QUANT_MODELS:
+                ok_n, msg_n = check_nmse(label, ref, out)
+                print(f"    {msg_n}")
+                ok &= ok_n
             if path == smol and ok:
                 d = read_logits(out)
                 cont = "".join(vocab[t] for t in d.tokens[len(prompt):]).replace("Ġ", " ")

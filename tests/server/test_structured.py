@@ -49,7 +49,7 @@ def test_json_schema_50_seeds(t, srv):
     fmt = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON, "strict": True}}
 
     def one(seed):
-        r = c.chat.completions.create(model="smollm2", max_tokens=150, seed=seed, temperature=1.0,
+        r = c.chat.completions.create(model="smollm2", max_tokens=300, seed=seed, temperature=1.0,
                                       messages=[{"role": "user", "content": "Describe a user of a web site."}],
                                       response_format=fmt)
         return seed, r.choices[0].message.content, r.choices[0].finish_reason
@@ -230,6 +230,13 @@ def test_with_openai_features(t, srv):
     top_f = [(x.token, x.logprob) for x in free.choices[0].logprobs.content[0].top_logprobs]
     t.check(len(top_c) == 5 and top_c == top_f, "raw top logprobs under the mask: %r vs %r" % (top_c, top_f))
     t.check(all(e.logprob <= e.top_logprobs[0].logprob + 1e-6 for e in lp), "no token above its top alternative")
+    # speculation asked for: a constrained request does not speculate (its drafts would skip
+    # the mask), its answer is the one without
+    outs = [c.chat.completions.create(model="smollm2", max_tokens=150, seed=3, temperature=1.0, messages=msgs,
+                                      response_format=fmt, extra_body={"speculate": sp}).choices[0].message.content
+            for sp in ("lookup", "none")]
+    jsonschema.validate(json.loads(outs[0]), PERSON)
+    t.check(outs[0] == outs[1], "speculate lookup vs none under a schema: %r" % outs)
     # n > 1 with response_format: every choice is a sentence of the schema (and streamed)
     r = c.chat.completions.create(model="smollm2", max_tokens=150, seed=5, temperature=1.0, n=3, messages=msgs,
                                   response_format=fmt)

@@ -1,0 +1,17 @@
+/* matvec_q5_0: y[rows] = W[rows][cols] x[cols] (decode). Contract: engine/slots.h.
+ * Ideas: q5_0 weights: each block of 32 dequantised ((q - 16) * d, exact in f32) before use;
+ * AVX-512: one row at a time, one zmm of 16 lanes (portable C elsewhere);
+ * f32 activations; 16 fused multiply-add lanes in the fixed order of kernels/cpu/common.h. */
+#include "kernels/cpu/common.h"
+
+void hone_cpu_matvec_q5_0(float *y, const void *W, const float *x, int64_t rows, int64_t cols,
+                         int ith, int nth)
+{
+#ifdef HONE_CPU_SIMD
+    hone_cpu_matvec_simd(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q5_0, cols), hone_cpu_deqv_q5_0,
+                         hone_cpu_deqr_q5_0, ith, nth);
+#else
+    hone_cpu_matvec_generic(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q5_0, cols), hone_cpu_deqr_q5_0, ith,
+                            nth);
+#endif
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""`hone serve --speculate lookup` over HTTP: a repetitive prompt answered with speculation gives
+the text of the same request without it (the request's "speculate": "none"), greedy and seeded;
+/metrics counts the draft tokens and their acceptance; a bad "speculate" value is a 400. On
+SmolLM2 (a random tiny model never repeats itself, so it would draft nothing); skips without it."""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import serverlib as sl  # noqa: E402
+from serverlib import Server  # noqa: E402
+
+PROMPT = "one two three four five six one two three four five six one two three four five six one two"
+
+
+MODEL = None
+
+
+def test_same_text(t):
+    with Server(MODEL, "--ctx", "512", "--speculate", "lookup", "--spec-k", "4", "--no-profile") as s:
+        for body in ({"temperature": 0}, {"temperature": 0.8, "seed": 7}, {"temperature": 1.0, "top_k": 20, "seed": 3}):
+            req = dict(prompt=PROMPT, max_tokens=32, ignore_eos=True, **body)
+            st1, spec = s.post("/v1/completions", req)
+            st2, plain = s.post("/v1/completions", dict(req, speculate="none"))
+            t.check(st1 == 200 and st2 == 200, "both answered (%r %r)" % (st1, st2))
+            t.check(spec["choices"][0]["text"] == plain["choices"][0]["text"],
+                    "the same text with and without speculation for %r" % (body,))
+            t.check(spec["usage"]["completion_tokens"] == 32, "32 tokens")
+        m = s.metrics()
+        t.check(m["hone_spec_draft_tokens_total"] > 0, "drafts were verified")
+        t.check(m["hone_spec_accepted_tokens_total"] <= m["hone_spec_draft_tokens_total"], "accepted <= drafted")
+        t.check(m["hone_spec_emitted_tokens_total"] ==
+                m["hone_spec_passes_total"] + m["hone_spec_accepted_tokens_total"], "emitted = passes + accepted")
+        t.check(0 <= m["hone_spec_acceptance_ratio"] <= 1, "a ratio")
+        st, j = s.post("/v1/completions", {"prompt": "x", "speculate": "sometimes"})
+        t.check(st == 400 and j["error"]["param"] == "speculate", "bad value refused: %r" % (j,))
+
+
+def main():
+    global MODEL
+    MODEL = sl.smollm2_path()
+    if not MODEL or not os.path.isfile(sl.BIN):
+        print("skipped: needs SmolLM2 (tools/find_smollm2.py) and %s" % sl.BIN, file=sys.stderr)
+        return sl.SKIP
+    return sl.Checks().run([test_same_text])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
