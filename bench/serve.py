@@ -122,6 +122,21 @@ def start_server(hone, model, threads, max_batch, ctx):
         raise RuntimeError("server did not start: " + f.read()[-1000:])
 
 
+def stop_server(proc, logname):
+    """Ends a server from start_server (terminate, then kill after 30 s) and drops its log."""
+    proc.terminate()
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    os.unlink(logname)
+
+
+def git_commit():
+    return subprocess.run(["git", "-C", SRC, "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True, timeout=10).stdout.strip() or "unknown"
+
+
 def machine():
     cpu = "unknown"
     try:
@@ -157,9 +172,7 @@ def main():
     out = {"bench": "serve", "machine": mach, "model": os.path.basename(model), "threads": a.threads or os.cpu_count(),
            "max_tokens": a.max_tokens, "requests_per_client": a.requests, "reps": a.reps, "levels": []}
     try:
-        commit = subprocess.run(["git", "-C", SRC, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, timeout=10).stdout.strip()
-        out["commit"] = commit or "unknown"
+        out["commit"] = git_commit()
         one_request(port, "Warm-up: hello", 8)
         for n in levels:
             runs, ttft, itl = [], [], []
@@ -184,12 +197,7 @@ def main():
             out["target_met"] = out["speedup_16_vs_1"] >= 4.0
         out["machine"]["load_avg_1m_after"] = os.getloadavg()[0]
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        os.unlink(logname)
+        stop_server(proc, logname)
     print(json.dumps(out, indent=2))
     return 0
 

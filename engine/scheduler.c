@@ -13,11 +13,14 @@
 #include <time.h>
 
 #include "error.h"
+#include "grammar.h"
 #include "kv_cache.h"
 #include "prefix_cache.h"
 #include "spec.h"
 
 enum { ST_QUEUED = 0, ST_RUNNING = 1, ST_DONE = 2 };
+
+#define GRAMMAR_CACHE 16 /* distinct output grammars whose memos the engine keeps */
 
 struct hone_request {
     int refs;                 /* the caller's and the engine's; freed at 0 (under mu) */
@@ -34,6 +37,9 @@ struct hone_request {
     int n_stop;
     size_t stop_max;
     int ignore_eos;
+    hone_grammar *grammar;    /* structured output (a copy), NULL for none */
+    hone_grammar_matcher *gm; /* its state after the tokens sampled so far (engine thread:
+                               * made at the first sampling, freed when the request finishes) */
     double t_submit, deadline, t_last;
     double t_admit, t_first;  /* first admission, first token (0: not yet): the metrics */
     hone_kv_seq seq;
@@ -111,6 +117,15 @@ struct hone_scheduler {
     /* step hook (set under mu; called by the engine thread without mu) */
     hone_scheduler_step_hook hook;
     void *hook_user;
+    /* structured output: the vocabulary's token trie, built by the first request with a grammar */
+    pthread_mutex_t trie_mu;
+    hone_token_trie *trie;
+    /* engine thread: grammars seen lately with their memos, shared by the requests with an
+     * equal grammar so that each state's mask is walked once for all of them */
+    struct { hone_grammar *g; hone_grammar_memo *memo; uint64_t hash, used; } gcache[GRAMMAR_CACHE];
+    uint64_t gcache_clock;
+    float *gmasked;           /* [n_vocab] engine thread: a masked copy of a row whose raw logits
+                               * the outputs still read (logprobs) */
 };
 
 static double now_s(void)
@@ -142,6 +157,8 @@ static void request_free(hone_request *r)
 {
     if (!r) return;
     free(r->toks);
+    hone_grammar_matcher_free(r->gm);
+    hone_grammar_free(r->grammar);
     free(r->emit);
     hone_sampler_free(r->smp);
     hone_detok_free(r->dt);
@@ -288,6 +305,8 @@ static void finish(hone_scheduler *s, hone_request *r, hone_finish how, hone_req
     if (r->state == ST_QUEUED) queue_remove(s, r);
     else if (r->state == ST_RUNNING) running_remove(s, r);
     release_kv(s, r);
+    hone_grammar_matcher_free(r->gm); /* here, on the engine thread: its memo may be shared */
+    r->gm = NULL;
     if (how == HONE_FINISH_LENGTH || (how == HONE_FINISH_STOP && !msg)) {
         /* what the detokeniser still holds is output (a stop string may hide in it) */
         const char *p;
@@ -502,7 +521,11 @@ static int64_t plan_drafts(hone_scheduler *s, int64_t budget)
         hone_request *r = s->running[i];
         r->n_draft = 0;
         /* no drafts where a step's outputs are one row's: logprobs, prompt logprobs, embeddings */
-        if (!r->spec || r->rows != 1 || r->want_lp || r->want_plp || r->embed != HONE_POOLING_NONE) continue;
+        /* a grammar masks each position by the tokens before it: its drafts would be checked
+         * against unmasked draws, so a constrained request does not speculate */
+        if (!r->spec || r->rows != 1 || r->want_lp || r->want_plp || r->embed != HONE_POOLING_NONE ||
+            r->grammar || r->gm)
+            continue;
         int64_t cap = s->o.spec_k;
         if (cap > r->max_tokens - r->completion_tokens - 1) cap = r->max_tokens - r->completion_tokens - 1;
         if (cap > s->n_ctx - r->n_toks) cap = s->n_ctx - r->n_toks;
@@ -627,12 +650,97 @@ static void register_blocks(hone_scheduler *s, hone_request *r)
     }
 }
 
+/* ---- structured output (engine thread): the grammar's mask before sampling, its state
+ * advanced by the sampled token after ---- */
+
+#define GRAMMAR_NO_TOKEN (-2) /* r->sampled when the mask allowed nothing */
+
+/* Sets the logits of the tokens r's grammar does not allow here to -inf. -1 when it allows
+ * none (or the mask failed): the request cannot go on. */
+static int grammar_mask_row(hone_scheduler *s, hone_request *r, float *row)
+{
+    int64_t allowed = 0;
+    const uint64_t *mask = hone_grammar_matcher_mask(r->gm, s->trie, &allowed);
+    if (!mask || allowed == 0) return -1;
+    hone_grammar_mask_apply(mask, row, s->n_vocab);
+    return 0;
+}
+
+/* r's matcher, sharing the memo of an equal grammar seen before (the cache keeps the
+ * GRAMMAR_CACHE most recent; an entry no request uses any more may be replaced). */
+static int grammar_matcher(hone_scheduler *s, hone_request *r)
+{
+    uint64_t h = hone_grammar_hash(r->grammar);
+    int free_slot = -1; /* an empty entry, else the least recently used one no request uses */
+    s->gcache_clock++;
+    for (int i = 0; i < GRAMMAR_CACHE; i++) {
+        if (!s->gcache[i].g) {
+            if (free_slot < 0 || s->gcache[free_slot].g) free_slot = i;
+            continue;
+        }
+        if (s->gcache[i].hash == h && hone_grammar_equal(s->gcache[i].g, r->grammar)) {
+            s->gcache[i].used = s->gcache_clock;
+            return hone_grammar_matcher_new_shared(&r->gm, s->gcache[i].memo);
+        }
+        if (hone_grammar_memo_refs(s->gcache[i].memo) == 1 &&
+            (free_slot < 0 || (s->gcache[free_slot].g && s->gcache[i].used < s->gcache[free_slot].used)))
+            free_slot = i;
+    }
+    if (free_slot < 0) return hone_grammar_matcher_new(&r->gm, r->grammar); /* a memo of its own */
+    hone_grammar_memo *memo;
+    int rc = hone_grammar_memo_new(&memo, r->grammar);
+    if (rc) return rc;
+    hone_grammar_memo_free(s->gcache[free_slot].memo);
+    hone_grammar_free(s->gcache[free_slot].g);
+    s->gcache[free_slot].g = r->grammar; /* the cache owns it now; the request keeps a borrow */
+    s->gcache[free_slot].memo = memo;
+    s->gcache[free_slot].hash = h;
+    s->gcache[free_slot].used = s->gcache_clock;
+    r->grammar = NULL;
+    return hone_grammar_matcher_new_shared(&r->gm, memo);
+}
+
+/* Samples r's next token from row under its grammar, when it has one. */
+static int32_t grammar_sample(hone_scheduler *s, hone_request *r, float *row)
+{
+    if (!r->gm && !r->grammar) return hone_sampler_sample_at(r->smp, row, r->n_toks);
+    if (!r->gm && grammar_matcher(s, r)) return GRAMMAR_NO_TOKEN;
+    /* logprobs are the model's distribution before any mask (OpenAI's definition; the sampler's
+     * penalties and bias do not touch them either): outputs_collect reads the raw row after
+     * this, so with logprobs the mask goes on a copy */
+    if (r->want_lp) {
+        memcpy(s->gmasked, row, (size_t)s->n_vocab * sizeof *row);
+        row = s->gmasked;
+    }
+    if (grammar_mask_row(s, r, row)) return GRAMMAR_NO_TOKEN;
+    int32_t t = hone_sampler_sample_at(r->smp, row, r->n_toks);
+    if (t >= 0 && hone_grammar_matcher_accept_token(r->gm, s->trie, t)) return GRAMMAR_NO_TOKEN;
+    return t;
+}
+
+/* At submission: r's copy of the grammar (its matcher comes at the first sampling, on the
+ * engine thread); the trie on first use. */
+static int grammar_attach(hone_scheduler *s, hone_request *r, const hone_grammar *g)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->trie_mu);
+    if (!s->trie) rc = hone_token_trie_new(&s->trie, s->tok);
+    pthread_mutex_unlock(&s->trie_mu);
+    if (rc) return rc;
+    hone_grammar_matcher *probe; /* the start state must exist: an error now is a 400, not a failed step */
+    if ((rc = hone_grammar_clone(&r->grammar, g)) || (rc = hone_grammar_matcher_new(&probe, r->grammar))) return rc;
+    hone_grammar_matcher_free(probe);
+    return 0;
+}
+
 /* Takes r's new token: usage, latency, text, and whether it is finished. */
 static void take_token(hone_scheduler *s, hone_request *r, double now)
 {
     int32_t t = r->sampled;
     if (t < 0) {
-        finish(s, r, HONE_FINISH_ERROR, HONE_REQUEST_ERR_INTERNAL, "sampling failed (NaN logits)");
+        finish(s, r, HONE_FINISH_ERROR, HONE_REQUEST_ERR_INTERNAL,
+               t == GRAMMAR_NO_TOKEN ? "the output grammar admits no token of the vocabulary here"
+                                     : "sampling failed (NaN logits)");
         return;
     }
     r->toks[r->n_toks++] = t;
@@ -663,6 +771,10 @@ static void take_token(hone_scheduler *s, hone_request *r, double now)
             finish(s, r, HONE_FINISH_STOP, HONE_REQUEST_ERR_NONE, "");
             return;
         }
+    }
+    if (r->gm && hone_grammar_matcher_done(r->gm)) { /* the structured output is complete */
+        finish(s, r, HONE_FINISH_STOP, HONE_REQUEST_ERR_NONE, NULL);
+        return;
     }
     if (r->completion_tokens >= r->max_tokens || r->n_toks - 1 >= s->n_ctx)
         finish(s, r, HONE_FINISH_LENGTH, HONE_REQUEST_ERR_NONE, NULL);
@@ -737,8 +849,9 @@ static void *engine_main(void *arg)
             if (r->n_draft > 0 && r->logit_slot >= 0) spec_verify(s, r); /* rolls back first */
             if (s->pc && r->rows) register_blocks(s, r);
             if (r->logit_slot >= 0 && r->n_draft == 0) {
-                /* the position's draw: the same token with or without speculation */
-                r->sampled = hone_sampler_sample_at(r->smp, s->logits + r->logit_slot * s->n_vocab, r->n_toks);
+                /* the position's draw: the same token with or without speculation (and with a
+                 * grammar, from the masked row) */
+                r->sampled = grammar_sample(s, r, s->logits + r->logit_slot * s->n_vocab);
                 if (r->sampled >= 0) hone_sampler_accept(r->smp, r->sampled);
             }
             outputs_collect(s, r, n0);
@@ -810,6 +923,7 @@ int hone_scheduler_new(hone_scheduler **out, hone_backend *be, const hone_tokeni
     s->bs = hone_kv_cache_block_size(s->kv);
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->prof_mu, NULL);
+    pthread_mutex_init(&s->trie_mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -833,7 +947,8 @@ int hone_scheduler_new(hone_scheduler **out, hone_backend *be, const hone_tokeni
     s->plp_pos = malloc(PLP_ROWS * sizeof *s->plp_pos);
     s->hidden = malloc((size_t)(st * s->dim) * sizeof *s->hidden);
     s->b_hidden = malloc((size_t)st * sizeof *s->b_hidden);
-    if (!s->plogits || !s->plp_req || !s->plp_pos || !s->hidden || !s->b_hidden) {
+    s->gmasked = malloc((size_t)s->n_vocab * sizeof *s->gmasked);
+    if (!s->plogits || !s->plp_req || !s->plp_pos || !s->hidden || !s->b_hidden || !s->gmasked) {
         rc = hone_error_set(HONE_ENOMEM, "out of memory for the scheduler");
         goto fail;
     }
@@ -899,10 +1014,17 @@ void hone_scheduler_free(hone_scheduler *s)
     free(s->plp_pos);
     free(s->hidden);
     free(s->b_hidden);
+    free(s->gmasked);
     pthread_cond_destroy(&s->work_cv);
     pthread_cond_destroy(&s->out_cv);
     pthread_mutex_destroy(&s->mu);
     pthread_mutex_destroy(&s->prof_mu);
+    pthread_mutex_destroy(&s->trie_mu);
+    hone_token_trie_free(s->trie);
+    for (int i = 0; i < GRAMMAR_CACHE; i++) {
+        hone_grammar_memo_free(s->gcache[i].memo);
+        hone_grammar_free(s->gcache[i].g);
+    }
     free(s);
 }
 
@@ -965,6 +1087,7 @@ int hone_scheduler_submit(hone_scheduler *s, const hone_request_params *p, hone_
     if ((rc = hone_sampler_new(&r->smp, &p->sampling, (int32_t)s->n_vocab)) ||
         (rc = hone_detok_new(&r->dt, s->tok, 0)))
         goto fail;
+    if (p->grammar && (rc = grammar_attach(s, r, p->grammar))) goto fail;
     memcpy(r->toks, p->prompt, (size_t)p->n_prompt * sizeof *r->toks);
     r->n_toks = r->n_prompt = p->n_prompt;
     r->max_tokens = p->max_tokens;

@@ -82,6 +82,10 @@ typedef struct {
     int top_logprobs;            /* 0..HONE_SAMPLER_TOP_LOGPROBS_MAX alternatives per position */
     int prompt_logprobs;         /* 1: the prompt's logprobs too (echo); the prefix cache is not read */
     hone_pooling embed;          /* NONE, or an embedding request: max_tokens 0, pooled final hidden states */
+    /* structured output: NULL, or a finished grammar (engine/grammar.h, copied) the output
+     * must match: every step masks the tokens it does not allow, an end-of-generation token
+     * is allowed only where it accepts, and the request finishes (stop) when it is done */
+    const struct hone_grammar *grammar;
     int speculate;               /* HONE_REQUEST_SPEC_*: 0 the scheduler's default */
 } hone_request_params;
 

@@ -26,7 +26,9 @@
 #include "backend.h"
 #include "error.h"
 #include "forward.h"
+#include "json_schema.h"
 #include "model.h"
+#include "toolcall.h"
 
 enum { R_MODELS, R_COMPLETIONS, R_CHAT, R_HEALTH, R_METRICS, R_PROFILE, R_TUNING, R_EMBEDDINGS,
        R_MODEL, R_OTHER, R_COUNT };
@@ -103,6 +105,14 @@ typedef struct {
     int stage;                /* stream: 0 role chunk due (chat), 1 text, 2 all sent */
     char *pend;               /* SSE bytes ready to go */
     size_t pend_len, pend_off, pend_cap;
+    /* tool calls (choice 0 only: n > 1 with tools is refused): the request's tools (the
+     * output is parsed for calls), NULL for none */
+    cJSON *tools;
+    char *held;               /* stream: text seen but not yet sent (a call may be starting) */
+    size_t held_len, seen;
+    int tc_n;                 /* stream: calls announced so far (their arguments stream as they come) */
+    int tc_fallback;          /* 1: a call that cannot stream (unknown name, string arguments): the end decides */
+    size_t tc_args_sent[16];  /* argument bytes sent of each announced call */
 } conn_ctx;
 
 static double now_s(void)
@@ -381,6 +391,8 @@ typedef struct {
     int logprobs, top_logprobs, echo;
     int32_t bias_ids[MAX_BIAS];
     float bias_vals[MAX_BIAS];
+    hone_grammar *grammar;    /* response_format / tool_choice: the output's grammar, or NULL */
+    cJSON *tools;             /* tools the output may call (a copy), NULL for none */
     int speculate;              /* HONE_REQUEST_SPEC_*: the "speculate" field (Hone's extension) */
 } gen_request;
 
@@ -393,6 +405,10 @@ static void gen_request_free(gen_request *g)
     g->ids = NULL;
     for (int i = 0; i + 1 < g->n_prompts; i++) free(g->more_ids[i]);
     g->n_prompts = 0;
+    hone_grammar_free(g->grammar); /* the scheduler keeps its own copy */
+    g->grammar = NULL;
+    cJSON_Delete(g->tools);
+    g->tools = NULL;
 }
 
 static int get_number(cJSON *root, const char *name, double lo, double hi, int integral,
@@ -456,8 +472,12 @@ static int content_text(cJSON *c, int i, char **out, bad_request *b)
     return 0;
 }
 
+static int tool_chat_prompt(hone_server *s, cJSON *root, gen_request *g, bad_request *b);
+static int wants_tool_prompt(cJSON *root, const gen_request *g);
+
 static int chat_prompt(hone_server *s, cJSON *root, gen_request *g, bad_request *b)
 {
+    if (wants_tool_prompt(root, g)) return tool_chat_prompt(s, root, g, b);
     cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
     if (!msgs) return bad(b, 400, "messages", "missing_required_parameter", "'messages' is required");
     if (!cJSON_IsArray(msgs)) return bad(b, 400, "messages", "invalid_type", "'messages' must be an array");
@@ -629,6 +649,134 @@ static int parse_openai(hone_server *s, cJSON *root, gen_request *g, bad_request
     return 0;
 }
 
+/* ---- structured output and tools (requests) ---- */
+
+/* response_format (json_object, json_schema), tools and tool_choice: g->grammar is the
+ * output's grammar when the request constrains it, g->tools the tools to parse calls of. */
+static int structured_parse(hone_server *s, cJSON *root, int chat, gen_request *g, bad_request *b)
+{
+    cJSON *rf = cJSON_GetObjectItemCaseSensitive(root, "response_format");
+    if (rf && !cJSON_IsNull(rf)) {
+        cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
+        if (!cJSON_IsObject(rf) || !cJSON_IsString(type))
+            return bad(b, 400, "response_format", "invalid_type", "'response_format' must be an object with a 'type'");
+        const char *t = type->valuestring;
+        if (!strcmp(t, "json_object")) {
+            if (hone_json_schema_compile(&g->grammar, NULL, NULL))
+                return bad(b, 500, NULL, NULL, "%s", hone_error_last());
+        } else if (!strcmp(t, "json_schema")) {
+            cJSON *js = cJSON_GetObjectItemCaseSensitive(rf, "json_schema");
+            cJSON *sch = cJSON_GetObjectItemCaseSensitive(js, "schema");
+            if (!cJSON_IsObject(js))
+                return bad(b, 400, "response_format.json_schema", "missing_required_parameter",
+                           "'response_format.json_schema' must be an object with a 'schema'");
+            cJSON *name = cJSON_GetObjectItemCaseSensitive(js, "name");
+            if (name && !cJSON_IsString(name))
+                return bad(b, 400, "response_format.json_schema.name", "invalid_type",
+                           "'response_format.json_schema.name' must be a string");
+            if (sch && !cJSON_IsObject(sch) && !cJSON_IsBool(sch))
+                return bad(b, 400, "response_format.json_schema.schema", "invalid_type",
+                           "'response_format.json_schema.schema' must be an object");
+            if (hone_json_schema_compile(&g->grammar, sch, NULL))
+                return bad(b, 400, "response_format.json_schema.schema", "invalid_value", "%s", hone_error_last());
+        } else if (strcmp(t, "text")) {
+            return bad(b, 400, "response_format.type", "invalid_value",
+                       "'response_format.type' is '%.40s'; it must be one of text, json_object, json_schema", t);
+        }
+    }
+    cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools");
+    cJSON *choice = cJSON_GetObjectItemCaseSensitive(root, "tool_choice");
+    if (tools && cJSON_IsNull(tools)) tools = NULL;
+    if (choice && cJSON_IsNull(choice)) choice = NULL;
+    if (!tools && !choice) return 0;
+    if (!chat) return bad(b, 400, tools ? "tools" : "tool_choice", "unsupported_parameter",
+                          "tools are only supported on /v1/chat/completions");
+    if (tools && !cJSON_IsArray(tools)) return bad(b, 400, "tools", "invalid_type", "'tools' must be an array");
+    const char *mode = tools && cJSON_GetArraySize(tools) ? "auto" : "none", *name = NULL;
+    if (cJSON_IsString(choice)) {
+        mode = choice->valuestring;
+        if (strcmp(mode, "none") && strcmp(mode, "auto") && strcmp(mode, "required"))
+            return bad(b, 400, "tool_choice", "invalid_value",
+                       "'tool_choice' is '%.40s'; it must be none, auto, required or {\"type\": \"function\", ...}", mode);
+    } else if (choice) {
+        cJSON *fn = cJSON_GetObjectItemCaseSensitive(choice, "function");
+        cJSON *nm = cJSON_GetObjectItemCaseSensitive(fn, "name");
+        if (!cJSON_IsObject(choice) || !cJSON_IsString(nm))
+            return bad(b, 400, "tool_choice", "invalid_type",
+                       "'tool_choice' must be a string or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        mode = "named";
+        name = nm->valuestring;
+    }
+    int forced = !strcmp(mode, "required") || !strcmp(mode, "named");
+    if (strcmp(mode, "none") && (!tools || cJSON_GetArraySize(tools) == 0))
+        return bad(b, 400, "tool_choice", "invalid_value", "'tool_choice' '%s' needs a non-empty 'tools'", mode);
+    if (!strcmp(mode, "none")) return 0;
+    hone_toolcall_format fmt = hone_toolcall_format_for(s->tmpl->family);
+    if (forced) {
+        if (g->grammar)
+            return bad(b, 400, "tool_choice", "invalid_value",
+                       "'tool_choice' %s cannot be combined with a JSON 'response_format'", mode);
+        if (hone_toolcall_grammar(&g->grammar, tools, name, fmt))
+            return bad(b, 400, name ? "tool_choice" : "tools", "invalid_value", "%s", hone_error_last());
+    }
+    if (!(g->tools = cJSON_Duplicate(tools, 1))) return bad(b, 500, NULL, NULL, "out of memory");
+    return 0;
+}
+
+/* 1 when the conversation needs the tool rendering: tools to offer, or tool results and
+ * assistant tool calls in its history. */
+static int wants_tool_prompt(cJSON *root, const gen_request *g)
+{
+    if (g->tools) return 1;
+    cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(root, "messages")) {
+        cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+        cJSON *tc = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        if ((cJSON_IsString(r) && !strcmp(r->valuestring, "tool")) || (tc && !cJSON_IsNull(tc))) return 1;
+    }
+    return 0;
+}
+
+/* The chat prompt through engine/toolcall.c's rendering (tools, tool calls and results as
+ * plain messages), then the template as chat_prompt does. When the chat templates are
+ * interpreted (engine/chat.h with tools), this is where they take the tools. */
+static int tool_chat_prompt(hone_server *s, cJSON *root, gen_request *g, bad_request *b)
+{
+    cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages"), *plain = NULL;
+    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
+        return bad(b, 400, "messages", "invalid_value", "'messages' must be a non-empty array");
+    if (cJSON_GetArraySize(msgs) > 4096) return bad(b, 400, "messages", "invalid_value", "too many messages");
+    /* no default system text: the template's own (a Jinja template's default system turn)
+     * gives way to the tools' system turn */
+    if (hone_toolcall_render(&plain, msgs, g->tools, hone_toolcall_format_for(s->tmpl->family), NULL))
+        return bad(b, 400, "messages", "invalid_value", "%s", hone_error_last());
+    int n = cJSON_GetArraySize(plain), rc = -1, i = 0;
+    hone_chat_msg *m = calloc((size_t)(n ? n : 1), sizeof *m);
+    char *formatted = NULL;
+    if (!m) { bad(b, 500, NULL, NULL, "out of memory"); goto done; }
+    cJSON *x;
+    cJSON_ArrayForEach(x, plain) {
+        m[i].role = cJSON_GetObjectItemCaseSensitive(x, "role")->valuestring;
+        m[i].content = cJSON_GetObjectItemCaseSensitive(x, "content")->valuestring;
+        i++;
+    }
+    if (hone_chat_format(&formatted, s->tmpl, m, n, 1)) {
+        bad(b, 400, "messages", "invalid_value", "%s", hone_error_last());
+        goto done;
+    }
+    if (hone_tokenizer_encode(s->tok, formatted, strlen(formatted), s->tmpl->emits_bos ? 0 : -1, 1, &g->ids,
+                              &g->n_ids)) {
+        bad(b, 400, "messages", "invalid_value", "%s", hone_error_last());
+        goto done;
+    }
+    rc = 0;
+done:
+    free(m);
+    free(formatted);
+    cJSON_Delete(plain);
+    return rc;
+}
+
 /* Validates and tokenises a generation request. */
 static int parse_generation(hone_server *s, cJSON *root, int chat, gen_request *g, bad_request *b)
 {
@@ -713,6 +861,15 @@ static int parse_generation(hone_server *s, cJSON *root, int chat, gen_request *
                 return bad(b, 400, "stop", "invalid_value", "stop strings must be valid UTF-8");
         }
     }
+    if (structured_parse(s, root, chat, g, b)) return -1;
+    /* Tool calls are parsed and streamed for one choice (conn_ctx's held / tc_* state is choice
+     * 0's), and a streamed call's deltas carry no logprobs: these combinations are refused.
+     * response_format goes with any n (each choice's request has the grammar). */
+    if (g->tools && g->n > 1)
+        return bad(b, 400, "n", "unsupported_parameter", "'n' > 1 is not supported together with 'tools'");
+    if (g->tools && g->stream && g->logprobs)
+        return bad(b, 400, "logprobs", "unsupported_parameter",
+                   "'logprobs' is not supported together with 'tools' when streaming");
     if (chat ? chat_prompt(s, root, g, b) : completion_prompt(s, root, g, b)) return -1;
     if (chat) g->n_prompts = 1;
     const char *what = chat ? "messages" : "prompt";
@@ -913,6 +1070,210 @@ static void add_choice(cJSON *j, conn_ctx *cc, int i, const char *text, size_t l
     free(clean);
 }
 
+/* ---- tool calls (responses) ---- */
+
+static void tool_call_id(conn_ctx *cc, int i, char *out, size_t cap)
+{
+    snprintf(out, cap, "call_%016llx", (unsigned long long)(atomic_fetch_add(&cc->srv->next_id, 1) *
+                                                           0x9e3779b97f4a7c15ull ^ (uint64_t)(i + 1)));
+}
+
+/* The whole message of a chat answer (choice 0) whose text holds tool calls: content (or
+ * null), tool_calls, finish_reason "tool_calls", logprobs (taken; NULL: null). 0 when the text
+ * holds no call (nothing added, logprobs not taken). */
+static int add_tool_choice(cJSON *j, conn_ctx *cc, const char *text, size_t len, cJSON *logprobs)
+{
+    hone_toolcall_result r;
+    if (hone_toolcall_parse(&r, text, len, cc->tools) || r.n_calls == 0) {
+        hone_toolcall_result_clear(&r);
+        return 0;
+    }
+    cJSON *choices = cJSON_AddArrayToObject(j, "choices"), *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON *m = cJSON_AddObjectToObject(c, "message");
+    cJSON_AddStringToObject(m, "role", "assistant");
+    char *clean = r.content ? utf8_sanitize(r.content, strlen(r.content)) : NULL;
+    if (clean) cJSON_AddStringToObject(m, "content", clean);
+    else cJSON_AddNullToObject(m, "content");
+    free(clean);
+    cJSON *calls = cJSON_AddArrayToObject(m, "tool_calls");
+    for (int i = 0; i < r.n_calls; i++) {
+        char id[40];
+        tool_call_id(cc, i, id, sizeof id);
+        cJSON *tc = cJSON_CreateObject(), *fn;
+        cJSON_AddStringToObject(tc, "id", id);
+        cJSON_AddStringToObject(tc, "type", "function");
+        fn = cJSON_AddObjectToObject(tc, "function");
+        cJSON_AddStringToObject(fn, "name", r.calls[i].name);
+        cJSON_AddStringToObject(fn, "arguments", r.calls[i].arguments);
+        cJSON_AddItemToArray(calls, tc);
+    }
+    if (logprobs) cJSON_AddItemToObject(c, "logprobs", logprobs);
+    else cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddStringToObject(c, "finish_reason", "tool_calls");
+    hone_toolcall_result_clear(&r);
+    return 1;
+}
+
+/* A chunk with one delta of tool_calls[index]: the first names the call (id, type, name,
+ * empty arguments), later ones carry arguments text. */
+static cJSON *tool_delta(conn_ctx *cc, int index, const char *id, const char *name, const char *args)
+{
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "id", cc->id);
+    cJSON_AddStringToObject(j, "object", "chat.completion.chunk");
+    cJSON_AddNumberToObject(j, "created", (double)cc->created);
+    cJSON_AddStringToObject(j, "model", cc->srv->o.model_id);
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(j, "choices"), c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON *d = cJSON_AddObjectToObject(c, "delta"), *tc = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(d, "tool_calls"), tc);
+    cJSON_AddNumberToObject(tc, "index", index);
+    if (id) {
+        cJSON_AddStringToObject(tc, "id", id);
+        cJSON_AddStringToObject(tc, "type", "function");
+    }
+    cJSON *fn = cJSON_AddObjectToObject(tc, "function");
+    if (name) cJSON_AddStringToObject(fn, "name", name);
+    cJSON_AddStringToObject(fn, "arguments", args);
+    cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddNullToObject(c, "finish_reason");
+    return j;
+}
+
+static int pend_event(conn_ctx *cc, cJSON *j);
+static int pend_add(conn_ctx *cc, const char *p, size_t n);
+static int wait_request(conn_ctx *cc, int i, size_t from, int until_done, char **text, size_t *len);
+static int stream_choice_end(conn_ctx *cc, int i, const char *finish);
+static int stream_close(conn_ctx *cc);
+static int stream_live_calls(conn_ctx *cc);
+
+/* stream_more for a request with tools (one choice; after the role chunk): text that is surely content streams as it comes;
+ * from where a call may start it is held, and at the end the held text's calls go out as
+ * OpenAI sends them (per call a delta with id, type and name, then its arguments), with
+ * finish_reason "tool_calls". */
+static int stream_tools_more(conn_ctx *cc)
+{
+    const char *obj = "chat.completion.chunk";
+    char *text = NULL;
+    size_t len = 0;
+    if (wait_request(cc, 0, cc->seen, 0, &text, &len)) {
+        free(text);
+        return -1;
+    }
+    int rc = 0;
+    if (len) {
+        char *h = realloc(cc->held, cc->held_len + len + 1);
+        if (!h) {
+            free(text);
+            return -1;
+        }
+        cc->held = h;
+        memcpy(cc->held + cc->held_len, text, len);
+        cc->held_len += len;
+        cc->held[cc->held_len] = 0;
+        cc->seen += len;
+    }
+    free(text);
+    int done = cc->lasts[0].done && cc->lasts[0].text_len <= cc->seen;
+    const char *finish = done ? finish_name(cc->lasts[0].finish) : NULL;
+    if (cc->tc_n > 0) { /* calls are streaming: the held text is theirs */
+        rc |= stream_live_calls(cc);
+        cc->sents[0] = cc->seen - cc->held_len;
+        if (done) rc |= stream_choice_end(cc, 0, cc->lasts[0].finish == HONE_FINISH_LENGTH ? finish : "tool_calls") |
+                        stream_close(cc);
+        return rc ? -1 : 0;
+    }
+    size_t k = cc->held_len ? hone_toolcall_content_prefix(cc->held, cc->held_len) : 0;
+    if (done && cc->lasts[0].finish != HONE_FINISH_ERROR && k < cc->held_len) {
+        hone_toolcall_result r;
+        if (hone_toolcall_parse(&r, cc->held + k, cc->held_len - k, cc->tools) == 0 && r.n_calls > 0) {
+            if (k) { /* the content before the calls */
+                cJSON *j = response_head(cc, obj);
+                add_choice(j, cc, 0, cc->held, k, 0, NULL, 0, NULL);
+                rc |= pend_event(cc, j);
+            }
+            if (r.content) {
+                cJSON *j = response_head(cc, obj);
+                add_choice(j, cc, 0, r.content, strlen(r.content), 0, NULL, 0, NULL);
+                rc |= pend_event(cc, j);
+            }
+            for (int i = 0; i < r.n_calls; i++) {
+                char id[40];
+                tool_call_id(cc, i, id, sizeof id);
+                rc |= pend_event(cc, tool_delta(cc, i, id, r.calls[i].name, ""));
+                rc |= pend_event(cc, tool_delta(cc, i, NULL, NULL, r.calls[i].arguments));
+            }
+            finish = "tool_calls";
+            k = cc->held_len; /* all of it is accounted for */
+            cc->held_len = 0;
+        }
+        hone_toolcall_result_clear(&r);
+        if (cc->held_len) k = cc->held_len; /* no call after all: content */
+    }
+    if (k && cc->held_len) {
+        cJSON *j = response_head(cc, obj);
+        add_choice(j, cc, 0, cc->held, k, 0, NULL, 0, NULL);
+        rc |= pend_event(cc, j);
+        memmove(cc->held, cc->held + k, cc->held_len - k);
+        cc->held_len -= k;
+    }
+    if (!done && cc->held_len) rc |= stream_live_calls(cc); /* a call may have begun */
+    cc->sents[0] = cc->seen - cc->held_len;
+    if (done) rc |= stream_choice_end(cc, 0, finish) | stream_close(cc);
+    return rc ? -1 : 0;
+}
+
+static int tool_named(const cJSON *tools, const char *name)
+{
+    const cJSON *t;
+    cJSON_ArrayForEach(t, tools) {
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
+        if (cJSON_IsString(nm) && !strcmp(nm->valuestring, name)) return 1;
+    }
+    return 0;
+}
+
+/* The calls the held text begins, as they grow: a call is announced (id, type, name) once
+ * its name and the start of its arguments are there, then its arguments go out in pieces as
+ * the model writes them. A call that cannot stream (a name not among the tools, arguments
+ * written as a JSON string) leaves the rest to the end of the stream. */
+static int stream_live_calls(conn_ctx *cc)
+{
+    hone_toolcall_partial p[16];
+    int n = hone_toolcall_scan(cc->held, cc->held_len, p, 16), rc = 0;
+    for (int i = 0; i < n && i < 16; i++) {
+        if (i >= cc->tc_n) {
+            if (cc->tc_fallback || !p[i].name_done || !p[i].args_started) break;
+            if (!tool_named(cc->tools, p[i].name) || p[i].args_is_string) {
+                cc->tc_fallback = 1;
+                break;
+            }
+            char id[40];
+            tool_call_id(cc, i, id, sizeof id);
+            rc |= pend_event(cc, tool_delta(cc, i, id, p[i].name, ""));
+            cc->tc_args_sent[i] = 0;
+            cc->tc_n = i + 1;
+        }
+        if (p[i].args_len > cc->tc_args_sent[i]) {
+            size_t from = cc->tc_args_sent[i], m = p[i].args_len - from;
+            char *piece = malloc(m + 1);
+            if (!piece) return -1;
+            memcpy(piece, cc->held + p[i].args_off + from, m);
+            piece[m] = 0;
+            char *clean = utf8_sanitize(piece, m);
+            rc |= pend_event(cc, tool_delta(cc, i, NULL, NULL, clean ? clean : ""));
+            free(clean);
+            free(piece);
+            cc->tc_args_sent[i] = p[i].args_len;
+        }
+        if (!p[i].args_done) break;
+    }
+    return rc;
+}
+
 static int pend_add(conn_ctx *cc, const char *p, size_t n)
 {
     if (cc->pend_len + n > cc->pend_cap) {
@@ -1024,6 +1385,7 @@ static int stream_more(conn_ctx *cc)
         cc->stage = 1;
         return rc ? -1 : 0;
     }
+    if (cc->tools) return stream_tools_more(cc);
     int rc = 0, first = -1, all_done = 1, progress = 0;
     for (int i = 0; i < cc->n_choices; i++) {
         if (cc->fin_sent[i]) continue;
@@ -1055,33 +1417,45 @@ static int stream_more(conn_ctx *cc)
         free(text);
         const hone_request_state *st = &cc->lasts[i];
         if (st->done && st->text_len <= cc->sents[i]) {
-            if (st->finish == HONE_FINISH_ERROR) {
-                rc |= pend_event(cc, error_object("server_error", NULL, NULL, st->error));
-            } else {
-                cJSON *j = response_head(cc, obj);
-                add_choice(j, cc, i, NULL, 0, 0, finish_name(st->finish), 0, NULL);
-                rc |= pend_event(cc, j);
-            }
-            cc->fin_sent[i] = 1;
+            rc |= stream_choice_end(cc, i, finish_name(st->finish));
             progress = 1;
         }
     }
     int finished = 1;
     for (int i = 0; i < cc->n_choices; i++) finished &= cc->fin_sent[i];
     if (all_done || finished) {
-        if (cc->include_usage) {
-            cJSON *j = response_head(cc, obj);
-            cJSON_AddArrayToObject(j, "choices");
-            add_usage(j, cc);
-            rc |= pend_event(cc, j);
-        }
-        rc |= pend_add(cc, "data: [DONE]\n\n", 14);
-        cc->stage = 2;
+        rc |= stream_close(cc);
     } else if (!progress && client_gone(cc)) {
         for (int k = 0; k < cc->n_choices; k++) hone_request_cancel(s->sched, cc->reqs[k]);
         return -1;
     }
     return rc ? -1 : 0;
+}
+
+/* Choice i's end in a stream: its finish chunk (finish_reason `finish`), or its error. */
+static int stream_choice_end(conn_ctx *cc, int i, const char *finish)
+{
+    const hone_request_state *st = &cc->lasts[i];
+    cc->fin_sent[i] = 1;
+    if (st->finish == HONE_FINISH_ERROR) return pend_event(cc, error_object("server_error", NULL, NULL, st->error));
+    cJSON *j = response_head(cc, cc->chat ? "chat.completion.chunk" : "text_completion");
+    add_choice(j, cc, i, NULL, 0, 0, finish, 0, NULL);
+    return pend_event(cc, j);
+}
+
+/* The end of a stream, every choice's finish out: usage when asked, [DONE]. */
+static int stream_close(conn_ctx *cc)
+{
+    int rc = 0;
+    if (cc->include_usage) {
+        cJSON *j = response_head(cc, cc->chat ? "chat.completion.chunk" : "text_completion");
+        cJSON_AddArrayToObject(j, "choices");
+        add_usage(j, cc);
+        rc |= pend_event(cc, j);
+    }
+    rc |= pend_add(cc, "data: [DONE]\n\n", 14);
+    cc->stage = 2;
+    return rc;
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
@@ -1153,6 +1527,7 @@ static int submit_choice(conn_ctx *cc, const gen_request *g, int i)
     p.logprobs = g->logprobs;
     p.top_logprobs = g->top_logprobs;
     p.prompt_logprobs = g->echo && g->logprobs;
+    p.grammar = g->grammar;
     p.speculate = g->speculate;
     return hone_scheduler_submit(cc->srv->sched, &p, &cc->reqs[i]);
 }
@@ -1264,6 +1639,8 @@ static enum MHD_Result handle_generation(conn_ctx *cc)
     pthread_mutex_unlock(&s->mu);
     cJSON_Delete(root);
     root = NULL;
+    cc->tools = g.tools; /* the stream or the answer parses its calls */
+    g.tools = NULL;
     gen_request_free(&g);
 
     snprintf(cc->id, sizeof cc->id, "%s-%016llx", chat ? "chatcmpl" : "cmpl",
@@ -1320,7 +1697,8 @@ static enum MHD_Result handle_generation(conn_ctx *cc)
         }
         int64_t from = 0;
         cJSON *lp = choice_logprobs(cc, i, 1, &from);
-        add_choice(j, cc, i, text ? text : "", text ? len : 0, 1, finish_name(cc->lasts[i].finish), 1, lp);
+        if (!cc->tools || !add_tool_choice(j, cc, text ? text : "", text ? len : 0, lp)) /* tools: n is 1 */
+            add_choice(j, cc, i, text ? text : "", text ? len : 0, 1, finish_name(cc->lasts[i].finish), 1, lp);
         free(text);
     }
     add_usage(j, cc);
@@ -1963,6 +2341,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     pthread_mutex_unlock(&s->mu);
     free(cc->body);
     free(cc->pend);
+    free(cc->held);
+    cJSON_Delete(cc->tools);
     free(cc);
 }
 

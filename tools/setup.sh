@@ -21,7 +21,8 @@ PY=${PYTHON:-python3}
 pip_install() {
   $PY -m pip install -q "$@" 2>/dev/null || $PY -m pip install -q --break-system-packages "$@"
 }
-# jsonschema: tests/server/test_openapi_schema.py validates replies against OpenAI's OpenAPI schemas
+# jsonschema: tests/server/test_openapi_schema.py validates replies against OpenAI's OpenAPI schemas,
+# tests/server/test_structured.py structured outputs against their schemas
 $PY -c "import numpy, gguf, tokenizers, sentencepiece, jinja2, openai, prometheus_client, jsonschema" 2>/dev/null ||
   pip_install numpy gguf tokenizers sentencepiece jinja2 openai prometheus_client jsonschema
 # Only the GGUF file of this package is used, not its dependencies.
