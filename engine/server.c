@@ -29,6 +29,7 @@
 #include "json_schema.h"
 #include "model.h"
 #include "toolcall.h"
+#include "utf8.h"
 
 enum { R_MODELS, R_COMPLETIONS, R_CHAT, R_HEALTH, R_METRICS, R_PROFILE, R_TUNING, R_EMBEDDINGS,
        R_MODEL, R_OTHER, R_COUNT };
@@ -158,59 +159,6 @@ static void request_id(hone_server *s, struct MHD_Connection *conn, char *out, s
                  (unsigned long long)(atomic_fetch_add(&s->next_id, 1) * 0x9e3779b97f4a7c15ull));
 }
 
-/* 1 if s[0..n) is valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF). */
-static int utf8_valid(const unsigned char *s, size_t n)
-{
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        size_t len;
-        unsigned cp;
-        if (c < 0x80) { i++; continue; }
-        if (c >= 0xC2 && c <= 0xDF) { len = 2; cp = c & 0x1F; }
-        else if (c >= 0xE0 && c <= 0xEF) { len = 3; cp = c & 0x0F; }
-        else if (c >= 0xF0 && c <= 0xF4) { len = 4; cp = c & 0x07; }
-        else return 0;
-        if (i + len > n) return 0;
-        for (size_t k = 1; k < len; k++) {
-            if ((s[i + k] & 0xC0) != 0x80) return 0;
-            cp = cp << 6 | (s[i + k] & 0x3F);
-        }
-        if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-            (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-            return 0;
-        i += len;
-    }
-    return 1;
-}
-
-/* A malloc'd copy of s[0..n) with each invalid UTF-8 byte replaced by U+FFFD (model output
- * may end in raw bytes the detokeniser had to flush; JSON needs valid UTF-8). */
-static char *utf8_sanitize(const char *s, size_t n)
-{
-    char *out = malloc(n * 3 + 1);
-    if (!out) return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < n;) {
-        size_t len = 1;
-        unsigned c = (unsigned char)s[i];
-        if (c >= 0x80) {
-            len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : 2;
-            if (i + len > n || !utf8_valid((const unsigned char *)s + i, len)) {
-                memcpy(out + o, "\xEF\xBF\xBD", 3);
-                o += 3;
-                i++;
-                continue;
-            }
-        }
-        memcpy(out + o, s + i, len);
-        o += len;
-        i += len;
-    }
-    out[o] = 0;
-    return out;
-}
-
 static int route_of(const char *url)
 {
     for (int r = 0; r < R_OTHER; r++)
@@ -336,7 +284,7 @@ static enum MHD_Result send_error(conn_ctx *cc, int status, const char *type, co
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    char *clean = utf8_sanitize(msg, strlen(msg));
+    char *clean = hone_utf8_sanitize(msg, strlen(msg));
     enum MHD_Result ok = send_json(cc, status, error_object(type, param, code, clean ? clean : ""));
     free(clean);
     return ok;
@@ -857,7 +805,7 @@ static int parse_generation(hone_server *s, cJSON *root, int chat, gen_request *
         }
         for (int i = 0; i < g->n_stop; i++) {
             if (!g->stop[i][0]) return bad(b, 400, "stop", "invalid_value", "stop strings must not be empty");
-            if (!utf8_valid((const unsigned char *)g->stop[i], strlen(g->stop[i])))
+            if (!hone_utf8_valid((const unsigned char *)g->stop[i], strlen(g->stop[i])))
                 return bad(b, 400, "stop", "invalid_value", "stop strings must be valid UTF-8");
         }
     }
@@ -943,7 +891,7 @@ static cJSON *chat_token(const hone_server *s, int32_t id, float lp)
     char buf[256];
     size_t n = token_bytes(s, id, buf, sizeof buf);
     cJSON *t = cJSON_CreateObject();
-    char *clean = utf8_sanitize(buf, n);
+    char *clean = hone_utf8_sanitize(buf, n);
     cJSON_AddStringToObject(t, "token", clean ? clean : "");
     free(clean);
     cJSON_AddNumberToObject(t, "logprob", lp_json(lp));
@@ -977,7 +925,7 @@ static cJSON *completion_logprobs(const hone_server *s, const hone_token_logprob
     char buf[256];
     for (int64_t i = 0; i < n; i++) {
         size_t len = token_bytes(s, e[i].token, buf, sizeof buf);
-        char *clean = utf8_sanitize(buf, len);
+        char *clean = hone_utf8_sanitize(buf, len);
         cJSON_AddItemToArray(tokens, cJSON_CreateString(clean ? clean : ""));
         free(clean);
         cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)*offset));
@@ -991,7 +939,7 @@ static cJSON *completion_logprobs(const hone_server *s, const hone_token_logprob
         cJSON *top = cJSON_CreateObject();
         for (int k = 0; k < e[i].n_top; k++) {
             size_t tl = token_bytes(s, e[i].top_ids[k], buf, sizeof buf);
-            char *name = utf8_sanitize(buf, tl);
+            char *name = hone_utf8_sanitize(buf, tl);
             if (name && !cJSON_GetObjectItemCaseSensitive(top, name))
                 cJSON_AddNumberToObject(top, name, lp_json(e[i].top_lps[k]));
             free(name);
@@ -1054,7 +1002,7 @@ static void add_choice(cJSON *j, conn_ctx *cc, int i, const char *text, size_t l
     cJSON *c = cJSON_CreateObject();
     cJSON_AddItemToArray(choices, c);
     cJSON_AddNumberToObject(c, "index", i);
-    char *clean = text ? utf8_sanitize(text, len) : NULL;
+    char *clean = text ? hone_utf8_sanitize(text, len) : NULL;
     if (cc->chat) {
         cJSON *m = cJSON_AddObjectToObject(c, whole_message ? "message" : "delta");
         if (role || whole_message) cJSON_AddStringToObject(m, "role", "assistant");
@@ -1093,7 +1041,7 @@ static int add_tool_choice(cJSON *j, conn_ctx *cc, const char *text, size_t len,
     cJSON_AddNumberToObject(c, "index", 0);
     cJSON *m = cJSON_AddObjectToObject(c, "message");
     cJSON_AddStringToObject(m, "role", "assistant");
-    char *clean = r.content ? utf8_sanitize(r.content, strlen(r.content)) : NULL;
+    char *clean = r.content ? hone_utf8_sanitize(r.content, strlen(r.content)) : NULL;
     if (clean) cJSON_AddStringToObject(m, "content", clean);
     else cJSON_AddNullToObject(m, "content");
     free(clean);
@@ -1263,7 +1211,7 @@ static int stream_live_calls(conn_ctx *cc)
             if (!piece) return -1;
             memcpy(piece, cc->held + p[i].args_off + from, m);
             piece[m] = 0;
-            char *clean = utf8_sanitize(piece, m);
+            char *clean = hone_utf8_sanitize(piece, m);
             rc |= pend_event(cc, tool_delta(cc, i, NULL, NULL, clean ? clean : ""));
             free(clean);
             free(piece);
@@ -1579,7 +1527,7 @@ static cJSON *read_json_body(conn_ctx *cc, enum MHD_Result *ok)
     if (s->o.log_requests)
         log_line("info", "request %s body %s: %.*s", cc->rid, route_path[cc->route],
                  (int)(cc->body_len < 4000 ? cc->body_len : 4000), cc->body ? cc->body : "");
-    if (!utf8_valid((const unsigned char *)cc->body, cc->body_len))
+    if (!hone_utf8_valid((const unsigned char *)cc->body, cc->body_len))
         return *ok = send_error(cc, 400, "invalid_request_error", NULL, "invalid_encoding",
                                 "the request body is not valid UTF-8"), NULL;
     if (!(root = json_parse_body(cc->body, cc->body_len, &b))) return *ok = send_bad(cc, &b), NULL;
