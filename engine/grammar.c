@@ -186,7 +186,7 @@ int hone_grammar_finish(hone_grammar *g, int root)
         for (int a = 0; a < g->rules[r].n; a++) {
             g->alt_start[ai++] = (int32_t)k;
             alt_b *al = &g->rules[r].alts[a];
-            memcpy(g->el + k, al->el, (size_t)al->n * sizeof *al->el);
+            if (al->n) memcpy(g->el + k, al->el, (size_t)al->n * sizeof *al->el);
             k += al->n;
             g->el[k].type = EL_END;
             g->el[k++].arg = 0;

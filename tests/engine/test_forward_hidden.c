@@ -47,6 +47,8 @@ static void run(const hone_model *m, int hidden, float *logits, float *hid, floa
     }
     hone_batch bt = {n, t, seqs, pos, out, hidden ? hout : NULL};
     CHECK_EQ_INT(hone_ctx_forward_batch(ctx, &bt), 0);
+    hone_kv_cache_release(hone_ctx_kv(ctx), &a);
+    hone_kv_cache_release(hone_ctx_kv(ctx), &b);
     hone_ctx_free(ctx);
 }
 
