@@ -17,6 +17,7 @@
 #include "engine/backend.h"
 #include "engine/error.h"
 #include "engine/model.h"
+#include "engine/sampler.h"
 #include "engine/tokenizer.h"
 #include "engine/utf8.h"
 
@@ -171,14 +172,6 @@ static int tokens_push(tokens *t, const char *piece, int32_t id, int cap)
     return 0;
 }
 
-static int64_t argmax_f(const float *x, int64_t n)
-{
-    int64_t b = 0;
-    for (int64_t i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
 /* The prompt's ids on a file side (the model's BOS rule, special tokens as text). */
 static int file_prompt(side *s, const char *prompt, int32_t **ids, int64_t *n)
 {
@@ -234,7 +227,7 @@ static int side_greedy(side *s, const char *prompt, int steps, tokens *out)
         if (!rc) rc = hone_backend_forward(s->be, &seq, ids, n, logits, 0);
         if (!rc) rc = tokens_alloc(out, steps);
         for (int i = 0; !rc && i < steps; i++) {
-            int32_t next = (int32_t)argmax_f(logits, s->n_vocab);
+            int32_t next = (int32_t)hone_sampler_argmax(logits, s->n_vocab);
             if ((rc = tokens_push(out, s->piece[next], next, steps))) break;
             if (hone_tokenizer_is_eog(s->tok, next)) {
                 out->ends = 1;
@@ -423,14 +416,12 @@ static cmp compare(side *rs, const dist *p, side *cs, const dist *q, double *lp_
             double dl = fabs((double)p->logits[i] - (double)q->logits[i]);
             if (dl > c.max_abs || isnan(dl)) c.max_abs = dl;
         }
-        c.agree = argmax_f(p->logits, rs->n_vocab) == argmax_f(q->logits, cs->n_vocab);
+        c.agree = hone_sampler_argmax(p->logits, rs->n_vocab) == hone_sampler_argmax(q->logits, cs->n_vocab);
         if (c.kl < 0) c.kl = 0; /* rounding of an identical pair */
         return c;
     }
     /* over the keys the sparse side(s) name and both sides know, the rest lumped together */
     const dist *sp = q->logits ? p : q;
-    side *sp_side = q->logits ? rs : cs;
-    (void)sp_side;
     double mp = 0, mq = 0;
     for (int i = 0; i < sp->k; i++) {
         double a = lp_of(rs, p, lp_p, sp->key[i]), b = lp_of(cs, q, lp_q, sp->key[i]);
@@ -444,8 +435,8 @@ static cmp compare(side *rs, const dist *p, side *cs, const dist *q, double *lp_
     double rp = 1 - mp, rq = 1 - mq;
     if (rp > 1e-12) c.kl += rp * (log(rp) - log(rq > 1e-300 ? rq : 1e-300));
     if (c.kl < 0) c.kl = 0;
-    const char *tp = p->logits ? rs->piece[argmax_f(p->logits, rs->n_vocab)] : sparse_top(p);
-    const char *tq = q->logits ? cs->piece[argmax_f(q->logits, cs->n_vocab)] : sparse_top(q);
+    const char *tp = p->logits ? rs->piece[hone_sampler_argmax(p->logits, rs->n_vocab)] : sparse_top(p);
+    const char *tq = q->logits ? cs->piece[hone_sampler_argmax(q->logits, cs->n_vocab)] : sparse_top(q);
     c.agree = !strcmp(tp, tq);
     return c;
 }

@@ -358,9 +358,6 @@ static inline float hone_cpu_expf(float x)
     return (float)(y * sc);
 }
 
-/* e[i] = hone_cpu_expf(x[i]) for n values (16 at a time where AVX-512 is built in). */
-static inline void hone_cpu_expf_n(float *e, const float *x, int64_t n);
-
 /* One attention row: out[d] = sum_j softmax_j(scale * q . K_j) V_j[d] over keys j < n_kv of
  * the paged cache (kv head kvh). Scores are dot products in the lane order above; the softmax
  * normaliser is summed in double; V is accumulated in key order. Shared by attention_decode
@@ -894,6 +891,7 @@ static inline __m512 hone_cpu_expf16(__m512 v)
 }
 #endif
 
+/* e[i] = hone_cpu_expf(x[i]) for n values (16 at a time where AVX-512 is built in). */
 static inline void hone_cpu_expf_n(float *e, const float *x, int64_t n)
 {
     int64_t i = 0;
