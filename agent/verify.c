@@ -215,29 +215,35 @@ static cJSON *completion_request(side *s, const char *prompt, int max_tokens, in
 
 /* Greedy continuation of up to steps tokens (a file's ends with its end-of-generation token
  * when it chose one, out->ends set; an endpoint's replies do not show theirs). */
-static int side_greedy(side *s, const char *prompt, int steps, tokens *out)
+static int side_greedy(side *s, const char *prompt, int steps, tokens *out, float **rows_out)
 {
     memset(out, 0, sizeof *out);
+    if (rows_out) *rows_out = NULL;
     if (s->is_file) {
         int32_t *ids = NULL;
         int64_t n = 0;
         hone_kv_seq seq = {0};
-        float *logits = malloc((size_t)s->n_vocab * sizeof *logits);
+        /* rows_out: every step's logits kept, row i the distribution that chose token i (bitwise
+         * what a teacher-forced pass over the same tokens computes, so it need not be run) */
+        int64_t kept = rows_out ? steps : 1;
+        float *logits = malloc((size_t)(kept * s->n_vocab) * sizeof *logits), *row = logits;
         int rc = logits ? file_prompt(s, prompt, &ids, &n) : hone_error_set(HONE_ENOMEM, "out of memory");
-        if (!rc) rc = hone_backend_forward(s->be, &seq, ids, n, logits, 0);
+        if (!rc) rc = hone_backend_forward(s->be, &seq, ids, n, row, 0);
         if (!rc) rc = tokens_alloc(out, steps);
         for (int i = 0; !rc && i < steps; i++) {
-            int32_t next = (int32_t)hone_sampler_argmax(logits, s->n_vocab);
+            int32_t next = (int32_t)hone_sampler_argmax(row, s->n_vocab);
             if ((rc = tokens_push(out, s->piece[next], next, steps))) break;
             if (hone_tokenizer_is_eog(s->tok, next)) {
                 out->ends = 1;
                 break;
             }
-            if (i + 1 < steps) rc = hone_backend_forward(s->be, &seq, &next, 1, logits, 0);
+            if (rows_out) row += s->n_vocab;
+            if (i + 1 < steps) rc = hone_backend_forward(s->be, &seq, &next, 1, row, 0);
         }
         hone_backend_release(s->be, &seq);
         free(ids);
-        free(logits);
+        if (!rc && rows_out) *rows_out = logits;
+        else free(logits);
         return rc;
     }
     cJSON *req = completion_request(s, prompt, steps, 1, 0), *root = NULL, *lp = NULL;
@@ -570,7 +576,8 @@ static int verify_prompt(side *ref, side *cand, const prompt *pr, const hone_ver
     dist *dp = NULL, *dq = NULL;
     float *lgp = NULL, *lgq = NULL;
     cJSON *rootp = NULL, *rootq = NULL;
-    int rc = side_greedy(ref, pr->text, o->steps, &teach);
+    float *ref_rows = NULL; /* a file reference's own greedy logits: its teacher-forced rows */
+    int rc = side_greedy(ref, pr->text, o->steps, &teach, &ref_rows);
     /* an endpoint neither shows nor scores an end-of-generation token: leave it out there */
     int both_files = ref->is_file && cand->is_file;
     if (!rc && teach.ends && !both_files) {
@@ -580,6 +587,7 @@ static int verify_prompt(side *ref, side *cand, const prompt *pr, const hone_ver
     if (!rc && teach.n == 0) {
         if (!o->quiet) fprintf(stderr, "verify: prompt %s: the reference ends at once; skipped\n", pr->id);
         tokens_free(&teach);
+        free(ref_rows);
         return 0;
     }
     if (!rc) {
@@ -587,9 +595,15 @@ static int verify_prompt(side *ref, side *cand, const prompt *pr, const hone_ver
         dq = calloc((size_t)teach.n, sizeof *dq);
         if (!dp || !dq) rc = hone_error_set(HONE_ENOMEM, "out of memory");
     }
-    if (!rc) rc = side_forced(ref, pr->text, &teach, ref, dp, &lgp, &rootp, o->top_k);
+    if (!rc && ref_rows) {
+        for (int i = 0; i < teach.n; i++) dp[i].logits = ref_rows + (int64_t)i * ref->n_vocab;
+        lgp = ref_rows;
+        ref_rows = NULL;
+    } else if (!rc) {
+        rc = side_forced(ref, pr->text, &teach, ref, dp, &lgp, &rootp, o->top_k);
+    }
     if (!rc) rc = side_forced(cand, pr->text, &teach, ref, dq, &lgq, &rootq, o->top_k);
-    if (!rc) rc = side_greedy(cand, pr->text, o->steps, &free_run);
+    if (!rc) rc = side_greedy(cand, pr->text, o->steps, &free_run, NULL);
     if (!rc && free_run.ends && !both_files) free(free_run.piece[--free_run.n]);
     if (!rc) {
         cJSON *j = cJSON_CreateObject();
@@ -631,6 +645,7 @@ static int verify_prompt(side *ref, side *cand, const prompt *pr, const hone_ver
     free(dp);
     free(dq);
     free(lgp);
+    free(ref_rows);
     free(lgq);
     cJSON_Delete(rootp);
     cJSON_Delete(rootq);
