@@ -13,11 +13,15 @@
 
 #include "agent/llm.h"
 #include "agent/report.h"
+#include "agent/verify_tools.h"
 #include "candidates/kernel_loader.h"
 #include "engine/backend.h"
 #include "engine/error.h"
+#include "engine/chat.h"
 #include "engine/model.h"
 #include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "engine/server.h"
 #include "engine/tokenizer.h"
 #include "engine/utf8.h"
 
@@ -34,7 +38,12 @@ typedef struct {
     char **piece;         /* file: id -> its bytes as text (what an endpoint calls the token) */
     int32_t *slot;        /* file: open-addressing table piece -> id (lazily built) */
     int64_t n_slot;
-    hone_llm *llm;
+    hone_llm *llm;        /* endpoint: its client; file: the client of its loopback server, once
+                           * tool prompts need one (side_serve) */
+    hone_scheduler *sched;/* file, tool prompts: the side served in process */
+    hone_server *srv;
+    hone_chat_template tmpl;
+    int have_tmpl;
     char desc[256];
 } side;
 
@@ -69,6 +78,9 @@ static void side_free(side *s)
         for (int64_t i = 0; i < s->n_vocab; i++) free(s->piece[i]);
     free(s->piece);
     free(s->slot);
+    hone_server_free(s->srv); /* the server before the scheduler it submits to */
+    hone_scheduler_free(s->sched);
+    if (s->have_tmpl) hone_chat_clear(&s->tmpl);
     hone_backend_free(s->be);
     hone_kernel_loader_free(s->kl);
     hone_tokenizer_free(s->tok);
@@ -124,6 +136,35 @@ static int side_open(side *s, const char *src, const hone_verify_opts *o)
     }
     snprintf(s->desc, sizeof s->desc, "file %s (%s, %s)", src, hone_model_name(s->m), hone_backend_describe(s->be));
     return 0;
+}
+
+/* A file side's chat completions, for the tool prompts: the model served in process on a
+ * loopback port (engine/server.h: the chat template, the tool rendering and the tool-call
+ * parser `hone serve` runs), s->llm its client. The scheduler borrows s->be, so this comes
+ * after every direct use of it. */
+static int side_serve(side *s, const hone_verify_opts *o)
+{
+    if (!s->is_file || s->srv) return 0;
+    hone_scheduler_opts sco = HONE_SCHEDULER_OPTS_INIT;
+    hone_server_opts so = HONE_SERVER_OPTS_INIT;
+    so.port = 0;
+    so.model_id = "verify";
+    so.no_request_log = 1;
+    int rc = hone_chat_load(&s->tmpl, hone_model_gguf(s->m), s->tok);
+    if (rc) return rc;
+    s->have_tmpl = 1;
+    if ((rc = hone_scheduler_new(&s->sched, s->be, s->tok, &sco))) return rc;
+    so.n_ctx = hone_backend_n_ctx(s->be);
+    if ((rc = hone_server_new(&s->srv, s->sched, s->tok, &s->tmpl, &so))) return rc;
+    char url[96];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1", hone_server_port(s->srv));
+    hone_llm_opts lo = HONE_LLM_OPTS_INIT;
+    lo.url = url;
+    lo.model = so.model_id;
+    lo.api_key = "";
+    lo.max_retries = 0;
+    if (o->timeout_ms > 0) lo.timeout_ms = o->timeout_ms;
+    return hone_llm_new(&s->llm, &lo);
 }
 
 /* The id whose piece is text, or -1 (the first id when several decode alike). */
@@ -453,24 +494,48 @@ typedef struct {
     char *id, *set, *text;
 } prompt;
 
-static int read_prompts(const char *path, prompt **out, int *n, int max)
+/* The prompts of a JSONL file: text prompts ({"prompt"}) into *out, tool prompts ({"messages",
+ * "tools"}) into *tools; at most max lines of both (0: all). */
+static int read_prompts(const char *path, prompt **out, int *n, hone_verify_tool_prompt **tools, int *nt, int max)
 {
     *out = NULL;
     *n = 0;
+    *tools = NULL;
+    *nt = 0;
+    int cap_t = 0;
     FILE *f = fopen(path, "r");
     if (!f) return hone_error_set(HONE_EIO, "cannot open prompts %s: %s", path, strerror(errno));
     char *line = NULL;
     size_t cap = 0;
     int rc = 0, lineno = 0, cap_p = 0;
-    while (getline(&line, &cap, f) > 0 && (!max || *n < max)) {
+    while (getline(&line, &cap, f) > 0 && (!max || *n + *nt < max)) {
         lineno++;
         if (strspn(line, " \t\r\n") == strlen(line)) continue;
         cJSON *j = cJSON_Parse(line);
         cJSON *t = j ? cJSON_GetObjectItemCaseSensitive(j, "prompt") : NULL;
+        if (j && !t && cJSON_GetObjectItemCaseSensitive(j, "messages")) {
+            char where[4200];
+            snprintf(where, sizeof where, "%s:%d", path, lineno);
+            if (*nt == cap_t) {
+                cap_t = cap_t ? 2 * cap_t : 8;
+                hone_verify_tool_prompt *np = realloc(*tools, (size_t)cap_t * sizeof *np);
+                if (!np) {
+                    cJSON_Delete(j);
+                    rc = hone_error_set(HONE_ENOMEM, "out of memory");
+                    break;
+                }
+                *tools = np;
+            }
+            rc = hone_verify_tool_prompt_parse(&(*tools)[*nt], j, where);
+            cJSON_Delete(j);
+            if (rc) break;
+            (*nt)++;
+            continue;
+        }
         if (!cJSON_IsString(t) || !t->valuestring[0]) {
             cJSON_Delete(j);
             rc = hone_error_set(HONE_EFORMAT, "%s:%d: each line must be a JSON object with a non-empty \"prompt\" "
-                                "string", path, lineno);
+                                "string, or with \"messages\" and \"tools\" (a tool prompt)", path, lineno);
             break;
         }
         if (*n == cap_p) {
@@ -498,7 +563,7 @@ static int read_prompts(const char *path, prompt **out, int *n, int max)
     }
     free(line);
     fclose(f);
-    if (!rc && !*n) rc = hone_error_set(HONE_EFORMAT, "%s holds no prompts", path);
+    if (!rc && !*n && !*nt) rc = hone_error_set(HONE_EFORMAT, "%s holds no prompts", path);
     return rc;
 }
 
@@ -670,14 +735,16 @@ int hone_verify_run(cJSON **out, const hone_verify_opts *opts)
     if (!o.reference || !o.candidate) return hone_error_set(HONE_EINVAL, "--reference and --candidate are required");
     if (o.steps < 1 || o.steps > 4096) return hone_error_set(HONE_EINVAL, "--steps must be in [1, 4096]");
     if (o.top_k < 1 || o.top_k > 100) return hone_error_set(HONE_EINVAL, "--top-k must be in [1, 100]");
+    if (o.tool_tokens < 1 || o.tool_tokens > 4096) return hone_error_set(HONE_EINVAL, "--tool-tokens must be in [1, 4096]");
     const char *ppath = o.prompts ? o.prompts : HONE_SOURCE_DIR "/tools/data/verify.jsonl";
     prompt *pr = NULL;
-    int np = 0;
+    hone_verify_tool_prompt *tp = NULL;
+    int np = 0, nt = 0;
     side ref, cand;
     memset(&ref, 0, sizeof ref);
     memset(&cand, 0, sizeof cand);
     double *lp_p = NULL, *lp_q = NULL;
-    int rc = read_prompts(ppath, &pr, &np, o.max_prompts);
+    int rc = read_prompts(ppath, &pr, &np, &tp, &nt, o.max_prompts);
     if (!rc) rc = side_open(&ref, o.reference, &o);
     if (!rc) rc = side_open(&cand, o.candidate, &o);
     if (!rc && ref.is_file && cand.is_file && ref.n_vocab != cand.n_vocab)
@@ -688,7 +755,7 @@ int hone_verify_run(cJSON **out, const hone_verify_opts *opts)
         lp_q = malloc((size_t)(cand.n_vocab > 0 ? cand.n_vocab : 1) * sizeof *lp_q);
         if (!lp_p || !lp_q) rc = hone_error_set(HONE_ENOMEM, "out of memory");
     }
-    cJSON *root = cJSON_CreateObject(), *prompts = cJSON_CreateArray();
+    cJSON *root = cJSON_CreateObject(), *prompts = cJSON_CreateArray(), *tool_prompts = cJSON_CreateArray();
     for (int i = 0; !rc && i < np; i++) {
         if (!o.quiet) fprintf(stderr, "verify: prompt %d/%d (%s)\n", i + 1, np, pr[i].id);
         rc = verify_prompt(&ref, &cand, &pr[i], &o, lp_p, lp_q, prompts);
@@ -697,6 +764,10 @@ int hone_verify_run(cJSON **out, const hone_verify_opts *opts)
             snprintf(msg, sizeof msg, "%s", hone_error_last());
             hone_error_set(rc, "prompt %s: %s", pr[i].id, msg);
         }
+    }
+    if (!rc && nt) { /* the agentic checks, each side as an endpoint (a file served in process) */
+        if (!(rc = side_serve(&ref, &o)) && !(rc = side_serve(&cand, &o)))
+            rc = hone_verify_tools_run(tool_prompts, ref.llm, cand.llm, tp, nt, o.tool_tokens, o.quiet);
     }
     if (!rc) {
         cJSON_AddItemToObject(root, "reference", side_json(&ref));
@@ -738,16 +809,26 @@ int hone_verify_run(cJSON **out, const hone_verify_opts *opts)
         }
         cJSON_AddItemToObject(root, "prompts", prompts);
         prompts = NULL;
+        if (nt) {
+            cJSON *tools = cJSON_AddObjectToObject(root, "tools");
+            cJSON_AddNumberToObject(tools, "max_tokens", o.tool_tokens);
+            cJSON_AddItemToObject(tools, "summary", hone_verify_tools_summarise(tool_prompts));
+            cJSON_AddItemToObject(tools, "prompts", tool_prompts);
+            tool_prompts = NULL;
+        }
         *out = root;
         root = NULL;
     }
     cJSON_Delete(prompts);
+    cJSON_Delete(tool_prompts);
     cJSON_Delete(root);
     free(lp_p);
     free(lp_q);
     side_free(&ref);
     side_free(&cand);
     prompts_free(pr, np);
+    for (int i = 0; i < nt; i++) hone_verify_tool_prompt_clear(&tp[i]);
+    free(tp);
     return rc;
 }
 
@@ -757,6 +838,29 @@ static double jnum(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsNumber(v) ? v->valuedouble : NAN;
+}
+
+/* A rate as a percentage, "-" when it is null (no calls to rate). */
+static void fmt_rate(char *buf, size_t n, const cJSON *v)
+{
+    if (cJSON_IsNumber(v)) snprintf(buf, n, "%.1f%%", 100 * v->valuedouble);
+    else snprintf(buf, n, "-");
+}
+
+/* The tool summary's rates as text: schema-valid (reference, candidate), name and argument
+ * agreement. */
+typedef struct {
+    char vr[16], vc[16], na[16], aa[16];
+} tool_rates;
+
+static tool_rates tool_rates_of(const cJSON *ts)
+{
+    tool_rates t;
+    fmt_rate(t.vr, sizeof t.vr, cJSON_GetObjectItemCaseSensitive(ts, "schema_valid_reference"));
+    fmt_rate(t.vc, sizeof t.vc, cJSON_GetObjectItemCaseSensitive(ts, "schema_valid_candidate"));
+    fmt_rate(t.na, sizeof t.na, cJSON_GetObjectItemCaseSensitive(ts, "name_agreement"));
+    fmt_rate(t.aa, sizeof t.aa, cJSON_GetObjectItemCaseSensitive(ts, "arguments_agreement"));
+    return t;
 }
 
 static void print_row(FILE *f, const char *name, const cJSON *s)
@@ -785,6 +889,23 @@ void hone_verify_print(FILE *f, const cJSON *r)
     fprintf(f, "\np: the per-step flip rate (teacher-forced top-1 disagreement); ^n: (1-p)^n, the chance an n-step "
             "task survives every step;\nidentical: prompts whose free-running greedy outputs agree for all steps; "
             "1st div: the median first step where they differ.\n");
+    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "tools"), "summary");
+    if (!ts) return;
+    tool_rates tr = tool_rates_of(ts);
+    fprintf(f, "\ntool calls (%.0f prompts; the reference's trigger as the truth):\n"
+            "  tp %.0f  fp %.0f  fn %.0f  tn %.0f   precision %.3f  recall %.3f  F1 %.3f\n"
+            "  where both call: same tools %s, same arguments %s\n"
+            "  schema-valid arguments: reference %s, candidate %s\n",
+            jnum(ts, "prompts"), jnum(ts, "tp"), jnum(ts, "fp"), jnum(ts, "fn"), jnum(ts, "tn"),
+            jnum(ts, "precision"), jnum(ts, "recall"), jnum(ts, "f1"), tr.na, tr.aa, tr.vr, tr.vc);
+    const char *sides[] = {"reference", "candidate"};
+    for (int k = 0; k < 2 && jnum(ts, "labelled") > 0; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "%s_vs_label", sides[k]);
+        const cJSON *l = cJSON_GetObjectItemCaseSensitive(ts, key);
+        fprintf(f, "  %s against the %.0f labels: precision %.3f  recall %.3f  F1 %.3f\n", sides[k],
+                jnum(ts, "labelled"), jnum(l, "precision"), jnum(l, "recall"), jnum(l, "f1"));
+    }
 }
 
 static const char charts_gp[] =
@@ -802,6 +923,43 @@ static const char charts_gp[] =
     "set xlabel 'steps n'\nset ylabel 'P(no flip in n steps)'\n"
     "plot 'survival.dat' using 1:2 with lines title 'model: (1 - p)^n', "
     "'survival.dat' using 1:3 with linespoints title 'measured (free-running greedy)'\n";
+
+/* The page's tool-call section: the summary, then each prompt's calls on both sides. */
+static void tools_html(FILE *f, const cJSON *tools)
+{
+    const cJSON *ts = cJSON_GetObjectItemCaseSensitive(tools, "summary");
+    if (!ts) return;
+    tool_rates tr = tool_rates_of(ts);
+    fprintf(f, "<h2>Tool calls</h2>\n<table>\n<tr><th>prompts</th><th>tp</th><th>fp</th><th>fn</th><th>tn</th>"
+            "<th>precision</th><th>recall</th><th>F1</th><th>same tools</th><th>same arguments</th>"
+            "<th>schema-valid (reference)</th><th>schema-valid (candidate)</th></tr>\n<tr><td class=n>%.0f</td>"
+            "<td class=n>%.0f</td><td class=n>%.0f</td><td class=n>%.0f</td><td class=n>%.0f</td><td class=n>%.3f</td>"
+            "<td class=n>%.3f</td><td class=n>%.3f</td><td class=n>%s</td><td class=n>%s</td><td class=n>%s</td>"
+            "<td class=n>%s</td></tr>\n</table>\n", jnum(ts, "prompts"), jnum(ts, "tp"), jnum(ts, "fp"), jnum(ts, "fn"),
+            jnum(ts, "tn"), jnum(ts, "precision"), jnum(ts, "recall"), jnum(ts, "f1"), tr.na, tr.aa, tr.vr, tr.vc);
+    fputs("<table>\n<tr><th>id</th><th>reference</th><th>candidate</th></tr>\n", f);
+    const cJSON *p;
+    cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(tools, "prompts")) {
+        fputs("<tr><td>", f);
+        hone_report_escape(f, cJSON_GetObjectItemCaseSensitive(p, "id")->valuestring);
+        const char *sides[] = {"reference", "candidate"};
+        for (int k = 0; k < 2; k++) {
+            fputs("</td><td>", f);
+            const cJSON *sd = cJSON_GetObjectItemCaseSensitive(p, sides[k]), *c;
+            const cJSON *content = cJSON_GetObjectItemCaseSensitive(sd, "content");
+            cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(sd, "calls")) {
+                const cJSON *ok = cJSON_GetObjectItemCaseSensitive(c, "schema_valid");
+                hone_report_escape(f, cJSON_GetObjectItemCaseSensitive(c, "name")->valuestring);
+                fputc('(', f);
+                hone_report_escape(f, cJSON_GetObjectItemCaseSensitive(c, "arguments")->valuestring);
+                fprintf(f, ") %s<br>", cJSON_IsTrue(ok) ? "&#10003;" : cJSON_IsFalse(ok) ? "&#10007; invalid" : "?");
+            }
+            if (cJSON_IsString(content)) hone_report_escape(f, content->valuestring);
+        }
+        fputs("</td></tr>\n", f);
+    }
+    fputs("</table>\n", f);
+}
 
 int hone_verify_report(const char *dir, const cJSON *r, const char *gnuplot, int *charts, char *note, size_t cap)
 {
@@ -903,7 +1061,9 @@ int hone_verify_report(const char *dir, const cJSON *r, const char *gnuplot, int
         hone_report_escape(f, cJSON_IsString(t) ? t->valuestring : "");
         fputs("</td></tr>\n", f);
     }
-    fputs("</table>\n</body></html>\n", f);
+    fputs("</table>\n", f);
+    tools_html(f, cJSON_GetObjectItemCaseSensitive(r, "tools"));
+    fputs("</body></html>\n", f);
     if (fclose(f)) return hone_error_set(HONE_EIO, "cannot write %s: %s", path, strerror(errno));
     return 0;
 }

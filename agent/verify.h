@@ -12,7 +12,13 @@
  *
  * The per-step flip rate p is the teacher-forced top-1 disagreement rate; a task of n steps
  * survives every step with (1-p)^n (reported for n = 20, 50, 100), and the measured survival
- * (the fraction of prompts whose free-running outputs still agree after n steps) sits beside it. */
+ * (the fraction of prompts whose free-running outputs still agree after n steps) sits beside it.
+ *
+ * Prompt lines with "messages" and "tools" instead of "prompt" are the agentic checks
+ * (agent/verify_tools.h): chat completions with tools on both sides, the candidate's tool-call
+ * trigger scored against the reference's (precision, recall, F1), names and arguments compared,
+ * each side's arguments validated against the tool's schema. A file side answers them through
+ * an in-process server on a loopback port, the chat path of `hone serve`. */
 #ifndef HONE_VERIFY_H
 #define HONE_VERIFY_H
 
@@ -22,7 +28,9 @@ struct cJSON;
 
 typedef struct {
     const char *reference, *candidate; /* a GGUF path, or an http(s):// base URL ("/v1") */
-    const char *prompts;    /* JSONL ({"prompt": "...", "set": "...", "id": "..."} per line);
+    const char *prompts;    /* JSONL ({"prompt": "...", "set": "...", "id": "..."} per line, or a tool
+                             * prompt: {"messages": [...], "tools": [...], "tool_choice"?, "expect"?:
+                             * "call" | "answer", "set"?, "id"?});
                              * NULL: the shipped set (tools/data/verify.jsonl) */
     int steps;              /* tokens of continuation per prompt; default 32 */
     int top_k;              /* top_logprobs asked of endpoints; default 20 (OpenAI's limit) */
@@ -33,16 +41,18 @@ typedef struct {
     const char *model;      /* endpoints' "model"; NULL: the first of the endpoint's /models */
     long timeout_ms;        /* per endpoint request; <= 0: 120 s */
     int quiet;              /* no progress lines on stderr */
+    int tool_tokens;        /* tool prompts: max_tokens of each chat completion; default 96 */
 } hone_verify_opts;
 
-#define HONE_VERIFY_OPTS_INIT {.steps = 32, .top_k = 20}
+#define HONE_VERIFY_OPTS_INIT {.steps = 32, .top_k = 20, .tool_tokens = 96}
 
 /* Runs the comparison and returns its JSON (caller deletes): "reference" and "candidate"
  * (source, kind, description), "exact" (both files: full distributions), "summary" and
  * "sets" (per prompt set: positions, kl_mean, kl_max, top1_agreement, max_abs_dlogit,
  * flip_rate, survival_model {20,50,100}, greedy_identical, first_divergence_median),
  * "kl_per_position" and "greedy_survival" (per step), and "prompts" (per prompt: kl and
- * top1 per position, first_divergence (-1: none within steps)).
+ * top1 per position, first_divergence (-1: none within steps)); with tool prompts, "tools"
+ * (max_tokens, summary: hone_verify_tools_summarise, prompts: each side's calls).
  * Errors: unreadable models or prompts, an endpoint that is unreachable or returns no
  * logprobs, continuations the candidate tokenizes differently (named with the position). */
 int hone_verify_run(struct cJSON **out, const hone_verify_opts *o);

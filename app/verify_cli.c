@@ -14,12 +14,16 @@
 static const char usage_text[] =
     "usage: hone verify --reference R --candidate C [--prompts FILE.jsonl] [--steps N] [--top-k K]\n"
     "                   [--max-prompts N] [--json FILE] [--report DIR] [-t THREADS] [--kernels DIR]\n"
-    "                   [--model NAME] [--api-key KEY] [--timeout-ms MS] [--quiet]\n"
+    "                   [--model NAME] [--api-key KEY] [--timeout-ms MS] [--tool-tokens N] [--quiet]\n"
     "  R, C: a GGUF file (run in process on the CPU) or an OpenAI-compatible base URL\n"
     "        (http://HOST:PORT/v1; its /v1/completions with logprobs and echo)\n"
     "  --prompts: JSONL, one {\"prompt\": \"...\", \"set\": \"...\", \"id\": \"...\"} per line\n"
-    "             (default: the shipped set, tools/data/verify.jsonl)\n"
-    "  --steps: continuation tokens per prompt (default 32); --top-k: endpoint logprobs (20)\n";
+    "             (default: the shipped set, tools/data/verify.jsonl); a line with \"messages\" and\n"
+    "             \"tools\" (and optionally \"tool_choice\", \"expect\": \"call\" | \"answer\") is a tool\n"
+    "             prompt: both sides' chat completions compared on tool-call trigger P/R/F1,\n"
+    "             names, arguments and schema-valid arguments (a file side served on loopback)\n"
+    "  --steps: continuation tokens per prompt (default 32); --top-k: endpoint logprobs (20);\n"
+    "  --tool-tokens: max_tokens of each tool prompt's chat completion (96)\n";
 
 static int int_arg(const char *flag, const char *v, long lo, long hi, long *out)
 {
@@ -59,6 +63,7 @@ int hone_cli_verify(int argc, char **argv)
         else if (!strcmp(a, "--api-key")) o.api_key = v;
         else if (!strcmp(a, "--steps")) rc = int_arg(a, v, 1, 4096, &x), o.steps = (int)x;
         else if (!strcmp(a, "--top-k")) rc = int_arg(a, v, 1, 100, &x), o.top_k = (int)x;
+        else if (!strcmp(a, "--tool-tokens")) rc = int_arg(a, v, 1, 4096, &x), o.tool_tokens = (int)x;
         else if (!strcmp(a, "--max-prompts")) rc = int_arg(a, v, 0, 1 << 20, &x), o.max_prompts = (int)x;
         else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) rc = int_arg(a, v, 0, 1024, &x), o.n_threads = (int)x;
         else if (!strcmp(a, "--timeout-ms")) rc = int_arg(a, v, 1, 86400000, &x), o.timeout_ms = x;

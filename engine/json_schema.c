@@ -3,9 +3,13 @@
 #include "json_schema.h"
 
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #include "error.h"
 
@@ -525,24 +529,27 @@ static int value_types(const cJSON *v)
     if (cJSON_IsObject(v)) return T_OBJ;
     if (cJSON_IsArray(v)) return T_ARR;
     if (cJSON_IsString(v)) return T_STR;
-    if (cJSON_IsNumber(v)) return v->valuedouble == (double)(long long)v->valuedouble ? T_NUM | T_INT : T_NUM;
+    if (cJSON_IsNumber(v)) return isfinite(v->valuedouble) && v->valuedouble == floor(v->valuedouble) ? T_NUM | T_INT : T_NUM;
     if (cJSON_IsBool(v)) return T_BOOL;
     return T_NULL;
 }
 
-static const cJSON *resolve(jsc *c, const char *ref)
+/* The schema a $ref names in root: #, #/$defs/NAME or #/definitions/NAME; NULL otherwise. */
+static const cJSON *resolve_in(const cJSON *root, const char *ref)
 {
-    if (!strcmp(ref, "#")) return c->root;
+    if (!strcmp(ref, "#")) return root;
     const char *pre[] = {"#/$defs/", "#/definitions/"};
     for (int i = 0; i < 2; i++) {
         size_t n = strlen(pre[i]);
         if (!strncmp(ref, pre[i], n)) {
-            const cJSON *defs = cJSON_GetObjectItemCaseSensitive(c->root, i ? "definitions" : "$defs");
+            const cJSON *defs = cJSON_GetObjectItemCaseSensitive(root, i ? "definitions" : "$defs");
             return defs ? cJSON_GetObjectItemCaseSensitive(defs, ref + n) : NULL;
         }
     }
     return NULL;
 }
+
+static const cJSON *resolve(jsc *c, const char *ref) { return resolve_in(c->root, ref); }
 
 /* The types a schema admits (T_ALL when it cannot tell). */
 static int schema_types(jsc *c, const cJSON *s, int depth)
@@ -819,5 +826,283 @@ int hone_json_schema_compile(hone_grammar **out, const cJSON *schema, const hone
         return rc;
     }
     *out = c.g;
+    return 0;
+}
+
+/* ---- validation (hone_json_schema_validate) ---------------------------------------------------- */
+
+typedef struct {
+    const cJSON *root;
+    char *why;
+    size_t cap;
+    int depth;
+} jsv;
+
+static int validate(jsv *v, const cJSON *s, const cJSON *x, const char *path);
+
+/* Records the first failure and returns 0 (invalid). */
+static int fail_at(jsv *v, const char *path, const char *what)
+{
+    if (v->why && v->cap && !v->why[0]) snprintf(v->why, v->cap, "%s: %s", path, what);
+    return 0;
+}
+
+static int is_validation_only(const char *k)
+{
+    static const char *const kw[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+                                     "pattern", "minProperties", "maxProperties", "uniqueItems", "format", NULL};
+    for (int i = 0; kw[i]; i++)
+        if (!strcmp(k, kw[i])) return 1;
+    return 0;
+}
+
+static int get_num(const cJSON *s, const char *k, double *out, const char *path)
+{
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(s, k);
+    if (!n) return 0;
+    if (!cJSON_IsNumber(n))
+        return hone_error_set(HONE_EUNSUPPORTED, "json_schema: '%s' must be a number (at %s)", k, path);
+    *out = n->valuedouble;
+    return 1;
+}
+
+/* Code points of a UTF-8 string (what minLength / maxLength count). */
+static long utf8_len(const char *s)
+{
+    long n = 0;
+    for (; *s; s++) n += ((unsigned char)*s & 0xC0) != 0x80;
+    return n;
+}
+
+static int pattern_matches(const char *pat, const char *str, const char *path)
+{
+    int err;
+    PCRE2_SIZE off;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF, &err, &off, NULL);
+    if (!re) return hone_error_set(HONE_EUNSUPPORTED, "json_schema: 'pattern' '%.80s' does not compile (at %s)", pat, path);
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    int rc = md ? pcre2_match(re, (PCRE2_SPTR)str, strlen(str), 0, 0, md, NULL) : PCRE2_ERROR_NOMEMORY;
+    pcre2_match_data_free(md);
+    pcre2_code_free(re);
+    if (rc == PCRE2_ERROR_NOMEMORY) return hone_error_set(HONE_ENOMEM, "out of memory");
+    return rc >= 0;
+}
+
+#define VTRY(x) do { int r_ = (x); if (r_ <= 0) return r_; } while (0)
+
+static int validate_object(jsv *v, const cJSON *s, const cJSON *x, const char *path)
+{
+    char sub[512], msg[160];
+    const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
+    const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
+    const cJSON *add = cJSON_GetObjectItemCaseSensitive(s, "additionalProperties");
+    if (props && !cJSON_IsObject(props))
+        return hone_error_set(HONE_EINVAL, "json_schema: 'properties' must be an object (at %s)", path);
+    if (req && !cJSON_IsArray(req))
+        return hone_error_set(HONE_EINVAL, "json_schema: 'required' must be an array (at %s)", path);
+    const cJSON *k;
+    cJSON_ArrayForEach(k, req) {
+        if (!cJSON_IsString(k)) return hone_error_set(HONE_EINVAL, "json_schema: 'required' lists a non-string (at %s)", path);
+        if (!cJSON_GetObjectItemCaseSensitive(x, k->valuestring)) {
+            snprintf(msg, sizeof msg, "the required property '%.100s' is missing", k->valuestring);
+            return fail_at(v, path, msg);
+        }
+    }
+    int n = 0;
+    cJSON_ArrayForEach(k, x) {
+        n++;
+        /* a duplicate key: cJSON finds the first, so the second would never be checked */
+        if (cJSON_GetObjectItemCaseSensitive(x, k->string) != k) {
+            snprintf(msg, sizeof msg, "the property '%.100s' appears twice", k->string);
+            return fail_at(v, path, msg);
+        }
+        snprintf(sub, sizeof sub, "%s/%s", path, k->string);
+        const cJSON *ps = props ? cJSON_GetObjectItemCaseSensitive(props, k->string) : NULL;
+        if (ps) {
+            VTRY(validate(v, ps, k, sub));
+        } else if (cJSON_IsFalse(add)) {
+            snprintf(msg, sizeof msg, "the property '%.100s' is not allowed", k->string);
+            return fail_at(v, path, msg);
+        } else if (add && !cJSON_IsTrue(add)) {
+            VTRY(validate(v, add, k, sub));
+        }
+    }
+    double lim;
+    int has;
+    if ((has = get_num(s, "minProperties", &lim, path)) < 0) return has;
+    if (has && n < lim) return fail_at(v, path, "fewer properties than minProperties");
+    if ((has = get_num(s, "maxProperties", &lim, path)) < 0) return has;
+    if (has && n > lim) return fail_at(v, path, "more properties than maxProperties");
+    return 1;
+}
+
+static int validate_array(jsv *v, const cJSON *s, const cJSON *x, const char *path)
+{
+    char sub[512];
+    const cJSON *items = cJSON_GetObjectItemCaseSensitive(s, "items");
+    if (cJSON_IsArray(items)) return hone_error_set(HONE_EUNSUPPORTED, "json_schema: 'items' as a list of schemas (at %s)", path);
+    int n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, x) {
+        if (items) {
+            snprintf(sub, sizeof sub, "%s/%d", path, n);
+            VTRY(validate(v, items, e, sub));
+        }
+        n++;
+    }
+    double lim;
+    int has;
+    if ((has = get_num(s, "minItems", &lim, path)) < 0) return has;
+    if (has && n < lim) return fail_at(v, path, "fewer items than minItems");
+    if ((has = get_num(s, "maxItems", &lim, path)) < 0) return has;
+    if (has && n > lim) return fail_at(v, path, "more items than maxItems");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "uniqueItems")))
+        for (const cJSON *a = x->child; a; a = a->next)
+            for (const cJSON *b = a->next; b; b = b->next)
+                if (cJSON_Compare(a, b, 1)) return fail_at(v, path, "items are not unique");
+    return 1;
+}
+
+static int validate_string(jsv *v, const cJSON *s, const cJSON *x, const char *path)
+{
+    double lim;
+    int has;
+    long len = utf8_len(x->valuestring);
+    if ((has = get_num(s, "minLength", &lim, path)) < 0) return has;
+    if (has && len < lim) return fail_at(v, path, "shorter than minLength");
+    if ((has = get_num(s, "maxLength", &lim, path)) < 0) return has;
+    if (has && len > lim) return fail_at(v, path, "longer than maxLength");
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(s, "pattern");
+    if (pat) {
+        if (!cJSON_IsString(pat)) return hone_error_set(HONE_EINVAL, "json_schema: 'pattern' must be a string (at %s)", path);
+        int m = pattern_matches(pat->valuestring, x->valuestring, path);
+        if (m < 0) return m;
+        if (!m) return fail_at(v, path, "does not match 'pattern'");
+    }
+    return 1;
+}
+
+static int validate_number(jsv *v, const cJSON *s, const cJSON *x, const char *path)
+{
+    static const char *const k[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
+    double d = x->valuedouble;
+    for (int i = 0; i < 5; i++) {
+        double lim;
+        int has = get_num(s, k[i], &lim, path);
+        if (has < 0) return has;
+        if (!has) continue;
+        int ok = i == 0 ? d >= lim : i == 1 ? d <= lim : i == 2 ? d > lim : i == 3 ? d < lim
+               : lim > 0 && fabs(d / lim - nearbyint(d / lim)) < 1e-9;
+        if (!ok) {
+            char msg[96];
+            snprintf(msg, sizeof msg, "%.17g breaks '%s' %.17g", d, k[i], lim);
+            return fail_at(v, path, msg);
+        }
+    }
+    return 1;
+}
+
+static int validate_body(jsv *v, const cJSON *s, const cJSON *x, const char *path)
+{
+    char sub[512], msg[160];
+    if (cJSON_IsTrue(s)) return 1;
+    if (cJSON_IsFalse(s)) return fail_at(v, path, "the schema false admits nothing");
+    if (!cJSON_IsObject(s))
+        return hone_error_set(HONE_EINVAL, "json_schema: a schema must be an object or a boolean (at %s)", path);
+    const cJSON *k;
+    cJSON_ArrayForEach(k, s)
+        if (!is_known(k->string) && !is_validation_only(k->string)) {
+            snprintf(msg, sizeof msg, "the keyword '%.100s'", k->string);
+            return unsupported(msg, path);
+        }
+    const cJSON *ref = cJSON_GetObjectItemCaseSensitive(s, "$ref");
+    if (ref) {
+        const cJSON *t = cJSON_IsString(ref) ? resolve_in(v->root, ref->valuestring) : NULL;
+        if (!t) {
+            snprintf(msg, sizeof msg, "'$ref' %.120s (only #, #/$defs/NAME, #/definitions/NAME)",
+                     cJSON_IsString(ref) ? ref->valuestring : "(not a string)");
+            return unsupported(msg, path);
+        }
+        VTRY(validate(v, t, x, path));
+    }
+    const cJSON *all = cJSON_GetObjectItemCaseSensitive(s, "allOf");
+    const cJSON *any = cJSON_GetObjectItemCaseSensitive(s, "anyOf");
+    const cJSON *one = cJSON_GetObjectItemCaseSensitive(s, "oneOf");
+    const cJSON *lists[] = {all, any, one};
+    const char *names[] = {"allOf", "anyOf", "oneOf"};
+    for (int l = 0; l < 3; l++) {
+        if (!lists[l]) continue;
+        if (!cJSON_IsArray(lists[l]) || !cJSON_GetArraySize(lists[l]))
+            return hone_error_set(HONE_EINVAL, "json_schema: '%s' must be a non-empty array (at %s)", names[l], path);
+        int i = 0, matched = 0;
+        const cJSON *b;
+        cJSON_ArrayForEach(b, lists[l]) {
+            snprintf(sub, sizeof sub, "%s/%s/%d", path, names[l], i++);
+            char *why = v->why; /* a failing branch of anyOf / oneOf is not the failure */
+            if (l) v->why = NULL;
+            int r = validate(v, b, x, l ? path : sub);
+            v->why = why;
+            if (r < 0) return r;
+            if (l == 0 && !r) return 0;
+            matched += r;
+        }
+        if (l == 1 && !matched) return fail_at(v, path, "matches no branch of 'anyOf'");
+        if (l == 2 && matched != 1)
+            return fail_at(v, path, matched ? "matches more than one branch of 'oneOf'" : "matches no branch of 'oneOf'");
+    }
+    const cJSON *cst = cJSON_GetObjectItemCaseSensitive(s, "const");
+    if (cst && !cJSON_Compare(cst, x, 1)) return fail_at(v, path, "is not the 'const' value");
+    const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "enum");
+    if (en) {
+        if (!cJSON_IsArray(en)) return hone_error_set(HONE_EINVAL, "json_schema: 'enum' must be an array (at %s)", path);
+        int found = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, en) found |= cJSON_Compare(e, x, 1);
+        if (!found) return fail_at(v, path, "is not one of the 'enum' values");
+    }
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "type");
+    if (t) {
+        int bits = 0;
+        if (cJSON_IsString(t)) bits = type_bit(t->valuestring);
+        else if (cJSON_IsArray(t)) {
+            const cJSON *e;
+            cJSON_ArrayForEach(e, t) bits |= cJSON_IsString(e) ? type_bit(e->valuestring) : 0;
+        }
+        if (!bits) return hone_error_set(HONE_EINVAL, "json_schema: 'type' names no known type (at %s)", path);
+        if (!(value_types(x) & bits)) {
+            char *txt = cJSON_PrintUnformatted(x);
+            snprintf(msg, sizeof msg, "%.60s is not of type %.60s", txt ? txt : "the value",
+                     cJSON_IsString(t) ? t->valuestring : "any listed");
+            free(txt);
+            return fail_at(v, path, msg);
+        }
+    }
+    if (cJSON_IsObject(x)) return validate_object(v, s, x, path);
+    if (cJSON_IsArray(x)) return validate_array(v, s, x, path);
+    if (cJSON_IsString(x)) return validate_string(v, s, x, path);
+    if (cJSON_IsNumber(x)) return validate_number(v, s, x, path);
+    return 1;
+}
+
+static int validate(jsv *v, const cJSON *s, const cJSON *x, const char *path)
+{
+    if (++v->depth > MAX_DEPTH) return unsupported("nesting deeper than 64 schemas", path);
+    int r = validate_body(v, s, x, path);
+    v->depth--;
+    return r;
+}
+
+int hone_json_schema_validate(int *valid, const cJSON *schema, const cJSON *value, char *why, size_t cap)
+{
+    static const char any_object[] = "{\"type\":\"object\"}";
+    *valid = 0;
+    if (why && cap) why[0] = 0;
+    if (!value) return hone_error_set(HONE_EINVAL, "json_schema: no value to validate");
+    cJSON *dflt = schema ? NULL : cJSON_Parse(any_object);
+    jsv v = {.root = schema ? schema : dflt, .why = why, .cap = cap};
+    int r = v.root ? validate(&v, v.root, value, "#") : hone_error_set(HONE_ENOMEM, "out of memory");
+    cJSON_Delete(dflt);
+    if (r < 0) return r;
+    *valid = r;
     return 0;
 }

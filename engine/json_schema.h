@@ -16,6 +16,8 @@
 #ifndef HONE_JSON_SCHEMA_H
 #define HONE_JSON_SCHEMA_H
 
+#include <stddef.h>
+
 #include "grammar.h"
 
 struct cJSON;
@@ -31,5 +33,20 @@ typedef struct {
  * finished grammar; the caller frees *out. */
 int hone_json_schema_compile(hone_grammar **out, const struct cJSON *schema,
                              const hone_json_schema_opts *opts);
+
+/* Validates value against schema (NULL: any JSON object) without a grammar: what `hone verify`
+ * asks of a tool call's arguments, whatever their key order or spacing. *valid is 1 or 0; on
+ * 0, why (cap bytes, may be NULL) names the first failure and where ("#/city: expected a
+ * string"). The keywords are the compiler's (above) plus those that only validate: minimum,
+ * maximum, exclusiveMinimum, exclusiveMaximum (numbers), multipleOf, pattern (PCRE2, unanchored
+ * as JSON Schema says), minProperties, maxProperties, uniqueItems; format is an annotation (as
+ * 2020-12 has it by default); $ref may sit beside other keywords; allOf takes any number of
+ * schemas and oneOf any branches. Another keyword, or a malformed schema, is an error
+ * (HONE_EUNSUPPORTED / HONE_EINVAL naming it), not a verdict.
+ * Example: schema {"type":"object","required":["city"],"properties":{"city":{"type":"string"}}}
+ * and value {"unit":"C","city":"Paris"} -> 0, *valid 1; {"city":3} -> 0, *valid 0,
+ * why "#/city: 3 is not of type string". */
+int hone_json_schema_validate(int *valid, const struct cJSON *schema, const struct cJSON *value, char *why,
+                              size_t cap);
 
 #endif

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
@@ -2276,12 +2277,15 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     const char *how = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (client gone)";
     int quiet = (cc->route == R_HEALTH || cc->route == R_METRICS) && cc->status == 200 && !*how;
     const char *level = cc->status >= 500 || *how ? "warn" : "info";
-    if (cc->n_choices && cc->reqs[0])
+    if (s->o.no_request_log && !strcmp(level, "info")) quiet = 1;
+    if (quiet) {
+        /* nothing to log */
+    } else if (cc->n_choices && cc->reqs[0])
         log_line(level, "request %s %s %s %d %.3fs prompt=%lld completion=%lld cached=%lld finish=%s%s",
                  cc->rid, cc->method, route_path[cc->route], cc->status, now_s() - cc->t0,
                  (long long)prompt, (long long)completion, (long long)cached,
                  fin == HONE_FINISH_ERROR ? "error" : finish_name(fin), how);
-    else if (!quiet)
+    else
         log_line(level, "request %s %s %s %d %.3fs%s", cc->rid, cc->method,
                  cc->route == R_OTHER ? "(other)" : route_path[cc->route], cc->status, now_s() - cc->t0, how);
     pthread_mutex_lock(&s->mu);
@@ -2394,7 +2398,12 @@ int hone_server_new(hone_server **out, hone_scheduler *sched, const hone_tokeniz
     set_model_label(s);
     snprintf(s->load_stage, sizeof s->load_stage, "starting");
     atomic_init(&s->ready, sched != NULL);
-    atomic_init(&s->next_id, (unsigned long long)time(NULL));
+    /* ids (requests, tool calls, default seeds) from a random start: replicas, restarts and
+     * two servers of one process started in the same second must not repeat each other's */
+    unsigned long long id0 = 0;
+    if (getrandom(&id0, sizeof id0, 0) != (ssize_t)sizeof id0)
+        id0 = (unsigned long long)time(NULL) ^ ((unsigned long long)getpid() << 32) ^ (uintptr_t)s;
+    atomic_init(&s->next_id, id0);
     pthread_mutex_init(&s->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);

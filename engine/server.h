@@ -35,9 +35,12 @@ typedef struct {
      * origins ("https://a.example,http://localhost:3000") that get Access-Control-Allow-Origin */
     const char *cors_origins;
     hone_pooling pooling;    /* /v1/embeddings: the model's pooling (NONE: mean) */
+    int no_request_log;      /* 1: no line per request (a server embedded in a command, such as
+                              * hone verify's; warnings are still logged) */
 } hone_server_opts;
 
-#define HONE_SERVER_OPTS_INIT {"127.0.0.1", 8080, NULL, 0, (size_t)1 << 20, "hone", 0, NULL, NULL, NULL, 0, NULL, NULL, NULL, 0, NULL, HONE_POOLING_NONE}
+#define HONE_SERVER_OPTS_INIT \
+    {.host = "127.0.0.1", .port = 8080, .max_body = (size_t)1 << 20, .model_id = "hone", .pooling = HONE_POOLING_NONE}
 
 typedef struct hone_server hone_server;
 

@@ -15,6 +15,11 @@
    precision of the f32 logprobs the API reports (< 1e-10), top-1 agreement 100%, p = 0, every
    free-running output identical.
 4. Bad input: an unreachable endpoint and a prompts file that is not JSONL are clear errors.
+5. Agentic checks (tool prompts): SmolLM2's file against its own server: trigger F1 1, the same
+   tools and arguments wherever both call, the same schema-valid rate; against a scripted chat
+   endpoint that forwards to that server and then drops one call, corrupts one call's
+   arguments and adds a call where the reference answered: tp/fp/fn/tn, precision, recall, F1,
+   name and argument agreement and the schema-valid rates are exactly what the edits imply.
 Exit 77 without the hone binary or SmolLM2."""
 import http.server
 import json
@@ -107,6 +112,21 @@ def log_softmax(x):
     return x - (m + math.log(np.exp(x - m).sum()))
 
 
+def send_json(handler, obj):
+    data = json.dumps(obj).encode()
+    handler.send_response(200)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+def serve(handler_class):
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler_class)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
 def scripted_endpoint(model, bias, top_k, tmp, log):
     class H(http.server.BaseHTTPRequestHandler):
         def log_message(self, *a):
@@ -144,18 +164,107 @@ def scripted_endpoint(model, bias, top_k, tmp, log):
                     out.append(nxt)
                     seq.append(nxt)
                 lps = {"tokens": [model.pieces[t] for t in out]}
-            body = json.dumps({"object": "text_completion", "choices": [{"index": 0, "text": "".join(lps["tokens"]),
-                                                                      "logprobs": lps, "finish_reason": "stop"}]})
-            data = body.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            send_json(self, {"object": "text_completion", "choices": [{"index": 0, "text": "".join(lps["tokens"]),
+                                                                    "logprobs": lps, "finish_reason": "stop"}]})
 
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv
+    return serve(H)
+
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Current weather for a city",
+                                          "parameters": {"type": "object",
+                                                         "properties": {"city": {"enum": ["Paris", "Rome", "Oslo"]}},
+                                                         "required": ["city"], "additionalProperties": False}}}
+CALC = {"type": "function", "function": {"name": "calculate", "description": "Evaluate an arithmetic expression",
+                                       "parameters": {"type": "object",
+                                                      "properties": {"expression": {"enum": ["12 * 7", "1 + 1"]}},
+                                                      "required": ["expression"]}}}
+# the marker word in each user message tells the scripted endpoint what to do to the reply; the
+# schemas are enums so that a forced call of the small model ends well
+# within --tool-tokens (free strings can run on)
+TOOL_PROMPTS = [("keep", "What is the weather in Paris? (keep)", "required", "call"),
+                ("drop", "What is the weather in Rome? (drop)", "required", "call"),
+                ("corrupt", "Compute 12 * 7 with the calculator. (corrupt)", "required", "call"),
+                ("plain", "Say hello. (plain)", "none", "answer"),
+                ("add", "Tell me a joke. (add)", "none", "answer")]
+
+
+def tool_endpoint(upstream):
+    """A chat endpoint that forwards to upstream (a hone server) and edits the reply by marker."""
+    class H(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_POST(self):
+            req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            assert self.path == "/v1/chat/completions", self.path
+            req["model"] = upstream.model_id
+            status, reply = upstream.post("/v1/chat/completions", req, timeout=600)
+            assert status == 200, reply
+            text = req["messages"][-1]["content"]
+            msg = reply["choices"][0]["message"]
+            if "(drop)" in text:
+                msg.pop("tool_calls", None)
+                msg["content"] = "I cannot check that."
+            elif "(corrupt)" in text:
+                msg["tool_calls"][0]["function"]["arguments"] = '{"expression": 84, "x": 1}'
+            elif "(add)" in text:
+                msg["tool_calls"] = [{"id": "call_x", "type": "function",
+                                      "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]
+            send_json(self, reply)
+
+    return serve(H)
+
+
+def tool_checks(tmp, smol, srv):
+    prompts = os.path.join(tmp, "tools.jsonl")
+    with open(prompts, "w") as f:
+        for pid, text, choice, expect in TOOL_PROMPTS:
+            f.write(json.dumps({"id": pid, "set": "tools", "messages": [{"role": "user", "content": text}],
+                                "tools": [WEATHER, CALC], "tool_choice": choice, "expect": expect}) + "\n")
+    r, _ = verify(tmp, smol, srv.url + "/v1", "--prompts", prompts, "--tool-tokens", "48")
+    check(r is not None and "tools" in r, "verify with tool prompts: file vs its own server ran")
+    if r:
+        t = r["tools"]["summary"]
+        by = {p["id"]: p for p in r["tools"]["prompts"]}
+        check(t["prompts"] == 5 and r["summary"]["prompts"] == 0, "five tool prompts, no text prompts")
+        check(t["fp"] == 0 and t["fn"] == 0 and t["f1"] == 1, f"same stack: trigger F1 1 (tp {t['tp']}, tn {t['tn']})")
+        called = [pid for pid in by if by[pid]["reference"]["called"]]
+        check(sorted(called) == ["corrupt", "drop", "keep"], f"tool_choice required calls, none answers ({called})")
+        check(t["name_agreement"] == 1 and t["arguments_agreement"] == 1, "the same tools and arguments where both call")
+        check(t["schema_valid_reference"] == t["schema_valid_candidate"] == 1,
+              "forced calls' arguments valid on both sides")
+        check(t["labelled"] == 5 and t["reference_vs_label"]["f1"] == 1, "the reference against the labels: F1 1")
+        check(all(c["name"] in ("get_weather", "calculate") for p in by.values() for c in p["reference"]["calls"]),
+              "calls name offered tools")
+    # the scripted edits
+    srv.model_id = json.loads(srv.request("GET", "/v1/models")[2])["data"][0]["id"]
+    ep = tool_endpoint(srv)
+    rep = os.path.join(tmp, "tool-report")
+    r, p = verify(tmp, smol, f"http://127.0.0.1:{ep.server_address[1]}/v1", "--prompts", prompts, "--tool-tokens", "48",
+                  "--model", "scripted", "--report", rep)
+    ep.shutdown()
+    check(r is not None, "verify file vs the scripted tool endpoint ran")
+    if r:
+        t = r["tools"]["summary"]
+        by = {p["id"]: p for p in r["tools"]["prompts"]}
+        check((t["tp"], t["fp"], t["fn"], t["tn"]) == (2, 1, 1, 1),
+              f"tp 2 (keep, corrupt), fp 1 (add), fn 1 (drop), tn 1 (plain): {t['tp'], t['fp'], t['fn'], t['tn']}")
+        check(abs(t["precision"] - 2 / 3) < 1e-12 and abs(t["recall"] - 2 / 3) < 1e-12 and abs(t["f1"] - 2 / 3) < 1e-12,
+              f"precision, recall, F1 2/3 ({t['precision']:.4f}, {t['recall']:.4f}, {t['f1']:.4f})")
+        check(t["name_agreement"] == 1 and t["arguments_agreement"] == 0.5,
+              f"both call on keep and corrupt: same tools, arguments agree on keep only ({t['arguments_agreement']})")
+        bad = by["corrupt"]["candidate"]["calls"][0]
+        check(bad["schema_valid"] is False and "expression" in bad.get("why", ""),
+              f"the corrupted arguments fail the schema, named: {bad.get('why')}")
+        check(abs(t["schema_valid_candidate"] - 2 / 3) < 1e-12 and t["schema_valid_reference"] == 1,
+              f"candidate's calls 2/3 schema-valid (keep, add), reference's all ({t['schema_valid_candidate']})")
+        check(by["add"]["trigger_agree"] is False and by["drop"]["trigger_agree"] is False, "the edited triggers disagree")
+        lab = t["candidate_vs_label"]
+        check(abs(lab["precision"] - 2 / 3) < 1e-12 and abs(lab["recall"] - 2 / 3) < 1e-12,
+              "the candidate against the labels: precision and recall 2/3")
+        check("tool calls" in p.stdout and "F1 0.667" in p.stdout, "the terminal table has the tool-call section")
+        html = open(os.path.join(rep, "index.html")).read()
+        check("<h2>Tool calls</h2>" in html and "invalid" in html, "the report page lists the calls and the invalid one")
 
 
 def main():
@@ -274,6 +383,10 @@ def main():
             check(s["greedy_identical"] == s["prompts"], "every free-running output identical")
             check("SmolLM2" in r["candidate"]["description"], "the model named from /v1/models")
 
+        # 5. agentic checks
+        with serverlib.Server(smol, "--no-profile") as srv:
+            tool_checks(tmp, smol, srv)
+
         # 4. bad input
         p = run([HONE, "verify", "--reference", smol, "--candidate", "http://127.0.0.1:9/v1", "--max-prompts", "1",
                  "--timeout-ms", "2000", "--quiet"])
@@ -283,6 +396,11 @@ def main():
             f.write("not json\n")
         p = run([HONE, "verify", "--reference", smol, "--candidate", smol, "--prompts", bad, "--quiet"])
         check(p.returncode == 1 and "bad.jsonl:1" in p.stderr, "a prompts file that is not JSONL names its line")
+        with open(bad, "w") as f:
+            f.write(json.dumps({"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function"}]}) + "\n")
+        p = run([HONE, "verify", "--reference", smol, "--candidate", smol, "--prompts", bad, "--quiet"])
+        check(p.returncode == 1 and "bad.jsonl:1" in p.stderr and "each tool" in p.stderr,
+              "a tool prompt with a malformed tool names its line")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{len(failures)} failures")
