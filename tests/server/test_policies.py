@@ -3,7 +3,8 @@
  - without --host it listens on 127.0.0.1 only (the listening socket in /proc/net/tcp is
    bound to 127.0.0.1, and there is none on tcp6 or any other address);
  - with --tune, exactly one thread runs at SCHED_IDLE, nice 19 (the tuning thread; the
-   compiler and the guard's workers inherit it), and every serving thread at SCHED_OTHER, nice 0.
+   compiler and the guard's workers inherit it), every other at SCHED_OTHER: nice 0, or 5 for
+   the connection threads (below the engine's, engine/server.c).
 The time-limit 504 and the drain's 503 on open connections need a slower model: they are in
 test_lifecycle.py (SmolLM2)."""
 import os
@@ -65,12 +66,14 @@ def test_tuning_thread_idle_priority(t):
         t.check(len(idle) == 1, "one SCHED_IDLE thread: %r" % th)
         t.check(all(th[tid][1] == 19 for tid in idle), "the idle thread at nice 19: %r" % th)
         others = [v for tid, v in th.items() if tid not in idle]
-        t.check(len(others) >= 2 and all(v == (SCHED_OTHER, 0) for v in others),
-                "serving threads at SCHED_OTHER, nice 0: %r" % others)
+        # (connection threads sit at nice 5, below the engine's: engine/server.c)
+        t.check(len(others) >= 2 and all(v in ((SCHED_OTHER, 0), (SCHED_OTHER, 5)) for v in others),
+                "serving threads at SCHED_OTHER, nice 0 (connections: 5): %r" % others)
         t.check(th.get(s.proc.pid) == (SCHED_OTHER, 0), "the main thread is not lowered")
     with Server(sl.TINY) as s:  # without --tune: no idle thread at all
         th = threads(s.proc.pid)
-        t.check(all(v == (SCHED_OTHER, 0) for v in th.values()), "no lowered thread without --tune: %r" % th)
+        t.check(all(v in ((SCHED_OTHER, 0), (SCHED_OTHER, 5)) for v in th.values()),
+                "no idle thread without --tune: %r" % th)
 
 
 def main():
