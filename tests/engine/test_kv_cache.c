@@ -1,7 +1,7 @@
 /* The paged KV cache's bookkeeping, which must never leak a block: reserve (and its refusal),
- * release, truncate, share and the reference counts behind them; and the forward pass's
- * multi-sequence reserve, whose failure must leave every sequence and the free count exactly
- * as they were (the rollback in hone_ctx_forward_batch). */
+ * release, truncate, share and the reference counts behind them; a pool resident from the
+ * start; and the forward pass's multi-sequence reserve, whose failure must leave every
+ * sequence and the free count exactly as they were (the rollback in hone_ctx_forward_batch). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -170,6 +170,30 @@ static void test_share_refcounts(void)
     hone_kv_cache_free(kv);
 }
 
+static long rss_anon_kib(void)
+{
+    char line[256];
+    long v = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "RssAnon:", 8) == 0) v = atol(line + 8);
+    if (f) fclose(f);
+    return v;
+}
+
+/* The pool is resident once made (touched at allocation, not as blocks are first used), so a
+ * server's RSS after warm-up already holds it: 2 x 32 MiB of K and V here. */
+static void test_pool_resident(void)
+{
+    long before = rss_anon_kib();
+    hone_kv_cache *kv = NULL;
+    CHECK_EQ_INT(hone_kv_cache_new(&kv, 1, 1, 1024, 16, 512), 0);
+    long after = rss_anon_kib();
+    CHECK_MSG(before >= 0 && after - before >= 60 * 1024, "RssAnon %ld -> %ld KiB", before, after);
+    if (kv) CHECK(hone_kv_cache_k(kv, 0)[16 * 1024 * 511] == 0.0f);
+    hone_kv_cache_free(kv);
+}
+
 /* A batch of two sequences whose second cannot get its blocks: the first one's reserve had
  * succeeded, and the rollback must give its new block back. Without the rollback in
  * hone_ctx_forward_batch, a has 2 blocks and the pool one block fewer afterwards. */
@@ -235,4 +259,4 @@ static void test_batch_reserve_rollback(void)
 }
 
 TEST_MAIN(TEST_CASE(test_reserve_release), TEST_CASE(test_truncate), TEST_CASE(test_share_refcounts),
-          TEST_CASE(test_batch_reserve_rollback))
+          TEST_CASE(test_pool_resident), TEST_CASE(test_batch_reserve_rollback))
