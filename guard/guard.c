@@ -2123,13 +2123,13 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
         copts.src_root = HONE_SOURCE_DIR;
         copts.cancel = opts->cancel;
         int crc = hone_compile_cpu(&cres, srcp, so, &copts);
-        const char *log = cres.log;
-        snprintf(cmd, sizeof cmd, "%s", cres.cmd);
-        if (log) hone_store_write(st, out->hash, "compile.log", log, strlen(log));
-        if (crc == HONE_ECANCELED && cancelled(&r)) {
+        if (crc == HONE_ECANCELED && cancelled(&r)) { /* no log of a killed compile either */
             hone_compile_cpu_result_clear(&cres);
             goto verdict;
         }
+        const char *log = cres.log;
+        snprintf(cmd, sizeof cmd, "%s", cres.cmd);
+        if (log) hone_store_write(st, out->hash, "compile.log", log, strlen(log));
         if (crc) {
             gate(&r, "compile", "fail", "%s\n%s", hone_error_last(), log ? log : "");
             reject(&r, HONE_GUARD_COMPILE, "compile failed: %s", log && *log ? log : hone_error_last());
