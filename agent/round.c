@@ -85,6 +85,7 @@ int hone_round_run(hone_round_result *out, const hone_round_opts *opts, const ho
     go.quiet = 1;
     go.progress = opts->progress;
     go.progress_user = opts->progress_user;
+    go.cancel = opts->cancel;
     out->guard_rc = hone_guard_run(&out->guard, &go, NULL);
     /* the proposer's LLM usage joins the evidence the review commits (-1 / NaN: unknown) */
     out->guard.ev.llm_prompt_tokens = pr->llm_prompt_tokens >= 0 && pr->llm_prompt_tokens <= INT32_MAX
@@ -93,6 +94,8 @@ int hone_round_run(hone_round_result *out, const hone_round_opts *opts, const ho
                                               ? (int)pr->llm_completion_tokens : -1;
     out->guard.ev.llm_cost_usd = pr->llm_cost_usd;
     const hone_guard_result *gr = &out->guard;
+    /* a cancelled run judged nothing: not seen, no history, no commit */
+    if (!out->guard_rc && gr->code == HONE_GUARD_CANCELLED) return 0;
     if (!out->guard_rc && hist && hist->n_seen < HONE_ROUND_MAX_SEEN) {
         snprintf(hist->seen[hist->n_seen], sizeof hist->seen[0], "%s", gr->hash);
         snprintf(hist->seen_verdict[hist->n_seen], sizeof hist->seen_verdict[0], "%s", gr->accepted

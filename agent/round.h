@@ -30,6 +30,9 @@ typedef struct {
     int history_cap;          /* rejections kept for the next prompts, <= HONE_ROUND_MAX_HISTORY */
     void (*progress)(void *user, const char *gate, int end, const char *status); /* the guard's */
     void *progress_user;      /* (hone_guard_opts.progress); NULL: none */
+    const int *cancel;        /* the guard's cancel flag (hone_guard_opts.cancel): a round whose
+                               * guard was cancelled has guard.code HONE_GUARD_CANCELLED and
+                               * records, commits and pushes nothing; NULL: never cancelled */
 } hone_round_opts;
 
 #define HONE_ROUND_OPTS_INIT                                                                  \

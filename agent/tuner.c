@@ -75,6 +75,7 @@ struct hone_tuner {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int stop;
+    int cancel;                 /* not under mu: atomic; the guard's cancel flag (hone_tuner_stop) */
     int want_profile;           /* the hook fetches the live profile into profile_reply */
     cJSON *profile_reply;
     int swap_pending;           /* the hook applies swap_fn to swap_id and bumps epoch */
@@ -611,6 +612,13 @@ static void after_round(hone_tuner *t, hone_slot_id slot, int rc, const hone_rou
         pthread_mutex_unlock(&t->mu);
         return;
     }
+    if (!r->guard_rc && r->guard.code == HONE_GUARD_CANCELLED) {
+        pthread_mutex_lock(&t->mu);
+        log_event(t, "cancelled", name, r->guard.hash, "the guard stopped before a verdict (%.1f s): the "
+                  "server is stopping", r->guard.seconds);
+        pthread_mutex_unlock(&t->mu);
+        return;
+    }
     if (r->guard_rc || !r->guard.accepted) return;
     pthread_mutex_lock(&t->mu);
     int i = slot_of(t, name);
@@ -657,6 +665,7 @@ static void *tuner_main(void *arg)
     ro.threshold = t->o.threshold;
     ro.e2e_slack = t->o.e2e_slack;
     ro.history_cap = 8;
+    ro.cancel = &t->cancel;
     hone_round_hooks hooks = {.user = t, .on_proposed = on_proposed, .on_guarded = on_guarded};
     static hone_round_history hist; /* large; this thread only */
     static hone_round_result rr;
@@ -781,15 +790,22 @@ int hone_tuner_start(hone_tuner *t, const char *self_url, const char *api_key)
     return 0;
 }
 
+void hone_tuner_stop(hone_tuner *t)
+{
+    if (!t) return;
+    __atomic_store_n(&t->cancel, 1, __ATOMIC_RELEASE); /* a guard run in progress ends now */
+    pthread_mutex_lock(&t->mu);
+    t->stop = 1;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+}
+
 void hone_tuner_free(hone_tuner *t)
 {
     if (!t) return;
     hone_scheduler_set_step_hook(t->sched, NULL, NULL);
     if (t->started) {
-        pthread_mutex_lock(&t->mu);
-        t->stop = 1;
-        pthread_cond_broadcast(&t->cv);
-        pthread_mutex_unlock(&t->mu);
+        hone_tuner_stop(t);
         pthread_join(t->thread, NULL);
     }
     for (int i = 0; i < t->n_loaders; i++) hone_kernel_loader_free(t->loaders[i]);

@@ -75,7 +75,13 @@ int hone_tuner_new(hone_tuner **out, hone_scheduler *sched, hone_backend *be,
 int hone_tuner_start(hone_tuner *t, const char *self_url, const char *api_key);
 /* The model id the server serves (what --llm self asks for); call before hone_tuner_start. */
 void hone_tuner_set_self_model(hone_tuner *t, const char *model_id);
-/* Asks the thread to stop (it finishes a guard run in progress) and joins it. Call after
+/* Asks the thread to stop without waiting: a guard run in progress is cancelled (its workers
+ * and compiler are killed, nothing is recorded or committed for that candidate: see
+ * hone_guard_opts.cancel), a sleep or a watch window ends; a commit already under way finishes,
+ * so the review repository never holds half a commit. `hone serve` calls it as SIGTERM arrives,
+ * before draining, so the thread is gone by the time hone_tuner_free joins it. Accepts NULL. */
+void hone_tuner_stop(hone_tuner *t);
+/* Stops the thread (hone_tuner_stop) and joins it. Call after
  * hone_scheduler_shutdown (the hook must no longer run) and before freeing the scheduler; the
  * loaded kernels are unloaded here, so the engine must not run steps any more. Accepts NULL. */
 void hone_tuner_free(hone_tuner *t);

@@ -346,6 +346,7 @@ int hone_cli_serve(int argc, char **argv)
     while (sigwait(&sigs, &sig) != 0) {}
     fprintf(stderr, "hone serve: %s: draining (%lld requests in flight)\n",
             sig == SIGTERM ? "SIGTERM" : "SIGINT", (long long)hone_scheduler_n_active(sched));
+    hone_tuner_stop(tuner); /* a running guard is cancelled now, not waited for */
     if (hone_server_drain(srv, sco.timeout_s + 10))
         fprintf(stderr, "hone serve: %s; closing them\n", hone_error_last());
     rc = 0;

@@ -101,10 +101,13 @@ def run_level(port, clients, requests, max_tokens, rep):
     return tokens / (t_end - t_begin), ttft, itl, tokens
 
 
-def start_server(hone, model, threads, max_batch, ctx):
+def start_server(hone, model, threads, max_batch, ctx, profile=False):
+    """A `hone serve` on a free port of 127.0.0.1 (without the live profiler unless profile):
+    -> (process, port, log path)."""
     log = tempfile.NamedTemporaryFile(prefix="hone-bench-serve-", suffix=".log", delete=False)
-    cmd = [hone, "serve", "-m", model, "--port", "0", "--max-batch", str(max_batch), "--ctx", str(ctx),
-           "--no-profile"]
+    cmd = [hone, "serve", "-m", model, "--port", "0", "--max-batch", str(max_batch), "--ctx", str(ctx)]
+    if not profile:
+        cmd.append("--no-profile")
     if threads:
         cmd += ["-t", str(threads)]
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log)

@@ -49,7 +49,7 @@ static const char *compiler(void)
  * *out_status is the wait status; *out_timed_out 1 when the group was killed after timeout_s.
  * 0, or HONE_EIO (with errno's text) when it could not be started. */
 static int run_captured(char **out_log, int *out_status, int *out_timed_out, char *const argv[],
-                        const char *cwd, double timeout_s, size_t fsize)
+                        const char *cwd, double timeout_s, size_t fsize, const int *cancel)
 {
     *out_log = NULL;
     *out_status = 0;
@@ -96,7 +96,8 @@ static int run_captured(char **out_log, int *out_status, int *out_timed_out, cha
             if (r <= 0) break;
             if (log) n += (size_t)r;
         }
-        if (!*out_timed_out && mono_s() - t0 > timeout_s) {
+        if (!*out_timed_out && (mono_s() - t0 > timeout_s ||
+                                (cancel && __atomic_load_n(cancel, __ATOMIC_ACQUIRE)))) {
             kill(-pid, SIGKILL);
             *out_timed_out = 1;
         }
@@ -121,7 +122,7 @@ static int compiler_identity(char *out, size_t cap, const char *cc)
     if (strcmp(name, cc) != 0 || !line[0]) {
         char *log = NULL, *argv[] = {(char *)cc, "--version", NULL};
         int st, to;
-        if ((rc = run_captured(&log, &st, &to, argv, NULL, 10.0, 0)) == 0) {
+        if ((rc = run_captured(&log, &st, &to, argv, NULL, 10.0, 0, NULL)) == 0) {
             if (to || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
                 rc = hone_error_set(HONE_EIO, "cannot run the C compiler '%s': --version %s", cc,
                                     to ? "timed out" : "failed");
@@ -283,6 +284,8 @@ static int compile_bytes(hone_compile_cpu_result *out, const char *src, size_t l
     char dir[4400], csrc[4500], cso[4500], inc[4200];
     char *log = NULL;
     int rc = 0, made = 0;
+    if (o->cancel && __atomic_load_n(o->cancel, __ATOMIC_ACQUIRE))
+        return hone_error_set(HONE_ECANCELED, "%s: the compile was cancelled", src_path);
     /* the private directory sits beside so_path, so the rename is within one file system */
     const char *slash = strrchr(so_path, '/');
     int dl = slash ? (int)(slash - so_path) : 1;
@@ -314,8 +317,12 @@ static int compile_bytes(hone_compile_cpu_result *out, const char *src, size_t l
     int st = 0, to = 0;
     /* files the compiler writes (.s, .o, the object) may be larger than the object: room to spare */
     size_t fsize = 8 * max > ((size_t)64 << 20) ? 8 * max : (size_t)64 << 20;
-    if ((rc = run_captured(&log, &st, &to, argv, dir, timeout, fsize))) goto done;
+    if ((rc = run_captured(&log, &st, &to, argv, dir, timeout, fsize, o->cancel))) goto done;
     out->log = log = rename_in_log(log, src_path);
+    if (to && o->cancel && __atomic_load_n(o->cancel, __ATOMIC_ACQUIRE)) {
+        rc = hone_error_set(HONE_ECANCELED, "%s: the compile was cancelled", src_path);
+        goto done;
+    }
     if (to) {
         rc = hone_error_set(HONE_EFORMAT, "%s: the compiler timed out after %.0f s", src_path, timeout);
         goto done;

@@ -31,6 +31,8 @@ typedef struct {
                                kernels/cpu/common.h kernels include); NULL: HONE_SOURCE_DIR */
     double timeout_s;       /* the compiler's process group is killed after it; <= 0: 60 s */
     size_t max_bytes;       /* the size cap; 0: HONE_COMPILE_CPU_MAX_BYTES */
+    const int *cancel;      /* non-NULL: the compiler's group is killed once *cancel is nonzero
+                               (polled every 100 ms); the compile then fails with HONE_ECANCELED */
 } hone_compile_cpu_opts;
 
 #define HONE_COMPILE_CPU_OPTS_INIT {.src_root = NULL, .timeout_s = 60.0, .max_bytes = 0}

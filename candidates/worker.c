@@ -238,17 +238,22 @@ int hone_worker_run(hone_worker_result *out, const hone_worker_opts *opts, int (
         pid_t w = waitpid(pid, &st, WNOHANG);
         if (w == pid) break;
         if (w < 0 && errno != EINTR) break;
-        if (mono_s() - t0 > o.timeout_s) {
+        int stop = o.cancel && __atomic_load_n(o.cancel, __ATOMIC_ACQUIRE);
+        if (stop || mono_s() - t0 > o.timeout_s) {
             kill(pid, SIGKILL);
             while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
-            out->timed_out = 1;
+            if (stop) out->cancelled = 1;
+            else out->timed_out = 1;
             break;
         }
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
     }
     out->wall_s = mono_s() - t0;
-    if (out->timed_out) {
+    if (out->cancelled) {
+        out->signal = SIGKILL;
+        snprintf(out->reason, sizeof out->reason, "cancelled");
+    } else if (out->timed_out) {
         out->signal = SIGKILL;
         snprintf(out->reason, sizeof out->reason, "timed out after %g s", o.timeout_s);
     } else if (WIFSIGNALED(st)) {

@@ -24,19 +24,24 @@ typedef struct {
                             * device memory) and RLIMIT_NPROC (the runtime starts threads); the
                             * others stay. CUDA must not have been initialised in the parent:
                             * a forked child cannot use it then. */
+    const int *cancel;     /* non-NULL: while the child runs, the parent polls *cancel (an
+                            * atomic load, every 2 ms) and SIGKILLs the child once it is
+                            * nonzero (out->cancelled): how a stopping server ends a guard run
+                            * within milliseconds instead of waiting for its verdict */
 } hone_worker_opts;
 
-#define HONE_WORKER_OPTS_INIT {10.0, 30, (size_t)1 << 30, 1, 0}
+#define HONE_WORKER_OPTS_INIT {10.0, 30, (size_t)1 << 30, 1, 0, NULL}
 
 typedef struct {
     int ok;              /* 1: exited normally with status 0 */
     int exit_status;     /* when it exited: its status; else -1 */
     int signal;          /* when killed by a signal: its number; else 0 */
     int timed_out;       /* 1: killed by the watchdog */
+    int cancelled;       /* 1: killed because opts->cancel was set (no verdict on the code) */
     double wall_s;
     uintptr_t fault_addr;/* SIGSEGV / SIGBUS: the address it faulted on (CPU workers), else 0 */
     char reason[160];    /* "", "killed by SIGSEGV at address 0x...", "timed out after 10 s",
-                          * "exited with status 3" */
+                          * "exited with status 3", "cancelled" */
 } hone_worker_result;
 
 /* Runs fn(arg) in a forked child under opts' limits and waits for it (at most timeout_s).

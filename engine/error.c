@@ -35,6 +35,7 @@ const char *hone_error_name(int code)
     case HONE_EUNSUPPORTED: return "unsupported";
     case HONE_ERANGE: return "out of range";
     case HONE_EINTERNAL: return "internal error";
+    case HONE_ECANCELED: return "cancelled";
     default: return "unknown error";
     }
 }

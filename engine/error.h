@@ -12,7 +12,8 @@ enum {
     HONE_EFORMAT = -4,  /* a file is corrupt, truncated or unsupported */
     HONE_EUNSUPPORTED = -5, /* valid input this build cannot handle */
     HONE_ERANGE = -6,   /* a size or index out of its allowed range */
-    HONE_EINTERNAL = -7 /* a bug: an invariant did not hold */
+    HONE_EINTERNAL = -7, /* a bug: an invariant did not hold */
+    HONE_ECANCELED = -8 /* the caller's cancel flag stopped the work (a stopping server) */
 };
 
 /* Records a printf-style message for this thread and returns code, so that

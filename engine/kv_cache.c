@@ -38,6 +38,12 @@ int hone_kv_cache_new(hone_kv_cache **out, int64_t n_layers, int64_t n_kv_heads,
         return hone_error_set(HONE_ENOMEM, "out of memory for a KV cache of %zu MiB",
                               floats * 8 >> 20);
     }
+    /* resident from the start: the pool is touched once here, not page by page as blocks are
+     * first used (page faults in the decode step, and an RSS that climbs for as long as the
+     * high-water mark of the cache does, which looks like a leak to an operator and to
+     * bench/soak.py; a pool that does not fit fails at start, not under traffic) */
+    memset(kv->k, 0, floats * sizeof(float));
+    memset(kv->v, 0, floats * sizeof(float));
     /* hand out low ids first */
     for (int64_t i = 0; i < n_blocks; i++) kv->free_list[i] = (int32_t)(n_blocks - 1 - i);
     kv->n_free = n_blocks;

@@ -69,7 +69,7 @@ const char *hone_guard_code_name(hone_guard_code c)
                                     "constant", "parity", "nondeterministic", "share", "recheck",
                                     "model-parity", "slower", "suspect", "e2e-regression",
                                     "not-evaluated", "internal", "fp-state", "inconclusive",
-                                    "screened"};
+                                    "screened", "cancelled"};
     return (unsigned)c < sizeof n / sizeof n[0] ? n[c] : "unknown";
 }
 
@@ -212,6 +212,24 @@ static void reject(run_state *r, hone_guard_code code, const char *fmt, ...)
     r->res->code = code;
     r->res->accepted = 0;
     r->verdict_done = 1;
+}
+
+/* 1 when opts->cancel asks the run to stop (then the verdict is HONE_GUARD_CANCELLED). */
+static int cancelled(run_state *r)
+{
+    if (!r->o->cancel || !__atomic_load_n(r->o->cancel, __ATOMIC_ACQUIRE)) return 0;
+    reject(r, HONE_GUARD_CANCELLED, "cancelled before a verdict (the caller is stopping)");
+    return 1;
+}
+
+/* The worker options every CPU gate starts from: the watchdog, and the caller's cancel flag. */
+static hone_worker_opts worker_opts(const run_state *r, double timeout_s, int cpu_s)
+{
+    hone_worker_opts wo = HONE_WORKER_OPTS_INIT;
+    wo.timeout_s = timeout_s;
+    wo.cpu_s = cpu_s;
+    wo.cancel = r->o->cancel;
+    return wo;
 }
 
 /* ---- kernel-parity worker ------------------------------------------------------------------ */
@@ -487,6 +505,7 @@ static void fp_state_failure(run_state *r, const char *gname, const volatile str
 
 static void worker_failure(run_state *r, const char *gname, const hone_worker_result *w)
 {
+    if (w->cancelled && cancelled(r)) return;
     hone_guard_code code = w->timed_out ? HONE_GUARD_TIMEOUT
                          : w->signal ? HONE_GUARD_CRASH : HONE_GUARD_CRASH;
     const char *why = w->reason;
@@ -693,9 +712,8 @@ static int kernel_parity_gate(run_state *r)
     struct speed_shm *sp = hone_worker_shared_new(sizeof *sp);
     if (!sp) return HONE_ENOMEM;
     kworker_arg a = {r, 0, sp, NULL};
-    hone_worker_opts wo = HONE_WORKER_OPTS_INIT;
-    wo.timeout_s = r->o->kernel_timeout_s > 0 ? r->o->kernel_timeout_s : 10.0;
-    wo.cpu_s = (int)wo.timeout_s + 2;
+    double kt = r->o->kernel_timeout_s > 0 ? r->o->kernel_timeout_s : 10.0;
+    hone_worker_opts wo = worker_opts(r, kt, (int)kt + 2);
     hone_worker_result w;
     int rc = 0;
     if (hone_worker_run(&w, &wo, kworker, &a) != 0) {
@@ -818,9 +836,7 @@ static int timing_worker(run_state *r, struct speed_shm *sp, timings *t, const c
 {
     memset(sp, 0, sizeof *sp);
     kworker_arg a = {r, 1, sp, NULL};
-    hone_worker_opts wo = HONE_WORKER_OPTS_INIT;
-    wo.timeout_s = timeout_s;
-    wo.cpu_s = (int)timeout_s;
+    hone_worker_opts wo = worker_opts(r, timeout_s, (int)timeout_s);
     hone_worker_result w;
     if (hone_worker_run(&w, &wo, kworker, &a) != 0) {
         reject(r, HONE_GUARD_INTERNAL, "cannot start a worker: %s", hone_error_last());
@@ -880,12 +896,14 @@ static int speed_gate(run_state *r)
     }
     t->have_cpu = 1;
     for (int round = 0; round < SPEED_ROUNDS; round++) {
+        if (cancelled(r)) goto done;
         if (!timing_worker(r, sp, t, "speed", 120)) goto done;
         t->rounds = round + 1;
         double med, lo, hi;
         speedups(r, t, &med, &lo, &hi);
         if (speed_decide(med, lo, hi, r->o->threshold) != 0 || mono_s() - t0 > SPEED_BUDGET_S) break;
     }
+    if (cancelled(r)) goto done;
     double bw1 = peak_bw_gbps();
     r->res->ev.bandwidth_gbps_before = bw0;
     r->res->ev.bandwidth_gbps_after = bw1;
@@ -973,9 +991,7 @@ static int shapes_timing(run_state *r)
         memset(sp, 0, sizeof *sp);
         memset(sh, 0, sizeof *sh);
         kworker_arg a = {r, 2, sp, sh};
-        hone_worker_opts wo = HONE_WORKER_OPTS_INIT;
-        wo.timeout_s = 120;
-        wo.cpu_s = 120;
+        hone_worker_opts wo = worker_opts(r, 120, 120);
         hone_worker_result w;
         memset(&w, 0, sizeof w);
         if (hone_worker_run(&w, &wo, kworker, &a) == 0 && w.ok && sh->done) {
@@ -1436,6 +1452,7 @@ static int model_gates(run_state *r, int do_e2e)
         reject(r, HONE_GUARD_INTERNAL, "incumbent forward: %s", hone_error_last());
         goto done;
     }
+    if (cancelled(r)) goto done;
     if (!counts[r->slot]) {
         gate(r, "model-parity", "pass", "not exercised: %s never calls %s (kernel gates only)",
              hone_model_name(r->model), hone_slots_name(r->slot));
@@ -1447,10 +1464,9 @@ static int model_gates(run_state *r, int do_e2e)
             reject(r, HONE_GUARD_INTERNAL, "incumbent forward: %s", hone_error_last());
             goto done;
         }
+        if (cancelled(r)) goto done;
         mworker_arg a = {r, 0, P, pre, S, tokens, cand, NULL, NULL};
-        hone_worker_opts wo = HONE_WORKER_OPTS_INIT;
-        wo.timeout_s = 120;
-        wo.cpu_s = 240;
+        hone_worker_opts wo = worker_opts(r, 120, 240);
         wo.as_extra = (size_t)4 << 30;
         hone_worker_result w;
         if (hone_worker_run(&w, &wo, mworker, &a) != 0 || !w.ok) {
@@ -1478,9 +1494,7 @@ static int model_gates(run_state *r, int do_e2e)
             int ok = 1;
             for (rounds = 0; rounds < 3 && ok && decision == 0;) {
                 mworker_arg a = {r, 1, 1, pre, S2, tk, lg, tt, tt + S2};
-                hone_worker_opts wo = HONE_WORKER_OPTS_INIT;
-                wo.timeout_s = 120;
-                wo.cpu_s = 240;
+                hone_worker_opts wo = worker_opts(r, 120, 240);
                 wo.as_extra = (size_t)4 << 30;
                 hone_worker_result w;
                 ok = hone_worker_run(&w, &wo, mworker, &a) == 0 && w.ok;
@@ -2084,6 +2098,7 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
         goto verdict;
     }
     /* 2. static scan */
+    if (cancelled(&r)) goto verdict;
     progress(&r, "scan", 0, NULL);
     char why[512];
     if (opts->skip_scan) {
@@ -2106,7 +2121,12 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
         hone_compile_cpu_result cres;
         hone_compile_cpu_opts copts = HONE_COMPILE_CPU_OPTS_INIT;
         copts.src_root = HONE_SOURCE_DIR;
+        copts.cancel = opts->cancel;
         int crc = hone_compile_cpu(&cres, srcp, so, &copts);
+        if (crc == HONE_ECANCELED && cancelled(&r)) { /* no log of a killed compile either */
+            hone_compile_cpu_result_clear(&cres);
+            goto verdict;
+        }
         const char *log = cres.log;
         snprintf(cmd, sizeof cmd, "%s", cres.cmd);
         if (log) hone_store_write(st, out->hash, "compile.log", log, strlen(log));
@@ -2129,12 +2149,14 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
              cmd, mono_s() - tc);
     }
     /* 4. kernel parity */
+    if (cancelled(&r)) goto verdict;
     progress(&r, "kernel-parity", 0, NULL);
     if ((rc = hone_model_load(&r.model, opts->model_path)) != 0) goto done;
     if ((rc = served_table(&r)) != 0) goto done;
     r.inc_fn = hone_slots_get(&r.served, r.slot);
     if (!r.inc_fn) r.inc_fn = hone_slots_desc(r.slot)->cpu_baseline; /* a fused slot the tree does not provide */
     if ((rc = case_sets_new(&r, r.inc_fn)) != 0) goto done;
+    if (cancelled(&r)) goto verdict;
     if ((rc = kernel_parity_gate(&r)) != 0) goto done;
     if (r.verdict_done) goto verdict;
     hone_store_set_state(st, out->hash, HONE_STORE_KERNEL_PARITY, NULL, NULL);
@@ -2143,6 +2165,7 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
         goto verdict;
     }
     /* 5. model parity */
+    if (cancelled(&r)) goto verdict;
     progress(&r, "model-parity", 0, NULL);
     if ((rc = model_gates(&r, 0)) != 0) goto done;
     if (r.verdict_done) goto verdict;
@@ -2152,15 +2175,25 @@ int hone_guard_run(hone_guard_result *out, const hone_guard_opts *opts, FILE *re
         goto verdict;
     }
     /* 6. speed: kernel, then end to end */
+    if (cancelled(&r)) goto verdict;
     progress(&r, "speed", 0, NULL);
     if ((rc = speed_gate(&r)) != 0) goto done;
     if (r.verdict_done) goto verdict;
-    shapes_timing(&r);
+    if (!cancelled(&r)) shapes_timing(&r);
+    if (cancelled(&r)) goto verdict;
     progress(&r, "e2e", 0, NULL);
     hone_store_set_state(st, out->hash, HONE_STORE_SPEED, NULL, NULL);
     if ((rc = model_gates(&r, 1)) != 0) goto done;
 
 verdict:
+    if (!r.verdict_done) cancelled(&r); /* a flag set during the last gate: still no verdict */
+    if (out->code == HONE_GUARD_CANCELLED) {
+        /* no verdict to record: the store keeps the state reached, nothing else is written */
+        out->seconds = mono_s() - t_start;
+        if (r.gate_open) progress(&r, r.gate_open, 1, "cancelled");
+        if (r.rep) fprintf(r.rep, "verdict: CANCELLED - %s [%.1f s]\n", out->reason, out->seconds);
+        goto done;
+    }
     if (!r.verdict_done) {
         out->accepted = 1;
         out->code = HONE_GUARD_OK;

@@ -69,6 +69,8 @@ typedef enum {
                                 * the time budget (a noisy machine): neither faster nor slower */
     HONE_GUARD_SCREENED,       /* opts.screen: the cheap gates passed and speedup holds an
                                 * estimate; never an acceptance */
+    HONE_GUARD_CANCELLED,      /* opts.cancel was set before a verdict: no verdict on the
+                                * candidate (neither accepted nor rejected) */
 } hone_guard_code;
 
 const char *hone_guard_code_name(hone_guard_code c);
@@ -112,6 +114,14 @@ typedef struct {
      * "speed-shapes", "e2e"; from the guard's thread. NULL: none. */
     void (*progress)(void *user, const char *gate, int end, const char *status);
     void *progress_user;
+    /* Non-NULL: the run stops soon after *cancel becomes nonzero (read with an atomic load):
+     * checked before each gate and each timing round, and polled by every CPU worker (2 ms)
+     * and the compiler (100 ms), which are killed at once. The result is then code
+     * HONE_GUARD_CANCELLED, not accepted and not a rejection: the store keeps the candidate at
+     * the last state it reached (every write there is atomic), and no verdict, evidence.json
+     * or evidence_path is written. How `hone serve --tune` stops within a second on SIGTERM.
+     * (The CUDA gates' workers are not polled yet: they end at their watchdog.) */
+    const int *cancel;
 } hone_guard_opts;
 
 #define HONE_GUARD_OPTS_INIT {.backend = "cpu", .threshold = 1.05, .seed = -1, .origin_kind = "file"}

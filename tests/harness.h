@@ -10,6 +10,19 @@
 
 static int harness_failures;
 static int harness_checks;
+static int harness_skipped; /* the running case called SKIP_CASE */
+
+/* Ends nothing by itself: marks the running case skipped (a dependency is absent) with a
+ * reason; the case then returns. A skipped case is neither a pass nor a failure, and a run
+ * whose every case skipped exits 77 (ctest: skipped).
+ *   if (!path) { SKIP_CASE("SmolLM2 not installed"); return; } */
+#define SKIP_CASE(...)                                                                \
+    do {                                                                              \
+        harness_skipped = 1;                                                          \
+        fprintf(stderr, "skipped: ");                                                 \
+        fprintf(stderr, __VA_ARGS__);                                                 \
+        fputc('\n', stderr);                                                          \
+    } while (0)
 
 #define CHECK(cond)                                                                   \
     do {                                                                              \
@@ -56,18 +69,35 @@ typedef struct { const char *name; harness_fn fn; } harness_case;
 
 #define TEST_CASE(f) {#f, f}
 
-/* Runs the cases; a filter argument runs only cases whose name contains it.
- * Exit 0 when all checks pass, 1 otherwise; 77 is left to tests that skip. */
+/* Runs the cases; a filter argument runs only cases whose name contains it. A case that
+ * ran no check and did not skip fails: a test that asserts nothing is a defect, and an early
+ * return (a missing file, a setup error) must not read as a pass.
+ * Exit 0 when all checks pass, 1 otherwise, 77 when every case that ran skipped. */
 static inline int harness_run(const harness_case *cases, int n, int argc, char **argv)
 {
+    int ran = 0, skipped = 0;
     for (int i = 0; i < n; i++) {
         if (argc > 1 && !strstr(cases[i].name, argv[1])) continue;
-        int before = harness_failures;
+        int before = harness_failures, checks = harness_checks;
+        harness_skipped = 0;
         cases[i].fn();
-        fprintf(stderr, "%-40s %s\n", cases[i].name, harness_failures == before ? "ok" : "FAILED");
+        ran++;
+        const char *verdict = "ok";
+        if (harness_failures != before) {
+            verdict = "FAILED";
+        } else if (harness_skipped) {
+            verdict = "skipped";
+            skipped++;
+        } else if (harness_checks == checks) {
+            harness_failures++;
+            verdict = "FAILED (ran no check)";
+        }
+        fprintf(stderr, "%-40s %s\n", cases[i].name, verdict);
     }
-    fprintf(stderr, "%d checks, %d failed\n", harness_checks, harness_failures);
-    return harness_failures ? 1 : 0;
+    fprintf(stderr, "%d checks, %d failed%s\n", harness_checks, harness_failures,
+            skipped ? ", some cases skipped" : "");
+    if (harness_failures) return 1;
+    return ran && skipped == ran ? 77 : 0;
 }
 
 #define TEST_MAIN(...)                                                                \

@@ -6,15 +6,25 @@ set -euo pipefail
 
 # openssh-server: the loopback sshd of tests/agent/test_review_ssh.c (on a systemd host the
 # package also enables its own ssh service; disable it if this machine should not accept SSH).
+# haproxy: the balancer of docs/scale-out.md, which tests/server/test_scale_out.py starts itself
+# on loopback ports; the package's own system service is stopped and disabled below.
 need_apt=()
 for pkg in build-essential cmake pkg-config git python3 python3-pip libpcre2-dev libcjson-dev \
-           libgit2-dev libmicrohttpd-dev libcurl4-openssl-dev libcapstone-dev openssh-server gnuplot-nox; do
+           libgit2-dev libmicrohttpd-dev libcurl4-openssl-dev libcapstone-dev openssh-server gnuplot-nox \
+           haproxy; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_apt+=("$pkg")
 done
 if ((${#need_apt[@]})); then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+# Debian's haproxy package enables haproxy.service on a systemd host: this machine runs haproxy
+# only from the tests, with their own configuration, so the service stays off.
+if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ] &&
+   systemctl is-enabled --quiet haproxy 2>/dev/null; then
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO systemctl disable --now haproxy
 fi
 
 PY=${PYTHON:-python3}

@@ -83,7 +83,7 @@ static void test_scripted_llm(void)
     model[0] = 0;
     if (fp && fgets(model, sizeof model, fp)) model[strcspn(model, "\n")] = 0;
     if (fp) pclose(fp);
-    if (!model[0] || access(model, R_OK)) { fprintf(stderr, "SmolLM2 not installed: skipping\n"); return; }
+    if (!model[0] || access(model, R_OK)) { SKIP_CASE("SmolLM2 not installed"); return; }
     snprintf(script, sizeof script, "%s/script.json", tmpdir);
     snprintf(log, sizeof log, "%s/requests.jsonl", tmpdir);
     snprintf(good, sizeof good, "%s/good.md", tmpdir);

@@ -251,7 +251,7 @@ static void test_smollm2_gguf(void)
 {
     const char *path = harness_smollm2();
     if (!path) {
-        fprintf(stderr, "note: SmolLM2 GGUF not found, skipping its chat check\n");
+        SKIP_CASE("SmolLM2 GGUF not found");
         return;
     }
     hone_gguf *g = NULL;

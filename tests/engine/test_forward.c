@@ -138,7 +138,7 @@ static void test_smollm2_paris(void)
 {
     const char *path = harness_smollm2();
     if (!path) {
-        fprintf(stderr, "SmolLM2 not installed: skipping\n");
+        SKIP_CASE("SmolLM2 not installed");
         return;
     }
     hone_model *m = NULL;
@@ -201,7 +201,7 @@ static void test_resident_weights_same_bits(void)
 {
     const char *path = harness_smollm2();
     if (!path) {
-        fprintf(stderr, "SmolLM2 not installed: skipping\n");
+        SKIP_CASE("SmolLM2 not installed");
         return;
     }
     char thp[128] = "";

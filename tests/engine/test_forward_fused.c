@@ -131,7 +131,7 @@ static void test_smollm2(void)
 {
     const char *path = harness_smollm2();
     if (!path) {
-        fprintf(stderr, "SmolLM2 not installed: skipping\n");
+        SKIP_CASE("SmolLM2 not installed");
         return;
     }
     check_model(path);

@@ -1070,7 +1070,7 @@ static void test_truncated_real_model(void)
     char src[512];
     snprintf(src, sizeof src, "%s/tiny-llama-f32.gguf", HONE_TEST_DATA_DIR);
     if (access(src, R_OK) != 0) {
-        fprintf(stderr, "skipping test_truncated_real_model: %s not found\n", src);
+        SKIP_CASE("%s not found", src);
         return;
     }
     size_t n = 0;
@@ -1128,7 +1128,7 @@ static void test_real_models(void)
     char path[512];
     snprintf(path, sizeof path, "%s/tiny-llama-f32.gguf", HONE_TEST_DATA_DIR);
     if (access(path, R_OK) != 0) {
-        fprintf(stderr, "skipping test_real_models: %s not found\n", path);
+        SKIP_CASE("%s not found", path);
         return;
     }
     hone_gguf *g = OPEN_OK(path);

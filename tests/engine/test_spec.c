@@ -269,7 +269,7 @@ static void test_exact_smollm2(void)
 {
     const char *path = harness_smollm2();
     if (!path) {
-        fprintf(stderr, "SmolLM2 absent: skipped\n");
+        SKIP_CASE("SmolLM2 absent");
         return;
     }
     int64_t acc = 0;

@@ -2,11 +2,14 @@
  * seccomp strict and filter modes), and the compile stage (cc, NVRTC, the CUDA scans). */
 #include "harness.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -16,6 +19,7 @@
 #include "candidates/sha256.h"
 #include "candidates/store.h"
 #include "candidates/worker.h"
+#include "engine/error.h"
 #include "guard/scan.h"
 
 static char DIR_[256];
@@ -170,6 +174,61 @@ static void test_worker(void)
     hone_worker_shared_free(shm, 4096);
 }
 
+static int cancel_flag;
+
+static void *set_cancel_later(void *arg)
+{
+    (void)arg;
+    struct timespec ts = {0, 100 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+    __atomic_store_n(&cancel_flag, 1, __ATOMIC_RELEASE);
+    return NULL;
+}
+
+/* opts.cancel: a hanging worker is killed as soon as the flag is set, long before its watchdog,
+ * and says so (cancelled, not timed out); a compile with the flag set fails with HONE_ECANCELED
+ * and leaves neither an object nor its private directory. */
+static void test_worker_cancel(void)
+{
+    hone_worker_result r;
+    hone_worker_opts o = HONE_WORKER_OPTS_INIT;
+    o.timeout_s = 30;
+    o.cancel = &cancel_flag;
+    cancel_flag = 0;
+    pthread_t th;
+    CHECK_EQ_INT(pthread_create(&th, NULL, set_cancel_later, NULL), 0);
+    CHECK_EQ_INT(hone_worker_run(&r, &o, w_hang, NULL), 0);
+    pthread_join(th, NULL);
+    CHECK(!r.ok && r.cancelled && !r.timed_out && r.signal == SIGKILL);
+    CHECK_STR_CONTAINS(r.reason, "cancelled");
+    CHECK_MSG(r.wall_s >= 0.09 && r.wall_s < 2, "killed %.3f s after the start (flag at 0.1 s)", r.wall_s);
+
+    setup();
+    char sub[300], src[512], so[512];
+    snprintf(sub, sizeof sub, "%s/cancel", DIR_);
+    mkdir(sub, 0700);
+    snprintf(src, sizeof src, "%s/k.c", sub);
+    snprintf(so, sizeof so, "%s/k.so", sub);
+    FILE *f = fopen(src, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fputs("void hone_cpu_nothing(void) {}\n", f);
+    fclose(f);
+    hone_compile_cpu_result cr;
+    hone_compile_cpu_opts co = HONE_COMPILE_CPU_OPTS_INIT;
+    co.cancel = &cancel_flag; /* still set */
+    CHECK_EQ_INT(hone_compile_cpu(&cr, src, so, &co), HONE_ECANCELED);
+    CHECK_STR_CONTAINS(hone_error_last(), "cancelled");
+    hone_compile_cpu_result_clear(&cr);
+    CHECK(access(so, F_OK) != 0);
+    int left = 0;
+    DIR *d = opendir(sub);
+    for (struct dirent *e; d && (e = readdir(d));)
+        left += strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "k.c");
+    if (d) closedir(d);
+    CHECK_EQ_INT(left, 0);
+}
+
 static void test_compile_cpu(void)
 {
     setup();
@@ -226,5 +285,5 @@ static void test_compile_cuda(void)
     free(log);
 }
 
-TEST_MAIN(TEST_CASE(test_sha256), TEST_CASE(test_store), TEST_CASE(test_worker),
+TEST_MAIN(TEST_CASE(test_sha256), TEST_CASE(test_store), TEST_CASE(test_worker), TEST_CASE(test_worker_cancel),
           TEST_CASE(test_compile_cpu), TEST_CASE(test_compile_cuda))

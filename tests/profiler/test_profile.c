@@ -163,6 +163,7 @@ static void test_slowed_slot_ranks_first_smollm2(void)
 {
     const char *p = smollm2_path();
     if (p) check_slowed_first(p, 2000000, 8, 3);
+    else SKIP_CASE("SmolLM2 GGUF not found");
 }
 
 /* The rows, outside row included, add up to the step time the test measures itself. */
@@ -209,6 +210,7 @@ static void test_rows_add_up_smollm2(void)
 {
     const char *p = smollm2_path();
     if (p) check_rows_add_up(p, 2, 16, 8);
+    else SKIP_CASE("SmolLM2 GGUF not found");
 }
 
 /* Profiling on changes no logit: bitwise equal to a run without the hook. */
@@ -240,6 +242,7 @@ static void test_logits_unchanged(void)
     check_logits_unchanged(tiny_path(), 12, 6);
     const char *p = smollm2_path();
     if (p) check_logits_unchanged(p, 8, 4);
+    else SKIP_CASE("SmolLM2 GGUF not found");
 }
 
 /* The byte model of a matvec and of decode attention, against the formulas. */
@@ -410,6 +413,7 @@ static void test_overhead(void)
     check_overhead(tiny_path(), 8, 0.25);
     const char *p = smollm2_path();
     if (p) check_overhead(p, 8, 0.10);
+    else SKIP_CASE("SmolLM2 GGUF not found");
 }
 
 /* A CUDA profile without CUDA (or a device) fails cleanly, saying why. */

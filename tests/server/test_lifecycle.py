@@ -2,7 +2,8 @@
 """`hone serve` lifecycle on SmolLM2 (slow enough that requests are really in flight): a
 client that disconnects mid-stream is cancelled and its KV blocks freed (seen in /metrics);
 SIGTERM lets an in-flight request finish, refuses new connections, and exits 0; the
-per-request time limit ends a long generation with finish_reason "length".
+per-request time limit ends a long generation with finish_reason "length", and a request it
+ends before any token with a 504; a request on a connection opened before the SIGTERM gets a 503.
 Skips (77) without SmolLM2."""
 import json
 import os
@@ -109,13 +110,74 @@ def test_time_limit(t):
         t.check(0 < j["usage"]["completion_tokens"] < 500 and dt < 5, "stopped by the limit (%.1fs)" % dt)
 
 
+def test_time_limit_nothing_is_504(t):
+    # a prompt whose prefill alone outlasts the 1 s limit on one thread: nothing was produced,
+    # so the answer is an error (504, OpenAI-shaped), not an empty completion
+    # (short steps, so the limit is seen between them soon after it passes)
+    with Server(MODEL, "--timeout", "1", "--ctx", "1024", "--step-tokens", "64", "--no-profile") as s:
+        t0 = time.time()
+        st, j = s.post("/v1/completions", {"prompt": "word " * 800, "max_tokens": 5, "temperature": 0})
+        dt = time.time() - t0
+        t.check(st == 504, "504 when the time limit produced nothing: %r %r" % (st, j))
+        err = j.get("error", {}) if isinstance(j, dict) else {}
+        t.check(err.get("code") == "timeout" and err.get("type") == "server_error" and err.get("message"),
+                "an OpenAI-shaped timeout error: %r" % (j,))
+        t.check(dt < 30, "answered once the limit passed (%.1f s)" % dt)
+        m = s.wait_metric(lambda m: m["hone_requests_running"] == 0 and m["hone_kv_cache_blocks_active"] == 0)
+        t.check(m["hone_kv_cache_blocks_active"] == 0, "its blocks are free")
+
+
+def test_drain_503_on_open_connection(t):
+    s = Server(MODEL, *ARGS)
+    try:
+        keep = s.conn(timeout=30)  # a keep-alive connection opened before the signal
+        keep.request("GET", "/health")
+        r = keep.getresponse()
+        r.read()
+        t.check(r.status == 200, "the open connection works before the signal")
+        result = {}
+
+        def inflight():
+            result["r"] = s.post("/v1/completions", {"prompt": "Count slowly:", "max_tokens": 40,
+                                                     "temperature": 0, "ignore_eos": True}, timeout=60)
+
+        th = threading.Thread(target=inflight)
+        th.start()
+        s.wait_metric(lambda m: m["hone_requests_running"] == 1 and m["hone_generated_tokens_total"] > 2, timeout=20)
+        s.proc.send_signal(15)
+        time.sleep(0.3)
+        keep.request("POST", "/v1/completions", body=json.dumps({"prompt": "Hi", "max_tokens": 2}),
+                     headers={"Content-Type": "application/json"})
+        r = keep.getresponse()
+        body = r.read()
+        t.check(r.status == 503, "a new request on an open connection while draining: 503 (%d)" % r.status)
+        try:
+            err = json.loads(body).get("error", {})
+        except ValueError:
+            err = {}
+        t.check(err.get("code") == "shutting_down" and r.getheader("Content-Type", "").startswith("application/json"),
+                "an OpenAI-shaped shutting_down error: %r" % body[:200])
+        keep.close()
+        th.join(60)
+        st, j = result.get("r", (None, None))
+        t.check(st == 200 and j["usage"]["completion_tokens"] == 40, "the in-flight request completed")
+        try:
+            code = s.proc.wait(60)
+        except Exception:
+            code = None
+        t.check(code == 0, "exit code %r" % code)
+    finally:
+        s.kill()
+
+
 def main():
     global MODEL
     MODEL = sl.smollm2_path()
     if not MODEL or not os.path.isfile(sl.BIN):
         print("skipped: needs SmolLM2 (tools/find_smollm2.py) and %s" % sl.BIN, file=sys.stderr)
         return sl.SKIP
-    return sl.Checks().run([test_disconnect_frees_blocks, test_sigterm_drains, test_time_limit])
+    return sl.Checks().run([test_disconnect_frees_blocks, test_sigterm_drains, test_time_limit,
+                            test_time_limit_nothing_is_504, test_drain_503_on_open_connection])
 
 
 if __name__ == "__main__":

@@ -198,4 +198,10 @@ static void teardown(void)
     model = NULL;
 }
 
-TEST_MAIN(TEST_CASE(test_reuse_is_bitwise), TEST_CASE(test_keys_are_exact_chains), TEST_CASE(teardown))
+int main(int argc, char **argv)
+{
+    static const harness_case cases[] = {TEST_CASE(test_reuse_is_bitwise), TEST_CASE(test_keys_are_exact_chains)};
+    int rc = harness_run(cases, (int)(sizeof cases / sizeof cases[0]), argc, argv);
+    teardown();
+    return rc;
+}
