@@ -872,6 +872,9 @@ static void print_row(FILE *f, const char *name, const cJSON *s)
             jnum(sv, "50"), jnum(sv, "100"), jnum(s, "greedy_identical"), jnum(s, "first_divergence_median"));
 }
 
+static void print_text_table(FILE *f, const cJSON *r);
+static void print_tools(FILE *f, const cJSON *r);
+
 void hone_verify_print(FILE *f, const cJSON *r)
 {
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(r, "reference");
@@ -881,6 +884,13 @@ void hone_verify_print(FILE *f, const cJSON *r)
             cJSON_GetObjectItemCaseSensitive(cand, "description")->valuestring);
     fprintf(f, "KL(ref || cand): %s; %g continuation tokens per prompt\n\n",
             cJSON_GetObjectItemCaseSensitive(r, "kl_kind")->valuestring, jnum(r, "steps"));
+    if (jnum(cJSON_GetObjectItemCaseSensitive(r, "summary"), "prompts") > 0) print_text_table(f, r);
+    print_tools(f, r);
+}
+
+/* The text prompts' table. */
+static void print_text_table(FILE *f, const cJSON *r)
+{
     fprintf(f, "%-12s %7s %9s %10s %10s %8s %11s %8s %6s %6s %6s %9s %8s\n", "set", "prompts", "positions",
             "KL mean", "KL max", "top-1", "max|dlogit|", "p", "^20", "^50", "^100", "identical", "1st div");
     const cJSON *s;
@@ -889,6 +899,11 @@ void hone_verify_print(FILE *f, const cJSON *r)
     fprintf(f, "\np: the per-step flip rate (teacher-forced top-1 disagreement); ^n: (1-p)^n, the chance an n-step "
             "task survives every step;\nidentical: prompts whose free-running greedy outputs agree for all steps; "
             "1st div: the median first step where they differ.\n");
+}
+
+/* The tool prompts' section. */
+static void print_tools(FILE *f, const cJSON *r)
+{
     const cJSON *ts = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "tools"), "summary");
     if (!ts) return;
     tool_rates tr = tool_rates_of(ts);

@@ -927,7 +927,7 @@ static int validate_object(jsv *v, const cJSON *s, const cJSON *x, const char *p
             VTRY(validate(v, add, k, sub));
         }
     }
-    double lim;
+    double lim = 0;
     int has;
     if ((has = get_num(s, "minProperties", &lim, path)) < 0) return has;
     if (has && n < lim) return fail_at(v, path, "fewer properties than minProperties");
@@ -950,7 +950,7 @@ static int validate_array(jsv *v, const cJSON *s, const cJSON *x, const char *pa
         }
         n++;
     }
-    double lim;
+    double lim = 0;
     int has;
     if ((has = get_num(s, "minItems", &lim, path)) < 0) return has;
     if (has && n < lim) return fail_at(v, path, "fewer items than minItems");
@@ -965,7 +965,7 @@ static int validate_array(jsv *v, const cJSON *s, const cJSON *x, const char *pa
 
 static int validate_string(jsv *v, const cJSON *s, const cJSON *x, const char *path)
 {
-    double lim;
+    double lim = 0;
     int has;
     long len = utf8_len(x->valuestring);
     if ((has = get_num(s, "minLength", &lim, path)) < 0) return has;
@@ -987,7 +987,7 @@ static int validate_number(jsv *v, const cJSON *s, const cJSON *x, const char *p
     static const char *const k[] = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
     double d = x->valuedouble;
     for (int i = 0; i < 5; i++) {
-        double lim;
+        double lim = 0;
         int has = get_num(s, k[i], &lim, path);
         if (has < 0) return has;
         if (!has) continue;
@@ -1004,7 +1004,7 @@ static int validate_number(jsv *v, const cJSON *s, const cJSON *x, const char *p
 
 static int validate_body(jsv *v, const cJSON *s, const cJSON *x, const char *path)
 {
-    char sub[512], msg[160];
+    char sub[512], msg[256];
     if (cJSON_IsTrue(s)) return 1;
     if (cJSON_IsFalse(s)) return fail_at(v, path, "the schema false admits nothing");
     if (!cJSON_IsObject(s))
