@@ -32,10 +32,12 @@ static const char ANSWER[] =
     "    \"Ralph Fiennes\",\n    \"Tony Revolori\",\n    \"Saoirse Ronan\",\n    \"Adrien Brody\",\n"
     "    \"Willem Dafoe\",\n    \"Jeff Goldblum\"\n  ],\n  \"rating\": 8.1\n}";
 
+/* This thread's CPU time: a neighbour's load that preempts the bench does not count (its
+ * effect on the caches still does). */
 static double now_s(void)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 

@@ -4,9 +4,9 @@ against `hone serve`: with a json_schema response_format (greedy, so every rep w
 same JSON), then without one for exactly as many tokens (ignore_eos). Decode tokens/s of
 each is (tokens - 1) / (last token - first token), so prefill and the grammar's one-off
 compile stay out of it; the first constrained request (which builds the vocabulary trie) is
-a warm-up. The two runs of a rep go back to back, so a neighbour's load hits both; the
-ratio is the median of the reps' ratios, and 1 / the median inter-token interval gives a
-second, load-robust rate. Prints JSON with the machine, the commit, the median and spread
+a warm-up. The two runs of a rep go back to back, in alternating order, so a neighbour's
+load hits both; the ratio is the median of the reps' ratios, and 1 / the median inter-token
+interval gives a second, load-robust rate. Prints JSON with the machine, the commit, the median and spread
 of both, and the ratio (target: constrained >= 0.9 x unconstrained).
 
   bench/structured.py [-m MODEL] [--hone BIN] [-t THREADS] [--reps N] [--clients N]
@@ -118,12 +118,17 @@ def main():
         with_s, without_s, ratios, itl_w, itl_wo, valid = [], [], [], [], [], 0
         for _ in range(a.reps):
             if a.clients == 1:
+                # the pair's order alternates, so that a trend in the neighbours' load favours neither
+                plain_first = len(with_s) % 2 == 1
+                if plain_first:
+                    m, f2, l2, _, two = stream_chat(port, {"max_tokens": out["constrained_tokens"], "ignore_eos": True})
                 n, f, l, text, tw = stream_chat(port, {"max_tokens": 400, "response_format": fmt})
+                if not plain_first:
+                    m, f2, l2, _, two = stream_chat(port, {"max_tokens": n, "ignore_eos": True})
                 with_s.append(rate(n, f, l))
                 itl_w.append(itl_rate(tw))
                 texts = [text]
-                m, f, l, _, two = stream_chat(port, {"max_tokens": n, "ignore_eos": True})
-                without_s.append(rate(m, f, l))
+                without_s.append(rate(m, f2, l2))
                 itl_wo.append(itl_rate(two))
             else:
                 r1, res = concurrent(port, a.clients, {"max_tokens": 400, "response_format": fmt,

@@ -465,7 +465,6 @@ typedef struct {
     uint64_t hash;
     int accept;      /* an empty stack is in the set */
     uint64_t uni[4]; /* bytes some top accepts */
-    int32_t *row;    /* (256) memoised transitions: next state, -1 reject, -2 unknown */
     uint64_t *mask;  /* the allowed tokens, once computed */
     int64_t n_allowed;
 } gstate;
@@ -481,6 +480,10 @@ struct hone_grammar_memo {
     int64_t n_words, cap_words;
     gstate *st;
     int n_st, cap_st;
+    /* (cap_st, 256) each state's memoised transitions: next state, -1 reject, -2 unknown.
+     * One array indexed by state id, so that the trie walk finds a state's row by arithmetic
+     * rather than by loading a pointer: one dependent load per trie node instead of two. */
+    int32_t *rows;
     int32_t *ht;     /* open addressing over state ids, -1 empty */
     int64_t ht_cap;
     /* scratch */
@@ -489,6 +492,7 @@ struct hone_grammar_memo {
     uint32_t *arena; /* expansion copies */
     int64_t arena_top, cap_arena;
     int64_t *soff;   /* stack offsets in out, for sorting */
+    int cap_soff;
     int steps;
     int32_t *walk;   /* state per trie depth */
     int walk_cap;
@@ -613,9 +617,14 @@ static int32_t intern_out(hone_grammar_memo *m)
     int n = 0;
     for (int64_t i = 0; i < m->n_out; i += m->out[i] + 1) n++;
     if (n == 0) return -1;
-    int64_t *off = realloc(m->soff, (size_t)n * sizeof *off);
-    if (!off) return hone_error_set(HONE_ENOMEM, "grammar: out of memory");
-    m->soff = off;
+    if (n > m->cap_soff) {
+        int nc = n > 2 * m->cap_soff ? n : 2 * m->cap_soff;
+        int64_t *q = realloc(m->soff, (size_t)nc * sizeof *q);
+        if (!q) return hone_error_set(HONE_ENOMEM, "grammar: out of memory");
+        m->soff = q;
+        m->cap_soff = nc;
+    }
+    int64_t *off = m->soff;
     n = 0;
     for (int64_t i = 0; i < m->n_out; i += m->out[i] + 1) off[n++] = i;
     sort_stacks(m->out, off, n);
@@ -652,8 +661,13 @@ static int32_t intern_out(hone_grammar_memo *m)
         gstate *q = realloc(m->st, (size_t)nc * sizeof *q);
         if (!q) return hone_error_set(HONE_ENOMEM, "grammar: out of memory");
         m->st = q;
+        int32_t *r = realloc(m->rows, (size_t)nc * 256 * sizeof *r);
+        if (!r) return hone_error_set(HONE_ENOMEM, "grammar: out of memory");
+        m->rows = r;
         m->cap_st = nc;
     }
+    int32_t *row = m->rows + (int64_t)m->n_st * 256;
+    for (int i = 0; i < 256; i++) row[i] = -2;
     gstate *s = &m->st[m->n_st];
     memset(s, 0, sizeof *s);
     s->off = start;
@@ -698,25 +712,17 @@ static int32_t advance(hone_grammar_memo *m, int32_t sid, unsigned c)
 /* The memoised transition. */
 static int32_t trans(hone_grammar_memo *m, int32_t sid, unsigned c)
 {
-    int32_t *row = m->st[sid].row;
-    if (row && row[c] != -2) return row[c];
-    if (!row) {
-        if (!(row = malloc(256 * sizeof *row))) return hone_error_set(HONE_ENOMEM, "grammar: out of memory");
-        for (int i = 0; i < 256; i++) row[i] = -2;
-        m->st[sid].row = row;
-    }
-    int32_t r = advance(m, sid, c);
+    int32_t r = m->rows[(int64_t)sid * 256 + c];
+    if (r != -2) return r;
+    r = advance(m, sid, c); /* may intern states: m->rows may move */
     if (r < -1) return r;
-    m->st[sid].row[c] = r;
+    m->rows[(int64_t)sid * 256 + c] = r;
     return r;
 }
 
 static void clear_states(hone_grammar_memo *m)
 {
-    for (int i = 0; i < m->n_st; i++) {
-        free(m->st[i].row);
-        free(m->st[i].mask);
-    }
+    for (int i = 0; i < m->n_st; i++) free(m->st[i].mask);
     m->n_st = 0;
     m->n_words = 0;
     for (int64_t i = 0; i < m->ht_cap; i++) m->ht[i] = -1;
@@ -778,11 +784,9 @@ int hone_grammar_memo_new(hone_grammar_memo **out, const hone_grammar *g)
 void hone_grammar_memo_free(hone_grammar_memo *m)
 {
     if (!m || --m->refs > 0) return;
-    for (int i = 0; i < m->n_st; i++) {
-        free(m->st[i].row);
-        free(m->st[i].mask);
-    }
+    for (int i = 0; i < m->n_st; i++) free(m->st[i].mask);
     free(m->st);
+    free(m->rows);
     free(m->ht);
     free(m->words);
     free(m->out);
@@ -913,8 +917,8 @@ static const uint64_t *memo_mask(hone_grammar_memo *m, int32_t sid, const hone_t
     for (int64_t i = 0; i < n;) {
         const trie_node *nd = &nodes[i];
         int32_t ps = ws[nd->depth - 1];
-        const int32_t *row = m->st[ps].row;
-        int32_t ns = row && row[nd->byte] != -2 ? row[nd->byte] : trans(m, ps, nd->byte);
+        int32_t ns = m->rows[(int64_t)ps * 256 + nd->byte];
+        if (ns == -2) ns = trans(m, ps, nd->byte);
         if (ns < -1) {
             free(mask);
             return NULL;
@@ -978,8 +982,13 @@ void hone_grammar_mask_apply(const uint64_t *mask, float *logits, int64_t n)
         uint64_t bits = mask[w];
         if (bits == ~0ull) continue;
         int64_t lim = n - w * 64 < 64 ? n - w * 64 : 64;
-        for (int64_t b = 0; b < lim; b++)
-            if (!(bits >> b & 1)) logits[w * 64 + b] = -INFINITY;
+        float *l = logits + w * 64;
+        if (bits == 0) { /* most words of a constrained step: a plain fill */
+            for (int64_t b = 0; b < lim; b++) l[b] = -INFINITY;
+            continue;
+        }
+        for (uint64_t z = ~bits & (lim == 64 ? ~0ull : (1ull << lim) - 1); z; z &= z - 1)
+            l[__builtin_ctzll(z)] = -INFINITY; /* one store per rejected token, no branch per bit */
     }
 }
 

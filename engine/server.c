@@ -70,6 +70,8 @@ struct hone_server {
     struct { int route, status; uint64_t n; } counts[MAX_STATUS_ROWS];
     int n_counts;
     const char *const *aliases; /* o.model_aliases */
+    hone_toolcall_style tool_style; /* how tmpl takes tools (server_tool_style), under mu */
+    int tool_style_known;
 };
 
 /* One HTTP request on a connection. */
@@ -133,15 +135,20 @@ static void log_line(const char *level, const char *fmt, ...)
 {
     struct timespec ts;
     struct tm tm;
-    char when[32], msg[1024];
+    char when[32], small[1024], *msg = small; /* longer lines (logged prompts) on the heap */
     clock_gettime(CLOCK_REALTIME, &ts);
     gmtime_r(&ts.tv_sec, &tm);
     strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
-    va_list ap;
+    va_list ap, again;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_copy(again, ap);
+    int n = vsnprintf(small, sizeof small, fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof small && (msg = malloc((size_t)n + 1))) vsnprintf(msg, (size_t)n + 1, fmt, again);
+    if (!msg) msg = small;
+    va_end(again);
     fprintf(stderr, "%s.%03dZ %s hone serve: %s\n", when, (int)(ts.tv_nsec / 1000000), level, msg);
+    if (msg != small) free(msg);
 }
 
 /* A client's X-Request-Id is kept when it is 1 to 64 of [A-Za-z0-9._:-] (a balancer's id
@@ -342,6 +349,7 @@ typedef struct {
     float bias_vals[MAX_BIAS];
     hone_grammar *grammar;    /* response_format / tool_choice: the output's grammar, or NULL */
     cJSON *tools;             /* tools the output may call (a copy), NULL for none */
+    char *prompt;             /* chat with log_requests: the rendered prompt, for the log */
     int speculate;              /* HONE_REQUEST_SPEC_*: the "speculate" field (Hone's extension) */
 } gen_request;
 
@@ -358,6 +366,8 @@ static void gen_request_free(gen_request *g)
     g->grammar = NULL;
     cJSON_Delete(g->tools);
     g->tools = NULL;
+    free(g->prompt);
+    g->prompt = NULL;
 }
 
 static int get_number(cJSON *root, const char *name, double lo, double hi, int integral,
@@ -424,6 +434,19 @@ static int content_text(cJSON *c, int i, char **out, bad_request *b)
 static int tool_chat_prompt(hone_server *s, cJSON *root, gen_request *g, bad_request *b);
 static int wants_tool_prompt(cJSON *root, const gen_request *g);
 
+/* A rendered chat prompt into g's ids; kept in g->prompt for the request log when bodies
+ * are logged. Takes formatted. */
+static int chat_encode(hone_server *s, char *formatted, gen_request *g, bad_request *b)
+{
+    int rc = 0;
+    if (hone_tokenizer_encode(s->tok, formatted, strlen(formatted), s->tmpl->emits_bos ? 0 : -1, 1, &g->ids,
+                              &g->n_ids))
+        rc = bad(b, 400, "messages", "invalid_value", "%s", hone_error_last());
+    if (s->o.log_requests && !rc) g->prompt = formatted;
+    else free(formatted);
+    return rc;
+}
+
 static int chat_prompt(hone_server *s, cJSON *root, gen_request *g, bad_request *b)
 {
     if (wants_tool_prompt(root, g)) return tool_chat_prompt(s, root, g, b);
@@ -468,17 +491,11 @@ static int chat_prompt(hone_server *s, cJSON *root, gen_request *g, bad_request 
         bad(b, 400, "messages", "invalid_value", "%s", hone_error_last());
         goto done;
     }
-    if (hone_tokenizer_encode(s->tok, formatted, strlen(formatted), s->tmpl->emits_bos ? 0 : -1, 1,
-                              &g->ids, &g->n_ids)) {
-        bad(b, 400, "messages", "invalid_value", "%s", hone_error_last());
-        goto done;
-    }
-    rc = 0;
+    rc = chat_encode(s, formatted, g, b);
 done:
     for (int k = 0; texts && k < n; k++) free(texts[k]);
     free(texts);
     free(m);
-    free(formatted);
     return rc;
 }
 
@@ -600,6 +617,21 @@ static int parse_openai(hone_server *s, cJSON *root, gen_request *g, bad_request
 
 /* ---- structured output and tools (requests) ---- */
 
+/* How the chat template takes tools (the template's own rendering or the fallback, and the
+ * call format its prompt teaches): found once, by a probe render, on the first request that
+ * needs it. */
+static hone_toolcall_style server_tool_style(hone_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    if (!s->tool_style_known) {
+        hone_toolcall_style_of(&s->tool_style, s->tmpl);
+        s->tool_style_known = 1;
+    }
+    hone_toolcall_style st = s->tool_style;
+    pthread_mutex_unlock(&s->mu);
+    return st;
+}
+
 /* response_format (json_object, json_schema), tools and tool_choice: g->grammar is the
  * output's grammar when the request constrains it, g->tools the tools to parse calls of. */
 static int structured_parse(hone_server *s, cJSON *root, int chat, gen_request *g, bad_request *b)
@@ -660,12 +692,12 @@ static int structured_parse(hone_server *s, cJSON *root, int chat, gen_request *
     if (strcmp(mode, "none") && (!tools || cJSON_GetArraySize(tools) == 0))
         return bad(b, 400, "tool_choice", "invalid_value", "'tool_choice' '%s' needs a non-empty 'tools'", mode);
     if (!strcmp(mode, "none")) return 0;
-    hone_toolcall_format fmt = hone_toolcall_format_for(s->tmpl->family);
     if (forced) {
         if (g->grammar)
             return bad(b, 400, "tool_choice", "invalid_value",
                        "'tool_choice' %s cannot be combined with a JSON 'response_format'", mode);
-        if (hone_toolcall_grammar(&g->grammar, tools, name, fmt))
+        hone_toolcall_style st = server_tool_style(s);
+        if (hone_toolcall_grammar(&g->grammar, tools, name, &st))
             return bad(b, 400, name ? "tool_choice" : "tools", "invalid_value", "%s", hone_error_last());
     }
     if (!(g->tools = cJSON_Duplicate(tools, 1))) return bad(b, 500, NULL, NULL, "out of memory");
@@ -686,44 +718,19 @@ static int wants_tool_prompt(cJSON *root, const gen_request *g)
     return 0;
 }
 
-/* The chat prompt through engine/toolcall.c's rendering (tools, tool calls and results as
- * plain messages), then the template as chat_prompt does. When the chat templates are
- * interpreted (engine/chat.h with tools), this is where they take the tools. */
+/* The chat prompt of a conversation with tools or tool history: through the model's own
+ * template where it renders them, else through engine/toolcall.c's plain messages. */
 static int tool_chat_prompt(hone_server *s, cJSON *root, gen_request *g, bad_request *b)
 {
-    cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages"), *plain = NULL;
+    cJSON *msgs = cJSON_GetObjectItemCaseSensitive(root, "messages");
     if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0)
         return bad(b, 400, "messages", "invalid_value", "'messages' must be a non-empty array");
     if (cJSON_GetArraySize(msgs) > 4096) return bad(b, 400, "messages", "invalid_value", "too many messages");
-    /* no default system text: the template's own (a Jinja template's default system turn)
-     * gives way to the tools' system turn */
-    if (hone_toolcall_render(&plain, msgs, g->tools, hone_toolcall_format_for(s->tmpl->family), NULL))
-        return bad(b, 400, "messages", "invalid_value", "%s", hone_error_last());
-    int n = cJSON_GetArraySize(plain), rc = -1, i = 0;
-    hone_chat_msg *m = calloc((size_t)(n ? n : 1), sizeof *m);
+    hone_toolcall_style st = server_tool_style(s);
     char *formatted = NULL;
-    if (!m) { bad(b, 500, NULL, NULL, "out of memory"); goto done; }
-    cJSON *x;
-    cJSON_ArrayForEach(x, plain) {
-        m[i].role = cJSON_GetObjectItemCaseSensitive(x, "role")->valuestring;
-        m[i].content = cJSON_GetObjectItemCaseSensitive(x, "content")->valuestring;
-        i++;
-    }
-    if (hone_chat_format(&formatted, s->tmpl, m, n, 1)) {
-        bad(b, 400, "messages", "invalid_value", "%s", hone_error_last());
-        goto done;
-    }
-    if (hone_tokenizer_encode(s->tok, formatted, strlen(formatted), s->tmpl->emits_bos ? 0 : -1, 1, &g->ids,
-                              &g->n_ids)) {
-        bad(b, 400, "messages", "invalid_value", "%s", hone_error_last());
-        goto done;
-    }
-    rc = 0;
-done:
-    free(m);
-    free(formatted);
-    cJSON_Delete(plain);
-    return rc;
+    if (hone_toolcall_prompt(&formatted, s->tmpl, &st, msgs, g->tools))
+        return bad(b, 400, "messages", "invalid_value", "%s", hone_error_last());
+    return chat_encode(s, formatted, g, b);
 }
 
 /* Validates and tokenises a generation request. */
@@ -1023,8 +1030,9 @@ static void add_choice(cJSON *j, conn_ctx *cc, int i, const char *text, size_t l
 
 static void tool_call_id(conn_ctx *cc, int i, char *out, size_t cap)
 {
-    snprintf(out, cap, "call_%016llx", (unsigned long long)(atomic_fetch_add(&cc->srv->next_id, 1) *
-                                                           0x9e3779b97f4a7c15ull ^ (uint64_t)(i + 1)));
+    hone_toolcall_style st = server_tool_style(cc->srv);
+    hone_toolcall_id(out, cap, &st, (unsigned long long)(atomic_fetch_add(&cc->srv->next_id, 1) *
+                                                         0x9e3779b97f4a7c15ull ^ (uint64_t)(i + 1)));
 }
 
 /* The whole message of a chat answer (choice 0) whose text holds tool calls: content (or
@@ -1540,6 +1548,16 @@ static cJSON *read_json_body(conn_ctx *cc, enum MHD_Result *ok)
     return root;
 }
 
+/* With log_requests: the chat prompt the template rendered, as a JSON string (one line). */
+static void log_prompt(conn_ctx *cc, const char *prompt)
+{
+    cJSON *j = cJSON_CreateString(prompt);
+    char *t = j ? cJSON_PrintUnformatted(j) : NULL;
+    if (t) log_line("info", "request %s prompt: %s", cc->rid, t);
+    free(t);
+    cJSON_Delete(j);
+}
+
 static enum MHD_Result handle_generation(conn_ctx *cc)
 {
     hone_server *s = cc->srv;
@@ -1554,6 +1572,7 @@ static enum MHD_Result handle_generation(conn_ctx *cc)
         ok = send_bad(cc, &b);
         goto done;
     }
+    if (g.prompt) log_prompt(cc, g.prompt);
     if (atomic_load(&s->draining)) {
         ok = send_error(cc, 503, "server_error", NULL, "shutting_down", "the server is shutting down");
         goto done;

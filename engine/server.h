@@ -17,7 +17,7 @@ typedef struct {
     const char *host;        /* numeric address or a name; "127.0.0.1" by default */
     int port;                /* 0: any free port (see hone_server_port) */
     const char *api_key;     /* non-NULL: every route but /health needs "Bearer KEY" */
-    int log_requests;        /* 1: log request bodies (text is never logged otherwise) */
+    int log_requests;        /* 1: log request bodies and rendered chat prompts (text is never logged otherwise) */
     size_t max_body;         /* bytes; larger bodies get 413 */
     const char *model_id;    /* the id /v1/models lists and requests must name */
     int64_t n_ctx;           /* the context length (prompts must be shorter) */

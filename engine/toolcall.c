@@ -315,6 +315,240 @@ fail:
     return rc;
 }
 
+/* ---- the prompt: the template's own tool rendering, or the fallback ---- */
+
+void hone_toolcall_style_fallback(hone_toolcall_style *out, hone_toolcall_format fmt)
+{
+    memset(out, 0, sizeof *out);
+    out->format = fmt;
+    snprintf(out->open, sizeof out->open, "%s",
+             fmt == HONE_TOOLCALL_HERMES ? "<tool_call>\n" : fmt == HONE_TOOLCALL_MISTRAL ? "[TOOL_CALLS] [" : "");
+}
+
+/* The probe: one tool, one call of it (id of 9 alphanumerics, as Mistral's templates demand),
+ * its result; each part carries a phrase the output is searched for. */
+static const char PROBE_TOOLS[] =
+    "[{\"type\": \"function\", \"function\": {\"name\": \"hone_probe\", \"description\": \"hone probe tool\", "
+    "\"parameters\": {\"type\": \"object\", \"properties\": {\"hone_arg\": {\"type\": \"string\"}}}}}]";
+static const char PROBE_MESSAGES[] =
+    "[{\"role\": \"user\", \"content\": \"hone probe question\"}, {\"role\": \"assistant\", \"content\": \"\", "
+    "\"tool_calls\": [{\"id\": \"probecall\", \"type\": \"function\", \"function\": {\"name\": \"hone_probe\", "
+    "\"arguments\": {\"hone_arg\": \"hone probe argument\"}}}]}, "
+    "{\"role\": \"tool\", \"tool_call_id\": \"probecall\", \"content\": \"hone probe result\"}]";
+
+/* The last occurrence of needle in hay, or NULL. */
+static const char *last_of(const char *hay, const char *needle)
+{
+    const char *p = strstr(hay, needle), *last = NULL;
+    while (p) {
+        last = p;
+        p = strstr(p + 1, needle);
+    }
+    return last;
+}
+
+/* open: marker and the whitespace (and, for Mistral, the '[' of the call list) after it up to
+ * the call's '{' in the probe's output; 0 when the marker is not followed by a call. */
+static int open_from(char *out, size_t cap, const char *marker_at, size_t marker_len, int list)
+{
+    const char *p = marker_at + marker_len;
+    while (*p == ' ' || *p == '\n') p++;
+    if (list && *p == '[') {
+        p++;
+        while (*p == ' ' || *p == '\n') p++;
+    }
+    if (*p != '{' || (size_t)(p - marker_at) >= cap) return 0;
+    memcpy(out, marker_at, (size_t)(p - marker_at));
+    out[p - marker_at] = 0;
+    return 1;
+}
+
+void hone_toolcall_style_of(hone_toolcall_style *out, const hone_chat_template *t)
+{
+    hone_toolcall_style_fallback(out, hone_toolcall_format_for(t ? t->family : HONE_CHAT_CHATML));
+    cJSON *tools = cJSON_Parse(PROBE_TOOLS), *msgs = cJSON_Parse(PROBE_MESSAGES);
+    char *r = NULL;
+    if (!t || !tools || !msgs || hone_chat_render(&r, t, msgs, tools, NULL)) goto done;
+    if (!strstr(r, "hone probe tool") || !strstr(r, "hone probe argument") || !strstr(r, "hone probe result"))
+        goto done;
+    hone_toolcall_style st = {.native = 1};
+    const char *m;
+    if ((m = last_of(r, "<tool_call>"))) {
+        st.format = HONE_TOOLCALL_HERMES;
+        if (!open_from(st.open, sizeof st.open, m, strlen("<tool_call>"), 0)) goto done;
+    } else if ((m = last_of(r, "[TOOL_CALLS]"))) {
+        st.format = HONE_TOOLCALL_MISTRAL;
+        if (!open_from(st.open, sizeof st.open, m, strlen("[TOOL_CALLS]"), 1)) goto done;
+    } else if (strstr(r, "\"parameters\": {\"hone_arg\"")) {
+        st.format = HONE_TOOLCALL_LLAMA3; /* a bare {"name", "parameters"} object, open "" */
+    } else {
+        goto done; /* a call syntax the parser does not know: the fallback teaches one it does */
+    }
+    *out = st;
+done:
+    free(r);
+    cJSON_Delete(tools);
+    cJSON_Delete(msgs);
+}
+
+static int is_alnum(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+
+static const char ALNUM[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+
+void hone_toolcall_id(char *out, size_t cap, const hone_toolcall_style *st, unsigned long long r)
+{
+    if (st->format != HONE_TOOLCALL_MISTRAL) {
+        snprintf(out, cap, "call_%016llx", r);
+        return;
+    }
+    char id[10];
+    for (int i = 0; i < 9; i++, r /= 62) id[i] = ALNUM[r % 62];
+    id[9] = 0;
+    snprintf(out, cap, "%s", id);
+}
+
+/* A Mistral id: s itself when it is 9 alphanumerics, else 9 from its FNV-1a hash. */
+static cJSON *mistral_id(const char *s)
+{
+    size_t n = strlen(s), k = 0;
+    while (k < n && is_alnum(s[k])) k++;
+    if (n == 9 && k == 9) return cJSON_CreateString(s);
+    unsigned long long h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    char id[16];
+    hone_toolcall_style st = {.format = HONE_TOOLCALL_MISTRAL};
+    hone_toolcall_id(id, sizeof id, &st, h);
+    return cJSON_CreateString(id);
+}
+
+/* Replaces (or adds) key in o by v; v NULL is out of memory. */
+static int set_item(cJSON *o, const char *key, cJSON *v)
+{
+    if (!v) return hone_error_set(HONE_ENOMEM, "out of memory");
+    if (cJSON_GetObjectItemCaseSensitive(o, key)) cJSON_ReplaceItemInObjectCaseSensitive(o, key, v);
+    else cJSON_AddItemToObject(o, key, v);
+    return 0;
+}
+
+/* The messages as the native templates take them (hone_toolcall_prompt's conversions). */
+static int native_messages(cJSON **out, const cJSON *messages, const hone_toolcall_style *st)
+{
+    *out = NULL;
+    if (!cJSON_IsArray(messages)) return hone_error_set(HONE_EINVAL, "'messages' must be an array");
+    cJSON *res = cJSON_Duplicate(messages, 1);
+    if (!res) return hone_error_set(HONE_ENOMEM, "out of memory");
+    int rc = 0, i = 0;
+    cJSON *m;
+    cJSON_ArrayForEach(m, res) {
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(m, "role");
+        if (!cJSON_IsObject(m) || !cJSON_IsString(r)) {
+            rc = hone_error_set(HONE_EINVAL, "messages[%d] must be an object with a string 'role'", i);
+            goto fail;
+        }
+        const char *role = r->valuestring;
+        if (strcmp(role, "system") && strcmp(role, "developer") && strcmp(role, "user") && strcmp(role, "assistant") &&
+            strcmp(role, "tool")) {
+            rc = hone_error_set(HONE_EINVAL, "messages[%d].role is '%.40s'; it must be one of system, developer, user, "
+                                "assistant, tool", i, role);
+            goto fail;
+        }
+        if (!strcmp(role, "developer") && (rc = set_item(m, "role", cJSON_CreateString("system")))) goto fail;
+        tbuf b = {0};
+        if ((rc = content_of(m, i, &b))) {
+            free(b.s);
+            goto fail;
+        }
+        rc = b.failed ? hone_error_set(HONE_ENOMEM, "out of memory") : set_item(m, "content", cJSON_CreateString(b.s ? b.s : ""));
+        free(b.s);
+        if (rc) goto fail;
+        cJSON *tcs = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        if (tcs && cJSON_IsNull(tcs)) {
+            cJSON_DeleteItemFromObjectCaseSensitive(m, "tool_calls");
+            tcs = NULL;
+        }
+        if (tcs && (strcmp(role, "assistant") || !cJSON_IsArray(tcs))) {
+            rc = hone_error_set(HONE_EINVAL, "messages[%d].tool_calls must be an array on an assistant message", i);
+            goto fail;
+        }
+        cJSON *tc;
+        cJSON_ArrayForEach(tc, tcs) {
+            cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+            cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+            cJSON *id = cJSON_GetObjectItemCaseSensitive(tc, "id");
+            if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(fn, "name"))) {
+                rc = hone_error_set(HONE_EINVAL, "messages[%d].tool_calls[].function.name must be a string", i);
+                goto fail;
+            }
+            if (cJSON_IsString(args)) { /* OpenAI sends a JSON string; templates tojson an object */
+                cJSON *parsed = cJSON_Parse(args->valuestring);
+                if (parsed) cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", parsed);
+            }
+            if (st->format == HONE_TOOLCALL_MISTRAL && cJSON_IsString(id) && (rc = set_item(tc, "id", mistral_id(id->valuestring))))
+                goto fail;
+        }
+        cJSON *tid = cJSON_GetObjectItemCaseSensitive(m, "tool_call_id");
+        if (st->format == HONE_TOOLCALL_MISTRAL && cJSON_IsString(tid) &&
+            (rc = set_item(m, "tool_call_id", mistral_id(tid->valuestring))))
+            goto fail;
+        i++;
+    }
+    *out = res;
+    return 0;
+fail:
+    cJSON_Delete(res);
+    return rc;
+}
+
+/* Joins consecutive turns of one role of plain (role/content) messages. */
+static int join_turns(cJSON *plain)
+{
+    cJSON *m = plain->child;
+    while (m && m->next) {
+        cJSON *n = m->next;
+        const char *r1 = cJSON_GetObjectItemCaseSensitive(m, "role")->valuestring;
+        const char *r2 = cJSON_GetObjectItemCaseSensitive(n, "role")->valuestring;
+        if (strcmp(r1, r2)) {
+            m = n;
+            continue;
+        }
+        tbuf b = {0};
+        tb_str(&b, cJSON_GetObjectItemCaseSensitive(m, "content")->valuestring);
+        tb_str(&b, "\n\n");
+        tb_str(&b, cJSON_GetObjectItemCaseSensitive(n, "content")->valuestring);
+        int rc = b.failed ? hone_error_set(HONE_ENOMEM, "out of memory") : set_item(m, "content", cJSON_CreateString(b.s));
+        free(b.s);
+        if (rc) return rc;
+        cJSON_Delete(cJSON_DetachItemViaPointer(plain, n));
+    }
+    return 0;
+}
+
+int hone_toolcall_prompt(char **out, const hone_chat_template *t, const hone_toolcall_style *st, const cJSON *messages,
+                         const cJSON *tools)
+{
+    *out = NULL;
+    cJSON *msgs = NULL;
+    int rc = check_tools(tools);
+    if (rc) return rc;
+    if (st->native) {
+        if ((rc = native_messages(&msgs, messages, st))) return rc;
+        rc = hone_chat_render(out, t, msgs, tools, NULL);
+        cJSON_Delete(msgs);
+        return rc;
+    }
+    /* no default system text: the template's own default system turn gives way to the tools' */
+    if ((rc = hone_toolcall_render(&msgs, messages, tools, st->format, NULL))) return rc;
+    rc = hone_chat_render(out, t, msgs, NULL, NULL);
+    if (rc == HONE_EINVAL && hone_jinja_raised()) {
+        char first[1024];
+        snprintf(first, sizeof first, "%s", hone_error_last());
+        if (join_turns(msgs) == 0 && (rc = hone_chat_render(out, t, msgs, NULL, NULL)))
+            hone_error_set(rc, "%s", first); /* the template's objection to the turns as given */
+    }
+    cJSON_Delete(msgs);
+    return rc;
+}
+
 static const cJSON *find_tool(const cJSON *tools, const char *name)
 {
     const cJSON *t;
@@ -326,8 +560,9 @@ static const cJSON *find_tool(const cJSON *tools, const char *name)
     return NULL;
 }
 
-int hone_toolcall_grammar(hone_grammar **out, const cJSON *tools, const char *name, hone_toolcall_format fmt)
+int hone_toolcall_grammar(hone_grammar **out, const cJSON *tools, const char *name, const hone_toolcall_style *st)
 {
+    hone_toolcall_format fmt = st->format;
     *out = NULL;
     int rc = check_tools(tools);
     if (rc) return rc;
@@ -359,13 +594,10 @@ int hone_toolcall_grammar(hone_grammar **out, const cJSON *tools, const char *na
     }
     /* $defs of the tool's parameters resolve against the root: hoist a single tool's */
     hone_json_schema_opts o = HONE_JSON_SCHEMA_OPTS_INIT;
-    if (fmt == HONE_TOOLCALL_HERMES) {
-        o.prefix = "<tool_call>\n";
-        o.suffix = "\n</tool_call>";
-    } else if (fmt == HONE_TOOLCALL_MISTRAL) {
-        o.prefix = "[TOOL_CALLS] [";
-        o.suffix = "]";
-    }
+    size_t on = strlen(st->open);
+    o.prefix = st->open;
+    if (fmt == HONE_TOOLCALL_HERMES) o.suffix = "\n</tool_call>";
+    else if (fmt == HONE_TOOLCALL_MISTRAL && on && st->open[on - 1] == '[') o.suffix = "]";
     rc = hone_json_schema_compile(out, schema, &o);
     cJSON_Delete(schema);
     return rc;

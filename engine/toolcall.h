@@ -1,6 +1,7 @@
-/* Tool calling for the chat endpoint: the tools and the tool-call history rendered as plain
- * role/content messages for engine/chat.c (until the chat templates are interpreted), the
- * model's tool-call output parsed back into calls, and the grammar that forces a call.
+/* Tool calling for the chat endpoint: the prompt of a conversation with tools (through the
+ * model's own chat template where that template renders tools, calls and results itself, else
+ * as plain role/content messages in one of the formats below), the model's tool-call output
+ * parsed back into calls, and the grammar that forces a call.
  *
  * Formats (what the output parser recognises, whatever the family):
  *   Hermes / Qwen / SmolLM2  <tool_call>{"name": N, "arguments": {...}}</tool_call> (one per
@@ -24,7 +25,48 @@ typedef enum {
     HONE_TOOLCALL_MISTRAL = 2  /* Mistral and Llama 2 families */
 } hone_toolcall_format;
 
+/* The format of the fallback rendering for a template family: Llama 3 for Llama 3, Mistral for
+ * Mistral and Llama 2, Hermes for the rest. */
 hone_toolcall_format hone_toolcall_format_for(hone_chat_family f);
+
+/* How a chat template takes tools (hone_toolcall_style_of). */
+typedef struct {
+    int native;                  /* 1: the template renders tools, assistant tool_calls and tool
+                                  * results itself, in format */
+    hone_toolcall_format format; /* what the prompt teaches: what calls are parsed as and forced in */
+    char open[24];               /* the text before a call's JSON ("<tool_call>\n", "[TOOL_CALLS] [",
+                                  * "[TOOL_CALLS][" for Mistral Nemo, "" for Llama 3) */
+} hone_toolcall_style;
+
+/* The fallback style of format fmt (not native; fmt's usual opening). */
+void hone_toolcall_style_fallback(hone_toolcall_style *out, hone_toolcall_format fmt);
+
+/* Renders a probe conversation (a tool, an assistant call of it, the tool's result) through t
+ * with tools, as hone_toolcall_prompt would: the template is native when the tool's description,
+ * the call's arguments and the result all appear in its output and the call is written in a
+ * format the parser knows (<tool_call> blocks, [TOOL_CALLS], or Llama 3's {"name", "parameters"});
+ * open is then taken from that output. Otherwise (no tool syntax, as SmolLM2's and Gemma 3's
+ * templates; tools but no call history, as Granite 3.3's; a template that raises) the fallback
+ * style of t's family. */
+void hone_toolcall_style_of(hone_toolcall_style *out, const hone_chat_template *t);
+
+/* The prompt text (malloc'd, caller frees) of OpenAI chat messages and tools (may be NULL) with
+ * the generation prompt, in style st:
+ *   native: the messages passed to the template as transformers' apply_chat_template passes
+ *     them, after the conversions OpenAI clients need: "developer" is "system", text parts
+ *     are joined into one string, null content is "", a call's arguments given as a JSON
+ *     string are parsed into the object templates expect, and (Mistral format) call ids that
+ *     are not 9 alphanumerics map to 9 (a hash, the same for a call and its result);
+ *   fallback: hone_toolcall_render's messages through the template; where the template
+ *     refuses them (raise_exception: roles that must alternate, as Gemma's), consecutive
+ *     turns of one role are joined and rendered again.
+ * HONE_EINVAL with the message for malformed messages or tools and for a template that raises. */
+int hone_toolcall_prompt(char **out, const hone_chat_template *t, const hone_toolcall_style *st,
+                         const struct cJSON *messages, const struct cJSON *tools);
+
+/* A tool-call id for random bits r in style st: "call_" and 16 hex digits, or 9 alphanumerics
+ * in Mistral format (its templates refuse other ids). Writes at most cap bytes (NUL included). */
+void hone_toolcall_id(char *out, size_t cap, const hone_toolcall_style *st, unsigned long long r);
 
 /* OpenAI chat messages (system/developer, user, assistant with optional tool_calls, tool)
  * and tools (may be NULL) -> *out, a new cJSON array of {"role", "content"} string pairs in
@@ -40,11 +82,12 @@ hone_toolcall_format hone_toolcall_format_for(hone_chat_family f);
 int hone_toolcall_render(struct cJSON **out, const struct cJSON *messages, const struct cJSON *tools,
                          hone_toolcall_format fmt, const char *default_system);
 
-/* The grammar of one call in fmt: of the tool named name, or of any tool when name is NULL;
- * its arguments follow the tool's parameters schema (engine/json_schema.h). HONE_EINVAL
- * when no tool has that name; the schema compiler's errors otherwise. */
+/* The grammar of one call in style st (its format's keys, after st->open): of the tool named
+ * name, or of any tool when name is NULL; its arguments follow the tool's parameters schema
+ * (engine/json_schema.h). HONE_EINVAL when no tool has that name; the schema compiler's
+ * errors otherwise. */
 int hone_toolcall_grammar(hone_grammar **out, const struct cJSON *tools, const char *name,
-                          hone_toolcall_format fmt);
+                          const hone_toolcall_style *st);
 
 typedef struct {
     char *name;

@@ -270,6 +270,14 @@ static void test_mask(void)
     for (int i = 0; i < 130; i++) finite += logits[i] == 1.0f;
     CHECK_EQ_INT(finite, 3);
     CHECK(logits[0] == 1.0f && logits[2] == 1.0f && logits[129] == 1.0f && logits[1] == -INFINITY);
+    uint64_t mk2[3] = {~0ull & ~(1ull << 63), ~0ull, 0}; /* mixed, all allowed, none allowed (partial word) */
+    for (int i = 0; i < 130; i++) logits[i] = (float)i;
+    hone_grammar_mask_apply(mk2, logits, 130);
+    finite = 0;
+    for (int i = 0; i < 130; i++) finite += logits[i] == (float)i;
+    CHECK_EQ_INT(finite, 127);
+    CHECK(logits[63] == -INFINITY && logits[64] == 64.0f && logits[127] == 127.0f && logits[128] == -INFINITY &&
+          logits[129] == -INFINITY);
 done:
     hone_token_trie_free(t);
     hone_tokenizer_free(tok);

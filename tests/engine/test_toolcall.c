@@ -3,6 +3,8 @@
  * content, the streaming hold-back, the rendering of tools and history, and the forcing
  * grammar. */
 #include <cjson/cJSON.h>
+#include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/error.h"
@@ -149,7 +151,11 @@ static void test_grammar(void)
 {
     cJSON *t = tools();
     hone_grammar *g = NULL;
-    CHECK(hone_toolcall_grammar(&g, t, NULL, HONE_TOOLCALL_HERMES) == 0);
+    hone_toolcall_style hermes, llama3, nemo = {.native = 1, .format = HONE_TOOLCALL_MISTRAL, .open = "[TOOL_CALLS]["};
+    hone_toolcall_style_fallback(&hermes, HONE_TOOLCALL_HERMES);
+    hone_toolcall_style_fallback(&llama3, HONE_TOOLCALL_LLAMA3);
+    CHECK(!strcmp(hermes.open, "<tool_call>\n") && !strcmp(llama3.open, "") && !hermes.native);
+    CHECK(hone_toolcall_grammar(&g, t, NULL, &hermes) == 0);
     const char *ok1 = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": -2}}\n</tool_call>";
     const char *ok2 = "<tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Oslo\"}}\n</tool_call>";
     const char *no1 = "<tool_call>\n{\"name\": \"add\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
@@ -157,14 +163,95 @@ static void test_grammar(void)
     CHECK(hone_grammar_accepts(g, ok1, strlen(ok1)) && hone_grammar_accepts(g, ok2, strlen(ok2)));
     CHECK(!hone_grammar_accepts(g, no1, strlen(no1)) && !hone_grammar_accepts(g, no2, strlen(no2)));
     hone_grammar_free(g);
-    CHECK(hone_toolcall_grammar(&g, t, "get_weather", HONE_TOOLCALL_LLAMA3) == 0);
+    CHECK(hone_toolcall_grammar(&g, t, "get_weather", &llama3) == 0);
     const char *l1 = "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Oslo\"}}";
     const char *l2 = "{\"name\": \"add\", \"parameters\": {\"a\": 1, \"b\": 2}}";
     CHECK(hone_grammar_accepts(g, l1, strlen(l1)) && !hone_grammar_accepts(g, l2, strlen(l2)));
     hone_grammar_free(g);
-    CHECK(hone_toolcall_grammar(&g, t, "nope", HONE_TOOLCALL_HERMES) == HONE_EINVAL && !g);
+    CHECK(hone_toolcall_grammar(&g, t, "add", &nemo) == 0); /* the opening the template taught */
+    const char *m1 = "[TOOL_CALLS][{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}]";
+    const char *m2 = "[TOOL_CALLS] [{\"name\": \"add\", \"arguments\": {\"a\": 1, \"b\": 2}}]";
+    CHECK(hone_grammar_accepts(g, m1, strlen(m1)) && !hone_grammar_accepts(g, m2, strlen(m2)));
+    hone_grammar_free(g);
+    CHECK(hone_toolcall_grammar(&g, t, "nope", &hermes) == HONE_EINVAL && !g);
+    cJSON_Delete(t);
+}
+
+/* Templates for the style probe: one that renders tools, calls and results in Mistral Nemo's
+ * syntax; one that renders tools but not calls (as Granite 3.3's); one without tool syntax
+ * that insists on alternating roles (as Gemma 3's). */
+static const char NEMO_LIKE[] =
+    "{%- for m in messages %}{%- if m.role == 'user' %}{%- if tools %}[AVAILABLE_TOOLS]{{ tools|tojson }}"
+    "[/AVAILABLE_TOOLS]{% endif %}[INST]{{ m.content }}[/INST]"
+    "{%- elif m.tool_calls is defined %}[TOOL_CALLS][{% for c in m.tool_calls %}{{ c.function|tojson }}"
+    "{{ ', ' if not loop.last }}{% endfor %}]</s>"
+    "{%- elif m.role == 'tool' %}[TOOL_RESULTS]{\"content\": {{ m.content|tojson }}, \"call_id\": \"{{ m.tool_call_id }}\"}[/TOOL_RESULTS]"
+    "{%- elif m.role == 'system' %}SYS {{ m.content }}\n{%- else %}{{ m.content }}</s>{% endif %}{% endfor %}";
+static const char TOOLS_NO_CALLS[] =
+    "{% if tools %}TOOLS {{ tools|tojson }}\n{% endif %}{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}";
+static const char ALTERNATING[] =
+    "{%- set ns = namespace(i=0) %}{%- for m in messages %}{%- if m.role != 'system' %}"
+    "{%- if (m.role == 'user') != (ns.i % 2 == 0) %}{{ raise_exception('roles must alternate') }}{% endif %}"
+    "{%- set ns.i = ns.i + 1 %}{% endif %}<{{ m.role }}>{{ m.content }}</{{ m.role }}>{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}";
+
+static void test_style_and_prompt(void)
+{
+    hone_chat_template tm;
+    hone_toolcall_style st;
+    CHECK(hone_chat_detect(&tm, NEMO_LIKE, strlen(NEMO_LIKE), "<s>", "</s>") == 0);
+    tm.family = HONE_CHAT_MISTRAL;
+    hone_toolcall_style_of(&st, &tm);
+    CHECK(st.native && st.format == HONE_TOOLCALL_MISTRAL && !strcmp(st.open, "[TOOL_CALLS]["));
+    /* the native prompt: developer is system, text parts joined, null content "", string
+     * arguments parsed, ids mapped to 9 alphanumerics (the same for a call and its result) */
+    cJSON *t = tools();
+    cJSON *msgs = cJSON_Parse(
+        "[{\"role\":\"developer\",\"content\":[{\"type\":\"text\",\"text\":\"Be \"},{\"type\":\"text\",\"text\":\"brief.\"}]},"
+        "{\"role\":\"user\",\"content\":\"Weather in Paris?\"},"
+        "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"call_0123456789abcdef\",\"type\":\"function\","
+        "\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"Paris\\\"}\"}}]},"
+        "{\"role\":\"tool\",\"tool_call_id\":\"call_0123456789abcdef\",\"content\":\"sunny\"}]");
+    char *out = NULL;
+    CHECK(hone_toolcall_prompt(&out, &tm, &st, msgs, t) == 0);
+    CHECK_STR_CONTAINS(out, "SYS Be brief.[AVAILABLE_TOOLS][{\"type\": \"function\"");
+    CHECK_STR_CONTAINS(out, "[INST]Weather in Paris?[/INST][TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]</s>");
+    const char *cid = out ? strstr(out, "\"call_id\": \"") : NULL;
+    CHECK(cid && strlen(cid) > 21 && cid[21] == '"');
+    for (int i = 12; cid && i < 21; i++) CHECK(isalnum((unsigned char)cid[i]));
+    char id9[32];
+    hone_toolcall_id(id9, sizeof id9, &st, 12345);
+    CHECK_EQ_INT((int)strlen(id9), 9);
+    hone_toolcall_style_fallback(&st, HONE_TOOLCALL_HERMES);
+    hone_toolcall_id(id9, sizeof id9, &st, 1);
+    CHECK(!strcmp(id9, "call_0000000000000001"));
+    free(out);
+    hone_chat_clear(&tm);
+
+    /* tools without call history: the fallback (Hermes for a ChatML family) */
+    CHECK(hone_chat_detect(&tm, TOOLS_NO_CALLS, strlen(TOOLS_NO_CALLS), "<s>", "</s>") == 0);
+    hone_toolcall_style_of(&st, &tm);
+    CHECK(!st.native && st.format == HONE_TOOLCALL_HERMES && !strcmp(st.open, "<tool_call>\n"));
+    hone_chat_clear(&tm);
+
+    /* no tool syntax, alternating roles: the fallback's tool result is a user turn, and a user
+     * question after it is joined to that turn rather than refused */
+    CHECK(hone_chat_detect(&tm, ALTERNATING, strlen(ALTERNATING), "<s>", "</s>") == 0);
+    hone_toolcall_style_of(&st, &tm);
+    CHECK(!st.native && st.format == HONE_TOOLCALL_HERMES);
+    cJSON_AddItemToArray(msgs, cJSON_Parse("{\"role\":\"user\",\"content\":\"And tomorrow?\"}"));
+    CHECK(hone_toolcall_prompt(&out, &tm, &st, msgs, t) == 0);
+    CHECK_STR_CONTAINS(out, "<user><tool_response>\nsunny\n</tool_response>\n\nAnd tomorrow?</user><assistant>");
+    CHECK_STR_CONTAINS(out, "<assistant><tool_call>\n{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}\n</tool_call></assistant>");
+    free(out);
+    /* a refusal that joining does not cure keeps the template's message */
+    cJSON *two = cJSON_Parse("[{\"role\":\"assistant\",\"content\":\"x\"}]");
+    CHECK(hone_toolcall_prompt(&out, &tm, &st, two, t) == HONE_EINVAL && !out);
+    CHECK_STR_CONTAINS(hone_error_last(), "roles must alternate");
+    cJSON_Delete(two);
+    hone_chat_clear(&tm);
+    cJSON_Delete(msgs);
     cJSON_Delete(t);
 }
 
 TEST_MAIN(TEST_CASE(test_parse_formats), TEST_CASE(test_content_prefix), TEST_CASE(test_scan), TEST_CASE(test_render),
-          TEST_CASE(test_grammar))
+          TEST_CASE(test_grammar), TEST_CASE(test_style_and_prompt))
