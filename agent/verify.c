@@ -907,6 +907,9 @@ static void print_tools(FILE *f, const cJSON *r)
     const cJSON *ts = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(r, "tools"), "summary");
     if (!ts) return;
     tool_rates tr = tool_rates_of(ts);
+    if (jnum(ts, "refused_by_reference") + jnum(ts, "refused_by_candidate") > 0)
+        fprintf(f, "\ntool prompts refused (HTTP 4xx, not scored): by the reference %.0f, by the candidate %.0f\n",
+                jnum(ts, "refused_by_reference"), jnum(ts, "refused_by_candidate"));
     fprintf(f, "\ntool calls (%.0f prompts; the reference's trigger as the truth):\n"
             "  tp %.0f  fp %.0f  fn %.0f  tn %.0f   precision %.3f  recall %.3f  F1 %.3f\n"
             "  where both call: same tools %s, same arguments %s\n"

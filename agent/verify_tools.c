@@ -117,8 +117,20 @@ static int side_chat(hone_llm *l, const hone_verify_tool_prompt *p, int max_toke
     char *body = cJSON_PrintUnformatted(req), *reply = NULL;
     cJSON_Delete(req);
     if (!body) return hone_error_set(HONE_ENOMEM, "out of memory");
-    int rc = hone_llm_post(l, "/chat/completions", body, &reply, NULL);
+    hone_llm_usage usage;
+    memset(&usage, 0, sizeof usage);
+    int rc = hone_llm_post(l, "/chat/completions", body, &reply, &usage);
     free(body);
+    if (rc && usage.http_status >= 400 && usage.http_status < 500) {
+        /* the side refused this request (a schema it cannot take, say): a finding about that
+         * prompt, not the end of the run */
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "error", hone_error_last());
+        cJSON_AddNumberToObject(o, "http_status", (double)usage.http_status);
+        *out = o;
+        free(reply);
+        return 0;
+    }
     if (rc) return rc;
     cJSON *root = cJSON_Parse(reply);
     const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
@@ -156,6 +168,9 @@ static const char *call_str(const cJSON *call, const char *k)
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(call, k);
     return cJSON_IsString(v) ? v->valuestring : "";
 }
+
+/* The side answered the prompt with an HTTP 4xx (side_chat). */
+static int failed(const cJSON *side) { return cJSON_GetObjectItemCaseSensitive(side, "error") != NULL; }
 
 /* Both sides made the same calls, in order: names (args 0) or names and argument values (1). */
 static int calls_agree(const cJSON *a, const cJSON *b, int args)
@@ -195,8 +210,12 @@ int hone_verify_tools_run(cJSON *out_prompts, hone_llm *ref, hone_llm *cand, con
         if (p->expect >= 0) cJSON_AddStringToObject(j, "expect", p->expect ? "call" : "answer");
         int rcall = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "called"));
         int ccall = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "called"));
-        cJSON_AddBoolToObject(j, "trigger_agree", rcall == ccall);
-        if (rcall && ccall) {
+        int refused = failed(r) || failed(c);
+        if (!quiet && refused)
+            fprintf(stderr, "verify: tool prompt %s: refused by the %s: %s\n", p->id, failed(r) ? "reference" : "candidate",
+                    cJSON_GetObjectItemCaseSensitive(failed(r) ? r : c, "error")->valuestring);
+        if (!refused) cJSON_AddBoolToObject(j, "trigger_agree", rcall == ccall);
+        if (!refused && rcall && ccall) {
             int names = calls_agree(r, c, 0);
             cJSON_AddBoolToObject(j, "names_agree", names);
             cJSON_AddBoolToObject(j, "arguments_agree", names && calls_agree(r, c, 1));
@@ -225,11 +244,16 @@ static int called(const cJSON *p, const char *side)
 
 cJSON *hone_verify_tools_summarise(const cJSON *prompts)
 {
-    int n = 0, tp = 0, fp = 0, fn = 0, tn = 0, both = 0, names = 0, args = 0, labelled = 0;
+    int n = 0, tp = 0, fp = 0, fn = 0, tn = 0, both = 0, names = 0, args = 0, labelled = 0, refused[2] = {0, 0};
     int valid[2] = {0, 0}, checked[2] = {0, 0}, lab[2][3] = {{0}}; /* lab: tp, fp, fn against the label */
     const char *sides[2] = {"reference", "candidate"};
     const cJSON *p;
     cJSON_ArrayForEach(p, prompts) {
+        int fr = failed(cJSON_GetObjectItemCaseSensitive(p, "reference"));
+        int fc = failed(cJSON_GetObjectItemCaseSensitive(p, "candidate"));
+        refused[0] += fr;
+        refused[1] += fc;
+        if (fr || fc) continue; /* scored only where both sides answered */
         n++;
         int r = called(p, "reference"), c = called(p, "candidate");
         tp += r && c;
@@ -264,6 +288,8 @@ cJSON *hone_verify_tools_summarise(const cJSON *prompts)
     }
     cJSON *o = cJSON_CreateObject();
     cJSON_AddNumberToObject(o, "prompts", n);
+    cJSON_AddNumberToObject(o, "refused_by_reference", refused[0]);
+    cJSON_AddNumberToObject(o, "refused_by_candidate", refused[1]);
     cJSON_AddNumberToObject(o, "tp", tp);
     cJSON_AddNumberToObject(o, "fp", fp);
     cJSON_AddNumberToObject(o, "fn", fn);

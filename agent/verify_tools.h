@@ -27,13 +27,15 @@ void hone_verify_tool_prompt_clear(hone_verify_tool_prompt *p);
 
 /* Sends prompts[0..n) to ref and cand (greedy, at most max_tokens each) and appends one object
  * per prompt to out_prompts (id, set, "reference"/"candidate": called, calls [{name,
- * arguments, schema_valid, why}], content, finish_reason; trigger_agree, names_agree,
- * arguments_agree). *summary: the counts and rates (see hone_verify_tools_summarise).
- * Errors: an endpoint that fails or answers without choices[0].message. */
+ * arguments, schema_valid, why}], content, finish_reason — or error and http_status when that
+ * side refused the request with a 4xx; trigger_agree, names_agree, arguments_agree where both
+ * answered). Errors: an endpoint that cannot be reached, fails otherwise, or answers without
+ * choices[0].message. */
 int hone_verify_tools_run(struct cJSON *out_prompts, hone_llm *ref, hone_llm *cand,
                           const hone_verify_tool_prompt *prompts, int n, int max_tokens, int quiet);
 
-/* Over the tool prompts in prompts (objects with "reference"/"candidate"): prompts, tp / fp /
+/* Over the tool prompts in prompts (objects with "reference"/"candidate") that both sides
+ * answered (refused_by_reference / _candidate count the others): prompts, tp / fp /
  * fn / tn (the candidate's trigger against the reference's), precision, recall, f1 (where a
  * denominator is 0 the rate is 1 when nothing was missed or added, as when neither side ever
  * calls), name_agreement and arguments_agreement (over prompts where both call),

@@ -1106,3 +1106,29 @@ int hone_json_schema_validate(int *valid, const cJSON *schema, const cJSON *valu
     *valid = r;
     return 0;
 }
+
+/* ---- relaxing (hone_json_schema_relax) ---------------------------------------------------------- */
+
+static void relax(cJSON *s, int depth)
+{
+    if (!cJSON_IsObject(s) || depth > MAX_DEPTH) return;
+    for (cJSON *k = s->child, *next; k; k = next) {
+        next = k->next;
+        if (is_validation_only(k->string)) cJSON_DeleteItemFromObjectCaseSensitive(s, k->string);
+    }
+    static const char *const one[] = {"items", "additionalProperties", NULL};
+    static const char *const lists[] = {"anyOf", "oneOf", "allOf", NULL};
+    static const char *const maps[] = {"properties", "$defs", "definitions", NULL};
+    for (int i = 0; one[i]; i++) relax(cJSON_GetObjectItemCaseSensitive(s, one[i]), depth + 1);
+    for (int i = 0; lists[i]; i++) {
+        cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(s, lists[i])) relax(e, depth + 1);
+    }
+    for (int i = 0; maps[i]; i++) {
+        cJSON *e;
+        cJSON *m = cJSON_GetObjectItemCaseSensitive(s, maps[i]);
+        if (cJSON_IsObject(m)) cJSON_ArrayForEach(e, m) relax(e, depth + 1);
+    }
+}
+
+void hone_json_schema_relax(cJSON *schema) { relax(schema, 0); }

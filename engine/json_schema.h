@@ -49,4 +49,12 @@ int hone_json_schema_compile(hone_grammar **out, const struct cJSON *schema,
 int hone_json_schema_validate(int *valid, const struct cJSON *schema, const struct cJSON *value, char *why,
                               size_t cap);
 
+/* Removes, in place, the keywords only the validator reads (minimum, maximum, the exclusive
+ * bounds, multipleOf, pattern, minProperties, maxProperties, uniqueItems, format) from schema and every
+ * subschema in it (properties, items, additionalProperties, anyOf / oneOf / allOf, $defs /
+ * definitions; a property that is *named* "minimum" stays), so that the compiler takes it:
+ * its grammar then admits a superset of the schema's instances. For a tool that is not strict,
+ * whose parameters OpenAI treats as guidance. Accepts NULL. */
+void hone_json_schema_relax(struct cJSON *schema);
+
 #endif

@@ -585,6 +585,9 @@ int hone_toolcall_grammar(hone_grammar **out, const cJSON *tools, const char *na
         cJSON_AddStringToObject(ns, "const", nm);
         cJSON *ps = params ? cJSON_Duplicate(params, 1) : cJSON_CreateObject();
         if (!params) cJSON_AddStringToObject(ps, "type", "object");
+        /* a tool that is not strict: its bounds and patterns are guidance the grammar need not
+         * enforce (and could not: the compiler refuses them), as OpenAI treats them */
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fn, "strict"))) hone_json_schema_relax(ps);
         cJSON_AddItemToObject(props, akey, ps);
         cJSON *req = cJSON_AddArrayToObject(b, "required");
         cJSON_AddItemToArray(req, cJSON_CreateString("name"));

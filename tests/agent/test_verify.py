@@ -112,9 +112,9 @@ def log_softmax(x):
     return x - (m + math.log(np.exp(x - m).sum()))
 
 
-def send_json(handler, obj):
+def send_json(handler, obj, status=200):
     data = json.dumps(obj).encode()
-    handler.send_response(200)
+    handler.send_response(status)
     handler.send_header("Content-Type", "application/json")
     handler.send_header("Content-Length", str(len(data)))
     handler.end_headers()
@@ -185,7 +185,8 @@ TOOL_PROMPTS = [("keep", "What is the weather in Paris? (keep)", "required", "ca
                 ("drop", "What is the weather in Rome? (drop)", "required", "call"),
                 ("corrupt", "Compute 12 * 7 with the calculator. (corrupt)", "required", "call"),
                 ("plain", "Say hello. (plain)", "none", "answer"),
-                ("add", "Tell me a joke. (add)", "none", "answer")]
+                ("add", "Tell me a joke. (add)", "none", "answer"),
+                ("refuse", "Say goodbye. (refuse)", "none", "answer")]
 
 
 def tool_endpoint(upstream):
@@ -197,6 +198,9 @@ def tool_endpoint(upstream):
         def do_POST(self):
             req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             assert self.path == "/v1/chat/completions", self.path
+            if "(refuse)" in req["messages"][-1]["content"]:
+                send_json(self, {"error": {"message": "scripted refusal", "type": "invalid_request_error"}}, 400)
+                return
             req["model"] = upstream.model_id
             status, reply = upstream.post("/v1/chat/completions", req, timeout=600)
             assert status == 200, reply
@@ -226,14 +230,14 @@ def tool_checks(tmp, smol, srv):
     if r:
         t = r["tools"]["summary"]
         by = {p["id"]: p for p in r["tools"]["prompts"]}
-        check(t["prompts"] == 5 and r["summary"]["prompts"] == 0, "five tool prompts, no text prompts")
+        check(t["prompts"] == 6 and r["summary"]["prompts"] == 0, "six tool prompts, no text prompts")
         check(t["fp"] == 0 and t["fn"] == 0 and t["f1"] == 1, f"same stack: trigger F1 1 (tp {t['tp']}, tn {t['tn']})")
         called = [pid for pid in by if by[pid]["reference"]["called"]]
         check(sorted(called) == ["corrupt", "drop", "keep"], f"tool_choice required calls, none answers ({called})")
         check(t["name_agreement"] == 1 and t["arguments_agreement"] == 1, "the same tools and arguments where both call")
         check(t["schema_valid_reference"] == t["schema_valid_candidate"] == 1,
               "forced calls' arguments valid on both sides")
-        check(t["labelled"] == 5 and t["reference_vs_label"]["f1"] == 1, "the reference against the labels: F1 1")
+        check(t["labelled"] == 6 and t["reference_vs_label"]["f1"] == 1, "the reference against the labels: F1 1")
         check(all(c["name"] in ("get_weather", "calculate") for p in by.values() for c in p["reference"]["calls"]),
               "calls name offered tools")
     # the scripted edits
@@ -259,6 +263,9 @@ def tool_checks(tmp, smol, srv):
         check(abs(t["schema_valid_candidate"] - 2 / 3) < 1e-12 and t["schema_valid_reference"] == 1,
               f"candidate's calls 2/3 schema-valid (keep, add), reference's all ({t['schema_valid_candidate']})")
         check(by["add"]["trigger_agree"] is False and by["drop"]["trigger_agree"] is False, "the edited triggers disagree")
+        check(t["refused_by_candidate"] == 1 and t["refused_by_reference"] == 0 and t["prompts"] == 5 and
+              by["refuse"]["candidate"].get("http_status") == 400 and "trigger_agree" not in by["refuse"],
+              "a prompt the candidate refuses (400) is recorded and left out of the scores")
         lab = t["candidate_vs_label"]
         check(abs(lab["precision"] - 2 / 3) < 1e-12 and abs(lab["recall"] - 2 / 3) < 1e-12,
               "the candidate against the labels: precision and recall 2/3")

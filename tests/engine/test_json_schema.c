@@ -3,6 +3,7 @@
  * keywords as errors rather than verdicts, and agreement with the compiled grammar: whatever
  * the grammar accepts validates. */
 #include <cjson/cJSON.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/error.h"
@@ -145,5 +146,30 @@ static void test_grammar_agrees(void)
     cJSON_Delete(s);
 }
 
-TEST_MAIN(TEST_CASE(test_objects), TEST_CASE(test_arrays_strings_numbers), TEST_CASE(test_combinators_refs),
+/* hone_json_schema_relax: the validator's own keywords go from every subschema, property names
+ * that look like keywords stay, and the compiler then takes the schema. */
+static void test_relax(void)
+{
+    cJSON *s = cJSON_Parse("{\"type\":\"object\",\"properties\":{\"minimum\":{\"type\":\"number\",\"maximum\":3},"
+                           "\"tags\":{\"type\":\"array\",\"uniqueItems\":true,\"items\":{\"pattern\":\"^a\"}},"
+                           "\"alt\":{\"anyOf\":[{\"multipleOf\":2},{\"$ref\":\"#/$defs/d\"}]}},"
+                           "\"$defs\":{\"d\":{\"type\":\"string\",\"format\":\"date\",\"minLength\":1}},\"minProperties\":1}");
+    CHECK(s != NULL);
+    hone_grammar *g = NULL;
+    CHECK(hone_json_schema_compile(&g, s, NULL) == HONE_EUNSUPPORTED);
+    hone_json_schema_relax(s);
+    char *txt = cJSON_PrintUnformatted(s);
+    CHECK_MSG(txt && !strcmp(txt, "{\"type\":\"object\",\"properties\":{\"minimum\":{\"type\":\"number\"},"
+                                  "\"tags\":{\"type\":\"array\",\"items\":{}},\"alt\":{\"anyOf\":[{},{\"$ref\":\"#/$defs/d\"}]}},"
+                                  "\"$defs\":{\"d\":{\"type\":\"string\",\"minLength\":1}}}"),
+              "relaxed: %s", txt ? txt : "(null)");
+    free(txt);
+    CHECK_MSG(hone_json_schema_compile(&g, s, NULL) == 0,
+              "relaxed schema compiles: %s", hone_error_last());
+    hone_grammar_free(g);
+    hone_json_schema_relax(NULL);
+    cJSON_Delete(s);
+}
+
+TEST_MAIN(TEST_CASE(test_relax), TEST_CASE(test_objects), TEST_CASE(test_arrays_strings_numbers), TEST_CASE(test_combinators_refs),
           TEST_CASE(test_refused), TEST_CASE(test_grammar_agrees))

@@ -174,6 +174,20 @@ static void test_grammar(void)
     CHECK(hone_grammar_accepts(g, m1, strlen(m1)) && !hone_grammar_accepts(g, m2, strlen(m2)));
     hone_grammar_free(g);
     CHECK(hone_toolcall_grammar(&g, t, "nope", &hermes) == HONE_EINVAL && !g);
+    /* bounds and patterns: guidance for a tool that is not strict (relaxed away), a refusal for
+     * one that is (the compiler cannot enforce them) */
+    cJSON *b = cJSON_Parse("[{\"type\":\"function\",\"function\":{\"name\":\"page\",\"parameters\":{\"type\":\"object\","
+                           "\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":1},\"q\":{\"type\":\"string\","
+                           "\"pattern\":\"^[a-z]+$\"}},\"required\":[\"n\"]}}}]");
+    CHECK(hone_toolcall_grammar(&g, b, NULL, &hermes) == 0);
+    const char *b1 = "<tool_call>\n{\"name\": \"page\", \"arguments\": {\"n\": 0, \"q\": \"X\"}}\n</tool_call>";
+    CHECK(g && hone_grammar_accepts(g, b1, strlen(b1))); /* a superset: the bounds are not enforced */
+    hone_grammar_free(g);
+    g = NULL;
+    cJSON_AddBoolToObject(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(b, 0), "function"), "strict", 1);
+    CHECK(hone_toolcall_grammar(&g, b, NULL, &hermes) == HONE_EUNSUPPORTED && !g);
+    CHECK(strstr(hone_error_last(), "'minimum'") != NULL);
+    cJSON_Delete(b);
     cJSON_Delete(t);
 }
 
