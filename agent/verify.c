@@ -150,7 +150,7 @@ static int side_serve(side *s, const hone_verify_opts *o)
     so.port = 0;
     so.model_id = "verify";
     so.no_request_log = 1;
-    int rc = hone_chat_load(&s->tmpl, hone_model_gguf(s->m), s->tok);
+    int rc = hone_chat_load_with(&s->tmpl, hone_model_gguf(s->m), s->tok, o->chat_template);
     if (rc) return rc;
     s->have_tmpl = 1;
     if ((rc = hone_scheduler_new(&s->sched, s->be, s->tok, &sco))) return rc;

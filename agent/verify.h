@@ -42,6 +42,8 @@ typedef struct {
     long timeout_ms;        /* per endpoint request; <= 0: 120 s */
     int quiet;              /* no progress lines on stderr */
     int tool_tokens;        /* tool prompts: max_tokens of each chat completion; default 96 */
+    const char *chat_template; /* tool prompts, file sides: a Jinja template file for the chat
+                                * (NULL: the model file's own, else the builtin ChatML) */
 } hone_verify_opts;
 
 #define HONE_VERIFY_OPTS_INIT {.steps = 32, .top_k = 20, .tool_tokens = 96}

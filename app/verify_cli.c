@@ -14,7 +14,8 @@
 static const char usage_text[] =
     "usage: hone verify --reference R --candidate C [--prompts FILE.jsonl] [--steps N] [--top-k K]\n"
     "                   [--max-prompts N] [--json FILE] [--report DIR] [-t THREADS] [--kernels DIR]\n"
-    "                   [--model NAME] [--api-key KEY] [--timeout-ms MS] [--tool-tokens N] [--quiet]\n"
+    "                   [--model NAME] [--api-key KEY] [--timeout-ms MS] [--tool-tokens N]\n"
+    "                   [--chat-template FILE] [--quiet]\n"
     "  R, C: a GGUF file (run in process on the CPU) or an OpenAI-compatible base URL\n"
     "        (http://HOST:PORT/v1; its /v1/completions with logprobs and echo)\n"
     "  --prompts: JSONL, one {\"prompt\": \"...\", \"set\": \"...\", \"id\": \"...\"} per line\n"
@@ -23,7 +24,9 @@ static const char usage_text[] =
     "             prompt: both sides' chat completions compared on tool-call trigger P/R/F1,\n"
     "             names, arguments and schema-valid arguments (a file side served on loopback)\n"
     "  --steps: continuation tokens per prompt (default 32); --top-k: endpoint logprobs (20);\n"
-    "  --tool-tokens: max_tokens of each tool prompt's chat completion (96)\n";
+    "  --tool-tokens: max_tokens of each tool prompt's chat completion (96);\n"
+    "  --chat-template: the Jinja chat template of the file sides' tool prompts (default: the\n"
+    "                   model file's own)\n";
 
 static int int_arg(const char *flag, const char *v, long lo, long hi, long *out)
 {
@@ -59,6 +62,7 @@ int hone_cli_verify(int argc, char **argv)
         else if (!strcmp(a, "--json")) json_out = v;
         else if (!strcmp(a, "--report")) report = v;
         else if (!strcmp(a, "--kernels")) o.kernels_dir = v;
+        else if (!strcmp(a, "--chat-template")) o.chat_template = v;
         else if (!strcmp(a, "--model")) o.model = v;
         else if (!strcmp(a, "--api-key")) o.api_key = v;
         else if (!strcmp(a, "--steps")) rc = int_arg(a, v, 1, 4096, &x), o.steps = (int)x;
