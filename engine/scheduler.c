@@ -68,6 +68,8 @@ struct hone_request {
     hone_request *qprev, *qnext;
     void (*notify)(void *);   /* hone_request_params.notify (under mu; NULL once released) */
     void *notify_user;
+    size_t notified_len;      /* emit_len and completion_tokens at the last notify */
+    int64_t notified_tokens;
     /* OpenAI outputs (hone_request_params.logprobs ... embed; see the "outputs" section) */
     int want_lp, top_lp, want_plp;
     hone_pooling embed;
@@ -896,8 +898,14 @@ static void *engine_main(void *arg)
             if (s->n_running == before) i++;
         }
         pthread_cond_broadcast(&s->out_cv);
-        for (int i = 0; i < s->n_running; i++)
-            if (s->running[i]->notify) s->running[i]->notify(s->running[i]->notify_user);
+        for (int i = 0; i < s->n_running; i++) { /* news: text to send, or tokens (logprobs, a prompt computed) */
+            hone_request *r = s->running[i];
+            if (r->notify && (r->emit_len != r->notified_len || r->completion_tokens != r->notified_tokens)) {
+                r->notified_len = r->emit_len;
+                r->notified_tokens = r->completion_tokens;
+                r->notify(r->notify_user);
+            }
+        }
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;

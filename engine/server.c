@@ -1,6 +1,7 @@
 /* The HTTP side of `hone serve`: routing, authentication, request validation into
- * OpenAI-style errors, JSON and server-sent-event responses, Prometheus metrics, and the
- * serve command (signals, graceful drain). Generation itself is engine/scheduler.c. */
+ * OpenAI-style errors, JSON and server-sent-event responses, Prometheus metrics, the
+ * connections (an event loop; a request waiting for the engine suspends its connection) and
+ * the serve command (signals, graceful drain). Generation itself is engine/scheduler.c. */
 #include "server.h"
 
 #include <arpa/inet.h>
@@ -18,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
@@ -1632,14 +1634,18 @@ static void submitted(conn_ctx *cc)
     cc->g_root = NULL;
 }
 
-/* Moves the parsed request (and the body it borrows from) into cc for the phases that
- * follow; -1 (answered) when out of memory. */
-static int keep_request(conn_ctx *cc, gen_request *g, cJSON **root, enum MHD_Result *ok)
+static enum MHD_Result request_more(conn_ctx *cc);
+
+/* Counts the request in flight, moves it (and the body it borrows from) into cc, and runs
+ * its phase (PHASE_*) from submission on: request_more's answer. */
+static enum MHD_Result request_start(conn_ctx *cc, gen_request *g, cJSON **root, int phase)
 {
-    if (!(cc->g = malloc(sizeof *cc->g))) {
-        *ok = send_error(cc, 500, "server_error", NULL, NULL, "out of memory");
-        return -1;
-    }
+    hone_server *s = cc->srv;
+    pthread_mutex_lock(&s->mu);
+    s->inflight++;
+    cc->counted = 1;
+    pthread_mutex_unlock(&s->mu);
+    if (!(cc->g = malloc(sizeof *cc->g))) return send_error(cc, 500, "server_error", NULL, NULL, "out of memory");
     *cc->g = *g;
     if (g->sp.bias_ids) { /* the logit bias lives in g itself */
         cc->g->sp.bias_ids = cc->g->bias_ids;
@@ -1648,7 +1654,8 @@ static int keep_request(conn_ctx *cc, gen_request *g, cJSON **root, enum MHD_Res
     memset(g, 0, sizeof *g);
     cc->g_root = *root;
     *root = NULL;
-    return 0;
+    cc->phase = phase;
+    return request_more(cc);
 }
 
 /* A POST body as a JSON object into *root; NULL when it was answered (too big, not UTF-8,
@@ -1675,8 +1682,6 @@ static cJSON *read_json_body(conn_ctx *cc, enum MHD_Result *ok)
     }
     return root;
 }
-
-static enum MHD_Result request_more(conn_ctx *cc);
 
 static enum MHD_Result handle_generation(conn_ctx *cc)
 {
@@ -1719,19 +1724,13 @@ static enum MHD_Result handle_generation(conn_ctx *cc)
         }
         cc->lp_off[i] = g.echo ? 0 : strlen(cc->prompt_text[i]);
     }
-    pthread_mutex_lock(&s->mu);
-    s->inflight++;
-    cc->counted = 1;
-    pthread_mutex_unlock(&s->mu);
     cc->tools = g.tools; /* the stream or the answer parses its calls */
     g.tools = NULL;
     snprintf(cc->id, sizeof cc->id, "%s-%016llx", chat ? "chatcmpl" : "cmpl",
              (unsigned long long)(atomic_fetch_add(&s->next_id, 1) * 0x9e3779b97f4a7c15ull ^
                                   (uint64_t)time(NULL)));
     cc->created = (long long)time(NULL);
-    if (keep_request(cc, &g, &root, &ok)) goto done;
-    cc->phase = PHASE_GENERATION;
-    return request_more(cc);
+    ok = request_start(cc, &g, &root, PHASE_GENERATION);
 done:
     cJSON_Delete(root);
     gen_request_free(&g);
@@ -2111,13 +2110,7 @@ static enum MHD_Result handle_embeddings(conn_ctx *cc)
     cc->n_per = 1;
     cc->n_choices = g.n_prompts;
     cc->b64 = b64;
-    pthread_mutex_lock(&s->mu);
-    s->inflight++;
-    cc->counted = 1;
-    pthread_mutex_unlock(&s->mu);
-    if (keep_request(cc, &g, &root, &ok)) goto done;
-    cc->phase = PHASE_EMBEDDINGS;
-    return request_more(cc);
+    ok = request_start(cc, &g, &root, PHASE_EMBEDDINGS);
 done:
     cJSON_Delete(root);
     gen_request_free(&g);
@@ -2408,6 +2401,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return send_error(cc, 413, "invalid_request_error", NULL, "request_too_large",
                               "the request body exceeds %zu bytes", s->o.max_body);
         }
+        /* libmicrohttpd 0.9.75 decodes only "chunked"; with another coding it would read the
+         * body until the client closes (a hang until the idle timeout): refuse it now */
+        const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
+        if (te && strcasecmp(te, "chunked") != 0)
+            return send_error(cc, 501, "invalid_request_error", NULL, "unsupported_transfer_encoding",
+                              "Transfer-Encoding '%.40s' is not supported (only chunked)", te);
         return MHD_YES;
     }
     if (cc->responded) {
