@@ -386,6 +386,14 @@ static void wake_notify(void *user)
     pthread_mutex_unlock(&cc->srv->wake_mu);
 }
 
+/* 1 when the peer of socket fd has closed its end (EOF or an error on the socket). */
+static int socket_gone(int fd)
+{
+    char c;
+    ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 /* A suspended connection is out of libmicrohttpd's loop, which then sees neither its client
  * leave nor its timeout: every TICK_MS this thread peeks at each one's socket and resumes
  * those whose client is gone (the handler then cancels their requests). */
@@ -401,9 +409,7 @@ static void *ticker_main(void *arg)
         pthread_cond_timedwait(&s->tick_cv, &s->wake_mu, &ts);
         for (conn_ctx *cc = s->susp, *next; cc; cc = next) {
             next = cc->snext;
-            char c;
-            ssize_t n = cc->fd >= 0 ? recv(cc->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) : 1;
-            if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            if (cc->fd >= 0 && socket_gone(cc->fd)) {
                 cc->gone = 1;
                 wake_locked(s, cc);
             }
@@ -1382,10 +1388,7 @@ static int client_gone(conn_ctx *cc)
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(cc->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci) return 0;
-    char c;
-    ssize_t n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    return ci && socket_gone(ci->connect_fd);
 }
 
 /* Choice i's state now into cc->lasts[i], without waiting; 1 when it is done. */
