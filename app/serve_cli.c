@@ -31,6 +31,8 @@ static const char serve_usage[] =
     "                  [--no-prefix-cache] [--no-profile] [--device cpu|cuda|auto] [--kernels DIR]\n"
     "                  [--metrics-no-auth] [--model-alias NAME]... [--cors-origins '*'|ORIGIN,...]\n"
     "                  [--chat-template FILE] [--speculate none|lookup] [--spec-k N]\n"
+    "                  [--http-threads N] [--max-connections N] [--max-client-connections N]\n"
+    "                  [--header-timeout S] [--idle-timeout S]\n"
     "                  [--tune [--llm URL|self|none] [--llm-model NAME] [--auto-apply]\n"
     "                   [--tune-budget N] [--tune-interval S] [--tune-watch S] [--tune-spot S]\n"
     "                   [--tune-margin X] [--tune-e2e-slack X] [--tune-slot SLOT] [--tune-repo DIR] [--tune-state-dir DIR]\n"
@@ -50,6 +52,12 @@ static const char serve_usage[] =
     "  --speculate lookup: prompt-lookup drafts (at most --spec-k, default 8) join each request's\n"
     "  decode row in the batch, exact mode (the tokens of plain decoding); a request's \"speculate\"\n"
     "  field (\"lookup\" or \"none\") overrides it.\n"
+    "  Connections: an epoll event loop on --http-threads threads (default 4); a generation that\n"
+    "  waits holds no thread. --max-connections (default: the descriptor limit, raised to its hard\n"
+    "  limit, less 256), --max-client-connections per client address (default 256, 0: no limit;\n"
+    "  behind a proxy every client is the proxy), beyond which connections are closed at once.\n"
+    "  --header-timeout (default 10 s): inactivity allowed before a request's headers are in;\n"
+    "  --idle-timeout (default 30 s): after (a body, keep-alive); 0: none.\n"
     "  --port 0 picks a free port (printed on stderr). The API key may also come from\n"
     "  $HONE_API_KEY. SIGTERM or SIGINT: stop accepting, finish in-flight requests, exit 0.\n";
 
@@ -204,6 +212,11 @@ int hone_cli_serve(int argc, char **argv)
             }
             sco.speculate = !strcmp(val, "lookup");
         }
+        else if (IS("--http-threads")) { if (parse_int(a, val, 1, 256, &v)) return 2; so.http_threads = (int)v; }
+        else if (IS("--max-connections")) { if (parse_int(a, val, 1, 1 << 24, &v)) return 2; so.max_connections = (int)v; }
+        else if (IS("--max-client-connections")) { if (parse_int(a, val, 0, 1 << 24, &v)) return 2; so.max_client_connections = (int)v; }
+        else if (IS("--header-timeout")) { if (parse_int(a, val, 0, 86400, &v)) return 2; so.header_timeout_s = (int)v; }
+        else if (IS("--idle-timeout")) { if (parse_int(a, val, 0, 86400, &v)) return 2; so.idle_timeout_s = (int)v; }
         else if (IS("--spec-k")) { if (parse_int(a, val, 1, 64, &v)) return 2; sco.spec_k = (int)v; }
         else if (IS("--max-batch")) { if (parse_int(a, val, 1, 1024, &v)) return 2; sco.max_batch = (int)v; }
         else if (IS("--kv-blocks")) { if (parse_int(a, val, 1, INT32_MAX, &v)) return 2; kv_blocks = v; }
@@ -249,6 +262,8 @@ int hone_cli_serve(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    /* thousands of sockets need descriptors: the soft limit goes up to the hard one */
+    hone_server_raise_nofile();
     /* the port opens first: /health answers 503 "loading" until the model is served */
     if (hone_server_new(&srv, NULL, NULL, NULL, &so)) goto fail;
     fprintf(stderr, "hone serve: port %d open; loading %s (/health: 503 loading until ready)\n",

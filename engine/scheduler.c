@@ -66,6 +66,10 @@ struct hone_request {
     hone_request_error err;
     char error[256];
     hone_request *qprev, *qnext;
+    void (*notify)(void *);   /* hone_request_params.notify (under mu; NULL once released) */
+    void *notify_user;
+    size_t notified_len;      /* emit_len and completion_tokens at the last notify */
+    int64_t notified_tokens;
     /* OpenAI outputs (hone_request_params.logprobs ... embed; see the "outputs" section) */
     int want_lp, top_lp, want_plp;
     hone_pooling embed;
@@ -326,6 +330,7 @@ static void finish(hone_scheduler *s, hone_request *r, hone_finish how, hone_req
     if (err == HONE_REQUEST_ERR_CANCELLED) s->st.cancelled++;
     if (err == HONE_REQUEST_ERR_TIMEOUT) s->st.timed_out++;
     pthread_cond_broadcast(&s->out_cv);
+    if (r->notify) r->notify(r->notify_user);
     unref_locked(r);
 }
 
@@ -893,6 +898,14 @@ static void *engine_main(void *arg)
             if (s->n_running == before) i++;
         }
         pthread_cond_broadcast(&s->out_cv);
+        for (int i = 0; i < s->n_running; i++) { /* news: text to send, or tokens (logprobs, a prompt computed) */
+            hone_request *r = s->running[i];
+            if (r->notify && (r->emit_len != r->notified_len || r->completion_tokens != r->notified_tokens)) {
+                r->notified_len = r->emit_len;
+                r->notified_tokens = r->completion_tokens;
+                r->notify(r->notify_user);
+            }
+        }
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;
@@ -1092,6 +1105,8 @@ int hone_scheduler_submit(hone_scheduler *s, const hone_request_params *p, hone_
     r->n_toks = r->n_prompt = p->n_prompt;
     r->max_tokens = p->max_tokens;
     r->ignore_eos = p->ignore_eos;
+    r->notify = p->notify;
+    r->notify_user = p->notify_user;
     r->spec = p->speculate == HONE_REQUEST_SPEC_LOOKUP ||
               (p->speculate == HONE_REQUEST_SPEC_DEFAULT && s->o.speculate);
     r->alpha = HONE_SPEC_ALPHA_INIT;
@@ -1229,6 +1244,7 @@ void hone_request_release(hone_scheduler *s, hone_request *r)
 {
     if (!r) return;
     pthread_mutex_lock(&s->mu);
+    r->notify = NULL;
     unref_locked(r);
     pthread_mutex_unlock(&s->mu);
 }

@@ -87,6 +87,13 @@ typedef struct {
      * is allowed only where it accepts, and the request finishes (stop) when it is done */
     const struct hone_grammar *grammar;
     int speculate;               /* HONE_REQUEST_SPEC_*: 0 the scheduler's default */
+    /* NULL, or called with notify_user whenever the request has more to read (after a step
+     * that gave it text or tokens, and when it finishes): on the engine thread, under the scheduler's lock,
+     * so it must be quick and must not call the scheduler. An event loop resumes the waiting
+     * connection from it instead of blocking a thread in hone_request_wait. It is never
+     * called once hone_request_release has returned. */
+    void (*notify)(void *notify_user);
+    void *notify_user;
 } hone_request_params;
 
 enum { HONE_REQUEST_SPEC_DEFAULT = 0, HONE_REQUEST_SPEC_OFF = 1, HONE_REQUEST_SPEC_LOOKUP = 2 };

@@ -1,12 +1,14 @@
 /* The HTTP side of `hone serve`: routing, authentication, request validation into
- * OpenAI-style errors, JSON and server-sent-event responses, Prometheus metrics, and the
- * serve command (signals, graceful drain). Generation itself is engine/scheduler.c. */
+ * OpenAI-style errors, JSON and server-sent-event responses, Prometheus metrics, the
+ * connections (an event loop; a request waiting for the engine suspends its connection) and
+ * the serve command (signals, graceful drain). Generation itself is engine/scheduler.c. */
 #include "server.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -17,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -47,6 +50,11 @@ static const char *const route_path[R_COUNT] = {
 #define MAX_URI_BYTES 8192
 #define MAX_HEADER_BYTES 16384
 #define MHD_MEMORY_LIMIT ((size_t)256 << 10) /* per connection: headers beyond this get MHD's page */
+#define FD_RESERVE 256        /* descriptors kept for files, the engine and the listener */
+#define LISTEN_BACKLOG 4096   /* the kernel caps it at net.core.somaxconn */
+#define TICK_MS 100           /* how often suspended connections are checked for a gone client */
+
+typedef struct conn_ctx conn_ctx;
 
 struct hone_server {
     hone_server_opts o;
@@ -72,10 +80,20 @@ struct hone_server {
     const char *const *aliases; /* o.model_aliases */
     hone_toolcall_style tool_style; /* how tmpl takes tools (server_tool_style), under mu */
     int tool_style_known;
+    unsigned max_conns;       /* the daemon's connection limit */
+    /* suspended connections (docs/architecture.md, "Connections"): a generation waits in no
+     * thread; its connection is suspended and the engine's notify resumes it */
+    pthread_mutex_t wake_mu;  /* every conn_ctx's wake fields, the list, stopping */
+    conn_ctx *susp;           /* the suspended connections (a list through snext/sprev) */
+    int64_t n_susp;
+    int stopping;             /* 1: no more suspending (the daemon is stopping) */
+    pthread_t ticker;         /* finds suspended connections whose client left */
+    int ticker_on;
+    pthread_cond_t tick_cv;   /* under wake_mu: wakes the ticker to stop */
 };
 
 /* One HTTP request on a connection. */
-typedef struct {
+struct conn_ctx {
     hone_server *srv;
     struct MHD_Connection *conn;
     int route;
@@ -117,7 +135,21 @@ typedef struct {
     int tc_n;                 /* stream: calls announced so far (their arguments stream as they come) */
     int tc_fallback;          /* 1: a call that cannot stream (unknown name, string arguments): the end decides */
     size_t tc_args_sent[16];  /* argument bytes sent of each announced call */
-} conn_ctx;
+    /* resuming (handle_generation, handle_embeddings): where the handler is when libmicrohttpd
+     * calls it again after a resume, and what it still needs */
+    int phase;                /* PHASE_*: 0 before the request was submitted */
+    struct gen_request *g;    /* choices not yet submitted need it (n > 1, embeddings) */
+    cJSON *g_root;            /* the body g borrows from */
+    int n_submitted, b64;
+    /* wake state, under srv->wake_mu */
+    int suspended;            /* 1: suspended by us, in srv->susp */
+    int notified;             /* the engine had news since wake_arm */
+    int gone;                 /* the client left (the ticker saw it) or the daemon stops */
+    int fd;                   /* the socket, for the ticker */
+    conn_ctx *sprev, *snext;
+};
+
+enum { PHASE_NONE = 0, PHASE_GENERATION = 1, PHASE_EMBEDDINGS = 2 };
 
 static double now_s(void)
 {
@@ -298,6 +330,110 @@ static enum MHD_Result send_error(conn_ctx *cc, int status, const char *type, co
     return ok;
 }
 
+/* ---- suspend and resume ----
+ * A handler that must wait for the engine calls wake_arm, checks what it waits for without
+ * blocking, and, when it is not there, wake_suspend: the connection leaves libmicrohttpd's
+ * event loop unless news came since wake_arm (then it checks again). The request's notify
+ * (on the engine thread) or the ticker resumes it, and libmicrohttpd calls the handler (or
+ * the stream's reader) again. The flags under wake_mu make the check and the suspend one
+ * step as the notifier sees it, so no news is lost and every resume follows its suspend. */
+
+/* Clears the news flag before a check; 1 when the handler must give up (client gone,
+ * stopping). */
+static int wake_arm(conn_ctx *cc)
+{
+    hone_server *s = cc->srv;
+    pthread_mutex_lock(&s->wake_mu);
+    cc->notified = 0;
+    int gone = cc->gone || s->stopping;
+    pthread_mutex_unlock(&s->wake_mu);
+    return gone;
+}
+
+/* Suspends cc's connection unless news came since wake_arm; 1 when it did suspend. */
+static int wake_suspend(conn_ctx *cc)
+{
+    hone_server *s = cc->srv;
+    int did = 0;
+    pthread_mutex_lock(&s->wake_mu);
+    if (!cc->notified && !cc->gone && !s->stopping) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(cc->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        cc->fd = ci ? ci->connect_fd : -1;
+        cc->suspended = 1;
+        cc->sprev = NULL;
+        cc->snext = s->susp;
+        if (s->susp) s->susp->sprev = cc;
+        s->susp = cc;
+        s->n_susp++;
+        MHD_suspend_connection(cc->conn);
+        did = 1;
+    }
+    pthread_mutex_unlock(&s->wake_mu);
+    return did;
+}
+
+/* Under wake_mu: news for cc; resumes its connection when it is suspended. */
+static void wake_locked(hone_server *s, conn_ctx *cc)
+{
+    cc->notified = 1;
+    if (!cc->suspended) return;
+    cc->suspended = 0;
+    if (cc->sprev) cc->sprev->snext = cc->snext;
+    else s->susp = cc->snext;
+    if (cc->snext) cc->snext->sprev = cc->sprev;
+    s->n_susp--;
+    MHD_resume_connection(cc->conn);
+}
+
+/* hone_request_params.notify: the engine has news for one of cc's requests. */
+static void wake_notify(void *user)
+{
+    conn_ctx *cc = user;
+    pthread_mutex_lock(&cc->srv->wake_mu);
+    wake_locked(cc->srv, cc);
+    pthread_mutex_unlock(&cc->srv->wake_mu);
+}
+
+/* 1 when the peer of socket fd has closed its end (EOF or an error on the socket). */
+static int socket_gone(int fd)
+{
+    char c;
+    ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* A suspended connection is out of libmicrohttpd's loop, which then sees neither its client
+ * leave nor its timeout: every TICK_MS this thread peeks at each one's socket and resumes
+ * those whose client is gone (the handler then cancels their requests). */
+static void *ticker_main(void *arg)
+{
+    hone_server *s = arg;
+    pthread_mutex_lock(&s->wake_mu);
+    while (!s->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += TICK_MS * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&s->tick_cv, &s->wake_mu, &ts);
+        for (conn_ctx *cc = s->susp, *next; cc; cc = next) {
+            next = cc->snext;
+            if (cc->fd >= 0 && socket_gone(cc->fd)) {
+                cc->gone = 1;
+                wake_locked(s, cc);
+            }
+        }
+    }
+    pthread_mutex_unlock(&s->wake_mu);
+    return NULL;
+}
+
+/* Asks the engine to drop every request of cc. */
+static void cancel_all(conn_ctx *cc)
+{
+    for (int k = 0; k < cc->n_choices; k++)
+        if (cc->reqs[k]) hone_request_cancel(cc->srv->sched, cc->reqs[k]);
+}
+
 /* Request validation fills one of these instead of answering at once. */
 typedef struct {
     int status;
@@ -329,7 +465,7 @@ static enum MHD_Result send_bad(conn_ctx *cc, const bad_request *b)
 
 /* ---- request parsing ---- */
 
-typedef struct {
+typedef struct gen_request {
     int chat;
     int32_t *ids;
     int64_t n_ids;
@@ -1102,7 +1238,6 @@ static cJSON *tool_delta(conn_ctx *cc, int index, const char *id, const char *na
 
 static int pend_event(conn_ctx *cc, cJSON *j);
 static int pend_add(conn_ctx *cc, const char *p, size_t n);
-static int wait_request(conn_ctx *cc, int i, size_t from, int until_done, char **text, size_t *len);
 static int stream_choice_end(conn_ctx *cc, int i, const char *finish);
 static int stream_close(conn_ctx *cc);
 static int stream_live_calls(conn_ctx *cc);
@@ -1116,10 +1251,11 @@ static int stream_tools_more(conn_ctx *cc)
     const char *obj = "chat.completion.chunk";
     char *text = NULL;
     size_t len = 0;
-    if (wait_request(cc, 0, cc->seen, 0, &text, &len)) {
+    if (hone_request_wait(cc->srv->sched, cc->reqs[0], cc->seen, 0, &cc->lasts[0], &text, &len)) {
         free(text);
         return -1;
     }
+    if (!len && !cc->lasts[0].done) return 0; /* nothing new yet */
     int rc = 0;
     if (len) {
         char *h = realloc(cc->held, cc->held_len + len + 1);
@@ -1261,33 +1397,14 @@ static int client_gone(conn_ctx *cc)
 {
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(cc->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (!ci) return 0;
-    char c;
-    ssize_t n = recv(ci->connect_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    return ci && socket_gone(ci->connect_fd);
 }
 
-/* Waits until choice i has text past `from` (or, with until_done, until it is done),
- * checking every 100 ms whether the client left (then it cancels every choice and returns -1). */
-static int wait_request(conn_ctx *cc, int i, size_t from, int until_done, char **text, size_t *len)
+/* Choice i's state now into cc->lasts[i], without waiting; 1 when it is done. */
+static int choice_done(conn_ctx *cc, int i)
 {
-    hone_server *s = cc->srv;
-    hone_request_state *last = &cc->lasts[i];
-    for (;;) {
-        if (hone_request_wait(s->sched, cc->reqs[i], until_done ? SIZE_MAX : from, 100, last,
-                              until_done ? NULL : text, until_done ? NULL : len))
-            return -1;
-        if (last->done) {
-            if (until_done && text) return hone_request_wait(s->sched, cc->reqs[i], from, 0, last, text, len);
-            return 0;
-        }
-        if (!until_done && last->text_len > from) return 0;
-        if (client_gone(cc)) {
-            for (int k = 0; k < cc->n_choices; k++)
-                if (cc->reqs[k]) hone_request_cancel(s->sched, cc->reqs[k]);
-            return -1;
-        }
-    }
+    hone_request_wait(cc->srv->sched, cc->reqs[i], SIZE_MAX, 0, &cc->lasts[i], NULL, NULL);
+    return cc->lasts[i].done;
 }
 
 static enum MHD_Result send_request_error(conn_ctx *cc, int i)
@@ -1303,9 +1420,9 @@ static enum MHD_Result send_request_error(conn_ctx *cc, int i)
     }
 }
 
-/* Fills cc->pend with the next events of a stream; -1 when the client is gone. Choices are
- * polled in turn (a 100 ms wait on the first unfinished one, none on the others); each event
- * carries one choice's new text and the logprobs of the tokens taken since the last event. */
+/* Fills cc->pend with the next events of a stream, if there are any yet (it never waits);
+ * -1 when the client is gone. Each event carries one choice's new text and the logprobs of
+ * the tokens taken since the last event. */
 static int stream_more(conn_ctx *cc)
 {
     hone_server *s = cc->srv;
@@ -1313,6 +1430,9 @@ static int stream_more(conn_ctx *cc)
     cc->pend_len = cc->pend_off = 0;
     if (cc->stage == 0) {
         int rc = 0;
+        for (int i = 0; !cc->chat && cc->logprobs && i < cc->n_choices; i++) /* echo needs the prompt computed */
+            if (cc->echo_on && cc->prompt_text[i] && !choice_done(cc, i) && cc->lasts[i].completion_tokens == 0)
+                return 0;
         for (int i = 0; i < cc->n_choices; i++) {
             if (!cc->chat && !(cc->echo_on && cc->prompt_text[i])) continue;
             cJSON *j = response_head(cc, obj);
@@ -1322,13 +1442,6 @@ static int stream_more(conn_ctx *cc)
                 const char *pt = cc->prompt_text[i];
                 cJSON *lp = NULL;
                 if (cc->logprobs) {
-                    char *t = NULL;
-                    size_t l = 0;
-                    if (wait_request(cc, i, 0, 0, &t, &l)) {
-                        cJSON_Delete(j);
-                        return -1;
-                    }
-                    free(t);
                     hone_token_logprob *pe = NULL;
                     int64_t pn = 0;
                     hone_request_prompt_logprobs(s->sched, cc->reqs[i], &pe, &pn);
@@ -1343,17 +1456,16 @@ static int stream_more(conn_ctx *cc)
         return rc ? -1 : 0;
     }
     if (cc->tools) return stream_tools_more(cc);
-    int rc = 0, first = -1, all_done = 1, progress = 0;
+    int rc = 0, all_done = 1, progress = 0;
     for (int i = 0; i < cc->n_choices; i++) {
         if (cc->fin_sent[i]) continue;
         all_done = 0;
         char *text = NULL;
         size_t len = 0;
-        if (hone_request_wait(s->sched, cc->reqs[i], cc->sents[i], first < 0 ? 100 : 0, &cc->lasts[i], &text, &len)) {
+        if (hone_request_wait(s->sched, cc->reqs[i], cc->sents[i], 0, &cc->lasts[i], &text, &len)) {
             free(text);
             return -1;
         }
-        if (first < 0) first = i;
         int64_t from = cc->lp_sent[i];
         cJSON *lp = NULL;
         if (cc->logprobs) {
@@ -1383,7 +1495,7 @@ static int stream_more(conn_ctx *cc)
     if (all_done || finished) {
         rc |= stream_close(cc);
     } else if (!progress && client_gone(cc)) {
-        for (int k = 0; k < cc->n_choices; k++) hone_request_cancel(s->sched, cc->reqs[k]);
+        cancel_all(cc);
         return -1;
     }
     return rc ? -1 : 0;
@@ -1415,13 +1527,21 @@ static int stream_close(conn_ctx *cc)
     return rc;
 }
 
+/* The stream's content reader: with nothing to send it suspends the connection and returns
+ * 0 (libmicrohttpd calls it again once the engine's notify resumes it). */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     conn_ctx *cc = cls;
     (void)pos;
     while (cc->pend_off == cc->pend_len) {
         if (cc->stage == 2) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (wake_arm(cc)) {
+            cancel_all(cc);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        int stage = cc->stage; /* a new stage has not looked at the engine yet: no suspend */
         if (stream_more(cc)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (cc->pend_off == cc->pend_len && cc->stage == stage && wake_suspend(cc)) return 0;
     }
     size_t n = cc->pend_len - cc->pend_off < max ? cc->pend_len - cc->pend_off : max;
     memcpy(buf, cc->pend + cc->pend_off, n);
@@ -1486,41 +1606,68 @@ static int submit_choice(conn_ctx *cc, const gen_request *g, int i)
     p.prompt_logprobs = g->echo && g->logprobs;
     p.grammar = g->grammar;
     p.speculate = g->speculate;
+    p.notify = wake_notify;
+    p.notify_user = cc;
     return hone_scheduler_submit(cc->srv->sched, &p, &cc->reqs[i]);
 }
 
-/* Submits every choice. With n > 1 the first choice of each prompt goes first and the others
- * once its prompt is computed (its first token taken), so that they read the prompt's full
- * blocks from the prefix cache instead of computing them again. -1 (answered) on failure. */
-static int submit_all(conn_ctx *cc, const gen_request *g, enum MHD_Result *ok)
+/* Submits the choices that may go now, without waiting. With n > 1 the first choice of each
+ * prompt goes first and the others once its prompt is computed (its first token taken), so
+ * that they read the prompt's full blocks from the prefix cache instead of computing them
+ * again. 0 when every choice is submitted, 1 when some still wait, -1 (answered) on failure. */
+static int submit_ready(conn_ctx *cc, const gen_request *g, enum MHD_Result *ok)
 {
-    hone_server *s = cc->srv;
-    int rc = 0;
-    for (int pass = 0; pass < 2 && !rc; pass++) {
-        for (int i = 0; i < cc->n_choices && !rc; i++) {
-            if ((i % g->n == 0) != (pass == 0)) continue;
-            if (pass == 1) { /* wait for the first choice of this prompt to have its prompt computed */
-                int f = i - i % g->n;
-                for (;;) {
-                    hone_request_state *st = &cc->lasts[f];
-                    if (hone_request_wait(s->sched, cc->reqs[f], SIZE_MAX, 20, st, NULL, NULL)) break;
-                    if (st->done || st->completion_tokens > 0) break;
-                    if (client_gone(cc)) { rc = -2; break; }
-                }
-                if (rc) break;
-            }
-            rc = submit_choice(cc, g, i);
+    int rc = 0, waiting = 0;
+    for (int i = 0; i < cc->n_choices && !rc; i++) {
+        int f = i - i % g->n;
+        if (cc->reqs[i]) continue;
+        if (f != i && !choice_done(cc, f) && cc->lasts[f].completion_tokens == 0) {
+            waiting = 1;
+            continue;
         }
+        rc = submit_choice(cc, g, i);
     }
-    if (!rc) return 0;
-    for (int i = 0; i < cc->n_choices; i++)
-        if (cc->reqs[i]) hone_request_cancel(s->sched, cc->reqs[i]);
-    if (rc == -2) *ok = MHD_NO;
-    else if (rc == HONE_ERANGE)
+    if (!rc) return waiting;
+    cancel_all(cc);
+    if (rc == HONE_ERANGE)
         *ok = send_error(cc, 503, "server_error", NULL, "overloaded", "%s; retry later", hone_error_last());
     else
         *ok = send_error(cc, 400, "invalid_request_error", NULL, "invalid_value", "%s", hone_error_last());
     return -1;
+}
+
+/* Frees what the submission needed (cc->g and the body it borrows from). */
+static void submitted(conn_ctx *cc)
+{
+    if (cc->g) gen_request_free(cc->g);
+    free(cc->g);
+    cc->g = NULL;
+    cJSON_Delete(cc->g_root);
+    cc->g_root = NULL;
+}
+
+static enum MHD_Result request_more(conn_ctx *cc);
+
+/* Counts the request in flight, moves it (and the body it borrows from) into cc, and runs
+ * its phase (PHASE_*) from submission on: request_more's answer. */
+static enum MHD_Result request_start(conn_ctx *cc, gen_request *g, cJSON **root, int phase)
+{
+    hone_server *s = cc->srv;
+    pthread_mutex_lock(&s->mu);
+    s->inflight++;
+    cc->counted = 1;
+    pthread_mutex_unlock(&s->mu);
+    if (!(cc->g = malloc(sizeof *cc->g))) return send_error(cc, 500, "server_error", NULL, NULL, "out of memory");
+    *cc->g = *g;
+    if (g->sp.bias_ids) { /* the logit bias lives in g itself */
+        cc->g->sp.bias_ids = cc->g->bias_ids;
+        cc->g->sp.bias_vals = cc->g->bias_vals;
+    }
+    memset(g, 0, sizeof *g);
+    cc->g_root = *root;
+    *root = NULL;
+    cc->phase = phase;
+    return request_more(cc);
 }
 
 /* A POST body as a JSON object into *root; NULL when it was answered (too big, not UTF-8,
@@ -1600,56 +1747,57 @@ static enum MHD_Result handle_generation(conn_ctx *cc)
         }
         cc->lp_off[i] = g.echo ? 0 : strlen(cc->prompt_text[i]);
     }
-    if (submit_all(cc, &g, &ok)) goto done;
-    pthread_mutex_lock(&s->mu);
-    s->inflight++;
-    cc->counted = 1;
-    pthread_mutex_unlock(&s->mu);
-    cJSON_Delete(root);
-    root = NULL;
     cc->tools = g.tools; /* the stream or the answer parses its calls */
     g.tools = NULL;
-    gen_request_free(&g);
-
     snprintf(cc->id, sizeof cc->id, "%s-%016llx", chat ? "chatcmpl" : "cmpl",
              (unsigned long long)(atomic_fetch_add(&s->next_id, 1) * 0x9e3779b97f4a7c15ull ^
                                   (uint64_t)time(NULL)));
     cc->created = (long long)time(NULL);
-    if (g.stream) {
-        /* wait for the first text (or the end) so that early failures get a real status */
-        char *text = NULL;
-        size_t len = 0;
-        if (wait_request(cc, 0, 0, 0, &text, &len)) return MHD_NO; /* client gone */
-        free(text);
+    ok = request_start(cc, &g, &root, PHASE_GENERATION);
+done:
+    cJSON_Delete(root);
+    gen_request_free(&g);
+    return ok;
+}
+
+/* The answer once there is one to give: a stream starts at its first text (or its end, so
+ * that early failures get a real status), a JSON answer when every choice is done. 0 when
+ * it answered (*ok), 1 while the engine has not got that far. */
+static int generation_answer(conn_ctx *cc, enum MHD_Result *ok)
+{
+    hone_server *s = cc->srv;
+    if (cc->stream) {
+        if (!choice_done(cc, 0) && cc->lasts[0].text_len == 0) return 1;
         if (cc->lasts[0].done && cc->lasts[0].finish == HONE_FINISH_ERROR && cc->lasts[0].completion_tokens == 0)
-            return send_request_error(cc, 0);
+            return *ok = send_request_error(cc, 0), 0;
         struct MHD_Response *resp =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, cc, NULL);
-        if (!resp) return MHD_NO;
+        if (!resp) return *ok = MHD_NO, 0;
         MHD_add_response_header(resp, "Content-Type", "text/event-stream");
         MHD_add_response_header(resp, "Cache-Control", "no-cache");
         common_headers(cc, resp);
-        ok = MHD_queue_response(cc->conn, 200, resp);
+        *ok = MHD_queue_response(cc->conn, 200, resp);
         MHD_destroy_response(resp);
         cc->responded = 1;
         cc->status = 200;
         count_status(s, cc->route, 200);
-        return ok;
+        return 0;
     }
-    cJSON *j = response_head(cc, chat ? "chat.completion" : "text_completion");
+    for (int i = 0; i < cc->n_choices; i++) { /* in order: the first failed choice answers */
+        if (!choice_done(cc, i)) return 1;
+        if (cc->lasts[i].finish == HONE_FINISH_ERROR) {
+            cancel_all(cc);
+            return *ok = send_request_error(cc, i), 0;
+        }
+    }
+    cJSON *j = response_head(cc, cc->chat ? "chat.completion" : "text_completion");
     for (int i = 0; i < cc->n_choices; i++) {
         char *text = NULL;
         size_t len = 0;
-        if (wait_request(cc, i, 0, 1, &text, &len)) {
+        if (hone_request_wait(s->sched, cc->reqs[i], 0, 0, &cc->lasts[i], &text, &len)) {
             free(text);
             cJSON_Delete(j);
-            return MHD_NO;
-        }
-        if (cc->lasts[i].finish == HONE_FINISH_ERROR) {
-            free(text);
-            cJSON_Delete(j);
-            for (int k = 0; k < cc->n_choices; k++) hone_request_cancel(s->sched, cc->reqs[k]);
-            return send_request_error(cc, i);
+            return *ok = MHD_NO, 0;
         }
         if (cc->echo_on) { /* the prompt, then the completion */
             size_t pl = strlen(cc->prompt_text[i]);
@@ -1670,11 +1818,8 @@ static enum MHD_Result handle_generation(conn_ctx *cc)
         free(text);
     }
     add_usage(j, cc);
-    return send_json(cc, 200, j);
-done:
-    cJSON_Delete(root);
-    gen_request_free(&g);
-    return ok;
+    *ok = send_json(cc, 200, j);
+    return 0;
 }
 
 static void metric(char **buf, size_t *len, size_t *cap, const char *fmt, ...)
@@ -1824,6 +1969,13 @@ static enum MHD_Result handle_metrics(conn_ctx *cc)
     GAUGE("hone_requests_running", "Requests in the running batch.", st.running);
     GAUGE("hone_requests_queued", "Requests waiting for admission.", st.queued);
     GAUGE("hone_http_inflight", "Generation requests not yet fully answered.", inflight);
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+    pthread_mutex_lock(&s->wake_mu);
+    int64_t n_susp = s->n_susp;
+    pthread_mutex_unlock(&s->wake_mu);
+    GAUGE("hone_http_connections", "Open client connections.", di ? di->num_connections : 0);
+    GAUGE("hone_http_connections_limit", "Open client connections at most.", s->max_conns);
+    GAUGE("hone_http_connections_suspended", "Connections waiting for the engine (no thread held).", n_susp);
     GAUGE("hone_kv_cache_blocks", "KV cache blocks (used or free).", st.kv_blocks_total);
     metric(&b, &l, &c, "# HELP hone_kv_cache_usage_ratio KV cache blocks in use over all blocks (1 = full).\n"
                        "# TYPE hone_kv_cache_usage_ratio gauge\nhone_kv_cache_usage_ratio %.6f\n",
@@ -1930,8 +2082,7 @@ static enum MHD_Result handle_embeddings(conn_ctx *cc)
     gen_request g;
     memset(&g, 0, sizeof g);
     enum MHD_Result ok;
-    cJSON *root = NULL, *j = NULL;
-    float *v = NULL;
+    cJSON *root = NULL;
     int b64 = 0;
     if (!(root = read_json_body(cc, &ok))) return ok;
     cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
@@ -1981,56 +2132,70 @@ static enum MHD_Result handle_embeddings(conn_ctx *cc)
     }
     cc->n_per = 1;
     cc->n_choices = g.n_prompts;
+    cc->b64 = b64;
+    ok = request_start(cc, &g, &root, PHASE_EMBEDDINGS);
+done:
+    cJSON_Delete(root);
+    gen_request_free(&g);
+    return ok;
+}
+
+/* Submits the inputs not yet submitted, without waiting; when the queue is full, the rest
+ * wait for an earlier input to finish. 0 when all are in, 1 while some wait, -1 answered. */
+static int embeddings_submit(conn_ctx *cc, enum MHD_Result *ok)
+{
+    hone_server *s = cc->srv;
+    const gen_request *g = cc->g;
     hone_pooling pool = s->o.pooling == HONE_POOLING_LAST ? HONE_POOLING_LAST : HONE_POOLING_MEAN;
-    for (int i = 0; i < cc->n_choices; i++) {
+    for (int i = cc->n_submitted; i < cc->n_choices; i++) {
         hone_sampler_params sp = HONE_SAMPLER_PARAMS_INIT;
-        hone_request_params p = {.prompt = prompt_ids(&g, i), .n_prompt = prompt_len(&g, i), .sampling = sp};
+        hone_request_params p = {.prompt = prompt_ids(g, i), .n_prompt = prompt_len(g, i), .sampling = sp};
         p.embed = pool;
+        p.notify = wake_notify;
+        p.notify_user = cc;
         int rc = hone_scheduler_submit(s->sched, &p, &cc->reqs[i]);
-        while (rc == HONE_ERANGE && i > 0 && !atomic_load(&s->draining)) { /* queue full: let earlier inputs finish */
-            if (wait_request(cc, i - 1, 0, 1, NULL, NULL)) {
-                ok = MHD_NO;
-                goto done;
-            }
-            rc = hone_scheduler_submit(s->sched, &p, &cc->reqs[i]);
+        if (rc == HONE_ERANGE && !atomic_load(&s->draining)) { /* queue full: wait while an earlier input runs */
+            int k = 0;
+            while (k < i && choice_done(cc, k)) k++;
+            if (k < i) return 1;
         }
         if (rc) {
-            ok = rc == HONE_ERANGE ? send_error(cc, 503, "server_error", NULL, "overloaded", "%s; retry later", hone_error_last())
-                                   : send_error(cc, 400, "invalid_request_error", "input", "invalid_value", "%s", hone_error_last());
-            goto done;
+            *ok = rc == HONE_ERANGE ? send_error(cc, 503, "server_error", NULL, "overloaded", "%s; retry later", hone_error_last())
+                                    : send_error(cc, 400, "invalid_request_error", "input", "invalid_value", "%s", hone_error_last());
+            return -1;
         }
+        cc->n_submitted = i + 1;
     }
-    pthread_mutex_lock(&s->mu);
-    s->inflight++;
-    cc->counted = 1;
-    pthread_mutex_unlock(&s->mu);
-    if (!(v = malloc((size_t)hp->dim * sizeof *v))) {
-        ok = send_error(cc, 500, "server_error", NULL, NULL, "out of memory");
-        goto done;
+    return 0;
+}
+
+/* The answer once every input is done: 0 when it answered (*ok), 1 before. */
+static int embeddings_answer(conn_ctx *cc, enum MHD_Result *ok)
+{
+    hone_server *s = cc->srv;
+    hone_backend *be = hone_scheduler_backend(s->sched);
+    const hone_hparams *hp = hone_model_hparams(hone_backend_model(be));
+    for (int i = 0; i < cc->n_choices; i++) {
+        if (!choice_done(cc, i)) return 1;
+        if (cc->lasts[i].finish == HONE_FINISH_ERROR) return *ok = send_request_error(cc, i), 0;
     }
-    j = cJSON_CreateObject();
+    float *v = malloc((size_t)hp->dim * sizeof *v);
+    if (!v) return *ok = send_error(cc, 500, "server_error", NULL, NULL, "out of memory"), 0;
+    cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "object", "list");
     cJSON *data = cJSON_AddArrayToObject(j, "data");
     int64_t tokens = 0;
     for (int i = 0; i < cc->n_choices; i++) {
         int64_t dim = 0;
-        if (wait_request(cc, i, 0, 1, NULL, NULL)) {
-            ok = MHD_NO;
-            goto done;
-        }
-        if (cc->lasts[i].finish == HONE_FINISH_ERROR) {
-            ok = send_request_error(cc, i);
-            goto done;
-        }
         if (hone_request_embedding(s->sched, cc->reqs[i], v, hp->dim, &dim)) {
-            ok = send_error(cc, 500, "server_error", NULL, NULL, "%s", hone_error_last());
+            *ok = send_error(cc, 500, "server_error", NULL, NULL, "%s", hone_error_last());
             goto done;
         }
         tokens += cc->lasts[i].prompt_tokens;
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "object", "embedding");
         cJSON_AddNumberToObject(e, "index", i);
-        if (b64) { /* little-endian float32, as OpenAI's base64 */
+        if (cc->b64) { /* little-endian float32, as OpenAI's base64 */
             unsigned char *raw = malloc((size_t)dim * 4);
             for (int64_t d = 0; raw && d < dim; d++) {
                 uint32_t u;
@@ -2051,14 +2216,34 @@ static enum MHD_Result handle_embeddings(conn_ctx *cc)
     cJSON *u = cJSON_AddObjectToObject(j, "usage");
     cJSON_AddNumberToObject(u, "prompt_tokens", (double)tokens);
     cJSON_AddNumberToObject(u, "total_tokens", (double)tokens);
-    ok = send_json(cc, 200, j);
+    *ok = send_json(cc, 200, j);
     j = NULL;
 done:
     cJSON_Delete(j);
-    cJSON_Delete(root);
-    gen_request_free(&g);
     free(v);
-    return ok;
+    return 0;
+}
+
+/* A generation or embeddings request from its submission on, each time libmicrohttpd calls
+ * the handler (at first, then after every resume): submits what may go, answers when there
+ * is an answer, else suspends the connection until the engine has news. No thread waits. */
+static enum MHD_Result request_more(conn_ctx *cc)
+{
+    enum MHD_Result ok = MHD_NO;
+    int emb = cc->phase == PHASE_EMBEDDINGS;
+    for (;;) {
+        if (wake_arm(cc)) { /* the client left */
+            cancel_all(cc);
+            return MHD_NO;
+        }
+        int w = !cc->g ? 0 : emb ? embeddings_submit(cc, &ok) : submit_ready(cc, cc->g, &ok);
+        if (w < 0) return ok;
+        if (!w) {
+            submitted(cc);
+            if (!(emb ? embeddings_answer(cc, &ok) : generation_answer(cc, &ok))) return ok;
+        }
+        if (wake_suspend(cc)) return MHD_YES;
+    }
 }
 
 static enum MHD_Result handle_get(conn_ctx *cc)
@@ -2205,9 +2390,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (!cc) {
         if (!(cc = calloc(1, sizeof *cc))) return MHD_NO;
         *con_cls = cc;
-        /* connection threads only parse, wait and write: below the engine's threads, so that
+        /* the event loop's threads only parse and write: below the engine's threads, so that
          * many streaming clients do not preempt the pool in the middle of a step */
         setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 5);
+        /* the headers are in: from now on the idle timeout (body, keep-alive) applies */
+        if (s->o.idle_timeout_s != s->o.header_timeout_s)
+            MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)s->o.idle_timeout_s);
         cc->srv = s;
         cc->conn = conn;
         cc->t0 = now_s();
@@ -2236,6 +2424,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return send_error(cc, 413, "invalid_request_error", NULL, "request_too_large",
                               "the request body exceeds %zu bytes", s->o.max_body);
         }
+        /* libmicrohttpd 0.9.75 decodes only "chunked"; with another coding it would read the
+         * body until the client closes (a hang until the idle timeout): refuse it now */
+        const char *te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
+        if (te && strcasecmp(te, "chunked") != 0)
+            return send_error(cc, 501, "invalid_request_error", NULL, "unsupported_transfer_encoding",
+                              "Transfer-Encoding '%.40s' is not supported (only chunked)", te);
         return MHD_YES;
     }
     if (cc->responded) {
@@ -2266,6 +2460,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         cc->body[cc->body_len] = 0;
         return MHD_YES;
     }
+    if (cc->phase) return request_more(cc); /* resumed: the engine has news */
     return dispatch(cc, method);
 }
 
@@ -2291,6 +2486,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         if (fin == HONE_FINISH_NONE || cc->lasts[i].finish == HONE_FINISH_ERROR) fin = cc->lasts[i].finish;
     }
     for (int i = 0; i < MAX_CHOICES; i++) free(cc->prompt_text[i]);
+    submitted(cc);
     /* one line per request (successful health checks and scrapes excepted: probes would drown
      * the log); the text itself only with --log-requests */
     const char *how = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (client gone)";
@@ -2428,7 +2624,9 @@ int hone_server_new(hone_server **out, hone_scheduler *sched, const hone_tokeniz
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->idle_cv, &ca);
+    pthread_cond_init(&s->tick_cv, &ca);
     pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&s->wake_mu, NULL);
     if (s->o.port < 0 || s->o.port > 65535) {
         rc = hone_error_set(HONE_EINVAL, "port %d out of range", s->o.port);
         goto fail;
@@ -2444,8 +2642,28 @@ int hone_server_new(hone_server **out, hone_scheduler *sched, const hone_tokeniz
     struct sockaddr_storage addr;
     memset(&addr, 0, sizeof addr);
     memcpy(&addr, ai->ai_addr, ai->ai_addrlen);
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
-                     MHD_USE_ERROR_LOG;
+    if (s->o.http_threads < 0 || s->o.max_connections < 0 || s->o.max_client_connections < 0 ||
+        s->o.header_timeout_s < 0 || s->o.idle_timeout_s < 0) {
+        freeaddrinfo(ai);
+        rc = hone_error_set(HONE_EINVAL, "negative connection option");
+        goto fail;
+    }
+    /* an event loop on a fixed pool of threads: an idle connection costs a socket and a
+     * little memory, never a thread; a waiting generation suspends its connection */
+    unsigned threads = s->o.http_threads ? (unsigned)s->o.http_threads : 4;
+    struct rlimit nofile;
+    long fds = getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY ? (long)nofile.rlim_cur : 1 << 20;
+    long fit = fds - FD_RESERVE > 64 ? fds - FD_RESERVE : 64;
+    s->max_conns = s->o.max_connections ? (unsigned)s->o.max_connections : (unsigned)fit;
+    if ((long)s->max_conns > fit)
+        log_line("warn", "--max-connections %u exceeds what the descriptor limit (%ld) leaves (%ld): "
+                 "connections beyond it fail to be accepted", s->max_conns, fds, fit);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+#ifdef __linux__
+    flags |= MHD_USE_EPOLL;
+#else
+    flags |= MHD_USE_AUTO;
+#endif
     if (ai->ai_family == AF_INET6) {
         ((struct sockaddr_in6 *)&addr)->sin6_port = htons((uint16_t)s->o.port);
         flags |= MHD_USE_IPv6;
@@ -2460,8 +2678,11 @@ int hone_server_new(hone_server **out, hone_scheduler *sched, const hone_tokeniz
                             MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
                             MHD_OPTION_CONNECTION_MEMORY_LIMIT, MHD_MEMORY_LIMIT,
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)512,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+                            MHD_OPTION_THREAD_POOL_SIZE, threads,
+                            MHD_OPTION_CONNECTION_LIMIT, s->max_conns,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->o.max_client_connections,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->o.header_timeout_s,
+                            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)LISTEN_BACKLOG,
                             MHD_OPTION_END);
     s->starting = 0;
     if (!s->d) {
@@ -2475,6 +2696,14 @@ int hone_server_new(hone_server **out, hone_scheduler *sched, const hone_tokeniz
                  "the port can use it (--api-key KEY or HONE_API_KEY)", s->o.host);
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : s->o.port;
+    if (pthread_create(&s->ticker, NULL, ticker_main, s) != 0) {
+        rc = hone_error_set(HONE_EINTERNAL, "cannot start the connection ticker");
+        goto fail;
+    }
+    s->ticker_on = 1;
+    log_line("info", "connections: %s, %u threads, at most %u (%u per client), timeouts %ds headers, %ds idle",
+             (flags & MHD_USE_EPOLL) == MHD_USE_EPOLL ? "epoll" : "poll", threads, s->max_conns,
+             (unsigned)s->o.max_client_connections, s->o.header_timeout_s, s->o.idle_timeout_s);
     *out = s;
     return 0;
 fail:
@@ -2505,12 +2734,43 @@ int hone_server_drain(hone_server *s, double timeout_s)
     return rc;
 }
 
+/* Resumes every suspended connection (their handlers give up) and stops suspending: the
+ * daemon may not stop with one suspended. */
+static void wake_stop(hone_server *s)
+{
+    pthread_mutex_lock(&s->wake_mu);
+    s->stopping = 1;
+    pthread_cond_signal(&s->tick_cv);
+    while (s->susp) {
+        s->susp->gone = 1;
+        wake_locked(s, s->susp);
+    }
+    pthread_mutex_unlock(&s->wake_mu);
+    if (s->ticker_on) pthread_join(s->ticker, NULL);
+    s->ticker_on = 0;
+}
+
+long hone_server_raise_nofile(void)
+{
+    struct rlimit r;
+    if (getrlimit(RLIMIT_NOFILE, &r) != 0) return -1;
+    if (r.rlim_cur < r.rlim_max) {
+        rlim_t want = r.rlim_max;
+        r.rlim_cur = want;
+        if (setrlimit(RLIMIT_NOFILE, &r) != 0) getrlimit(RLIMIT_NOFILE, &r);
+    }
+    return r.rlim_cur == RLIM_INFINITY ? LONG_MAX : (long)r.rlim_cur;
+}
+
 void hone_server_free(hone_server *s)
 {
     if (!s) return;
+    wake_stop(s);
     if (s->d) MHD_stop_daemon(s->d);
     if (s->listen_fd != MHD_INVALID_SOCKET) close(s->listen_fd);
     pthread_cond_destroy(&s->idle_cv);
+    pthread_cond_destroy(&s->tick_cv);
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->wake_mu);
     free(s);
 }

@@ -1,4 +1,5 @@
-/* The OpenAI-compatible HTTP server (libmicrohttpd, a thread per connection): /v1/models,
+/* The OpenAI-compatible HTTP server (libmicrohttpd's epoll event loop on a fixed pool of
+ * threads; a waiting generation suspends its connection, no thread blocks): /v1/models,
  * /v1/models/{id}, /v1/completions, /v1/chat/completions (JSON or server-sent events),
  * /v1/embeddings, /health, /metrics
  * (Prometheus text) and /v1/hone/profile, in front of the continuous-batching scheduler
@@ -37,12 +38,26 @@ typedef struct {
     hone_pooling pooling;    /* /v1/embeddings: the model's pooling (NONE: mean) */
     int no_request_log;      /* 1: no line per request (a server embedded in a command, such as
                               * hone verify's; warnings are still logged) */
+    /* connections (docs/architecture.md, "Connections") */
+    int http_threads;        /* event-loop threads; 0: 4 */
+    int max_connections;     /* open connections at most; 0: what RLIMIT_NOFILE's soft limit allows
+                              * (less HONE_SERVER_FD_RESERVE) */
+    int max_client_connections; /* open connections per client address at most; 0: no limit
+                              * (behind a proxy every client is the proxy's address) */
+    int header_timeout_s;    /* inactivity before a request's headers are in; 0: none */
+    int idle_timeout_s;      /* inactivity after (body, keep-alive between requests); 0: none */
 } hone_server_opts;
 
-#define HONE_SERVER_OPTS_INIT \
-    {.host = "127.0.0.1", .port = 8080, .max_body = (size_t)1 << 20, .model_id = "hone", .pooling = HONE_POOLING_NONE}
+#define HONE_SERVER_OPTS_INIT                                                                          \
+    {.host = "127.0.0.1", .port = 8080, .max_body = (size_t)1 << 20, .model_id = "hone",               \
+     .pooling = HONE_POOLING_NONE, .http_threads = 4, .max_client_connections = 256, .header_timeout_s = 10, \
+     .idle_timeout_s = 30}
 
 typedef struct hone_server hone_server;
+
+/* Raises this process's RLIMIT_NOFILE soft limit to its hard limit (so that thousands of
+ * sockets fit) and returns the new soft limit; `hone serve` calls it before hone_server_new. */
+long hone_server_raise_nofile(void);
 
 /* Starts listening. Borrows sched, tok and tmpl, which must outlive the server. With sched
  * NULL the server starts in the loading state: /health answers 503 {"status": "loading",
