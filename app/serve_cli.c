@@ -20,6 +20,7 @@
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/scheduler.h"
+#include "engine/spec.h"
 #include "engine/server.h"
 #include "engine/slots.h"
 #include "profiler/profile.h"
@@ -30,7 +31,8 @@ static const char serve_usage[] =
     "                  [--step-tokens N] [--max-queue N] [--timeout SECONDS] [--model-name NAME]\n"
     "                  [--no-prefix-cache] [--no-profile] [--device cpu|cuda|auto] [--kernels DIR]\n"
     "                  [--metrics-no-auth] [--model-alias NAME]... [--cors-origins '*'|ORIGIN,...]\n"
-    "                  [--chat-template FILE] [--speculate none|lookup] [--spec-k N]\n"
+    "                  [--chat-template FILE] [--speculate none|lookup|self] [--spec-k N]\n"
+    "                  [--spec-mode exact|distribution] [--self-layers N]\n"
     "                  [--tune [--llm URL|self|none] [--llm-model NAME] [--auto-apply]\n"
     "                   [--tune-budget N] [--tune-interval S] [--tune-watch S] [--tune-spot S]\n"
     "                   [--tune-margin X] [--tune-e2e-slack X] [--tune-slot SLOT] [--tune-repo DIR] [--tune-state-dir DIR]\n"
@@ -48,8 +50,10 @@ static const char serve_usage[] =
     "  from these origins (\"*\": any), preflights included.\n"
     "  --chat-template FILE: render chat requests with this Jinja template instead of the GGUF's.\n"
     "  --speculate lookup: prompt-lookup drafts (at most --spec-k, default 8) join each request's\n"
-    "  decode row in the batch, exact mode (the tokens of plain decoding); a request's \"speculate\"\n"
-    "  field (\"lookup\" or \"none\") overrides it.\n"
+    "  decode row in the batch; self: drafts from the model's first --self-layers layers (default\n"
+    "  half; CPU only). --spec-mode exact (default): the tokens of plain decoding; distribution:\n"
+    "  rejection sampling, the same distribution. A request's \"speculate\" (\"lookup\", \"self\",\n"
+    "  \"none\") and \"speculate_mode\" (\"exact\", \"distribution\") fields override them.\n"
     "  --port 0 picks a free port (printed on stderr). The API key may also come from\n"
     "  $HONE_API_KEY. SIGTERM or SIGINT: stop accepting, finish in-flight requests, exit 0.\n";
 
@@ -198,12 +202,20 @@ int hone_cli_serve(int argc, char **argv)
         else if (IS("--port")) { if (parse_int(a, val, 0, 65535, &v)) return 2; so.port = (int)v; }
         else if (IS("--ctx")) { if (parse_int(a, val, 16, 1 << 20, &v)) return 2; co.n_ctx = v; }
         else if (IS("--speculate")) {
-            if (strcmp(val, "lookup") && strcmp(val, "none")) {
-                fprintf(stderr, "hone serve: --speculate expects none or lookup\n");
+            int kind;
+            if (hone_spec_parse_kind(val, &kind) || kind == HONE_SPEC_DRAFT) {
+                fprintf(stderr, "hone serve: --speculate expects none, lookup or self\n");
                 return 2;
             }
-            sco.speculate = !strcmp(val, "lookup");
+            sco.speculate = kind;
         }
+        else if (IS("--spec-mode")) {
+            if (hone_spec_parse_mode(val, &sco.spec_mode)) {
+                fprintf(stderr, "hone serve: --spec-mode expects exact or distribution\n");
+                return 2;
+            }
+        }
+        else if (IS("--self-layers")) { if (parse_int(a, val, 1, 4096, &v)) return 2; sco.self_layers = (int)v; }
         else if (IS("--spec-k")) { if (parse_int(a, val, 1, 64, &v)) return 2; sco.spec_k = (int)v; }
         else if (IS("--max-batch")) { if (parse_int(a, val, 1, 1024, &v)) return 2; sco.max_batch = (int)v; }
         else if (IS("--kv-blocks")) { if (parse_int(a, val, 1, INT32_MAX, &v)) return 2; kv_blocks = v; }

@@ -1020,25 +1020,26 @@ static inline float hone_cpu_ymm2_finish(__m256 lo, __m256 hi, const uint8_t *ro
         for (; r < r1; r++) HONE_CPU_AVX2_RXT(1, T, (const uint8_t *)W + r * row_bytes, row_bytes, deqh, r); \
     } while (0)
 
-/* Rows r .. r + nr - 1 (nr = 1 or 2, dequantised into wbuf, rows cols apart) against a tile of
- * T tokens from t0: both rows at once where T is small (8 to 12 chains), else one by one. */
-#define HONE_CPU_AVX2_BUFROWS(T)                                                                \
-    do {                                                                                       \
-        if (nr == 2 && (T) <= 3) {                                                             \
-            HONE_CPU_AVX2_RXT(2, T, wbuf, cols * 4, hone_cpu_deqh_f32, r);                     \
-        } else {                                                                               \
-            for (int64_t q_ = 0; q_ < nr; q_++) /* not i: RXT's own */                          \
-                HONE_CPU_AVX2_RXT(1, T, wbuf + q_ * cols, 0, hone_cpu_deqh_f32, r + q_);        \
-        }                                                                                      \
-    } while (0)
-
 #define HONE_CPU_AVX2_TMAX 6
-#define HONE_CPU_AVX2_ROWBUF 4096 /* the longest row dequantised once for several tiles */
+
+/* Every balanced tile of the n tokens through BODY(T), T a constant 1 .. HONE_CPU_AVX2_TMAX. */
+#define HONE_CPU_AVX2_TILES(BODY)                                                               \
+    for (int64_t k = 0; k < tiles; k++) {                                                      \
+        int64_t t0 = n * k / tiles, nt = n * (k + 1) / tiles - t0;                             \
+        switch (nt) {                                                                          \
+        case 1: BODY(1); break;                                                                \
+        case 2: BODY(2); break;                                                                \
+        case 3: BODY(3); break;                                                                \
+        case 4: BODY(4); break;                                                                \
+        case 5: BODY(5); break;                                                                \
+        default: BODY(6); break;                                                               \
+        }                                                                                      \
+    }
 
 /* Y[t][r] = W[r] . X[t] for this share's rows; n = 1 is the matvec. Tokens go in balanced
- * tiles of at most HONE_CPU_AVX2_TMAX (12 chains with one row); with more than one tile, rows
- * are dequantised two at a time into wbuf (the f32 values of the deq, exactly) and every tile
- * reads them from L1, so no block is dequantised twice. */
+ * tiles of at most HONE_CPU_AVX2_TMAX (12 chains with one row); each tile dequantises the rows
+ * again (an L1 copy of dequantised rows shared by the tiles measured no faster: the fmas and
+ * their loads bound a tile, not the dequantisation). */
 static inline __attribute__((always_inline)) void
 hone_cpu_matmul_avx2(float *restrict Y, const void *W, const float *restrict X, int64_t n,
                      int64_t rows, int64_t cols, int64_t row_bytes, hone_cpu_deqh_fn deqh,
@@ -1048,45 +1049,7 @@ hone_cpu_matmul_avx2(float *restrict Y, const void *W, const float *restrict X, 
     hone_cpu_share(rows, ith, nth, &r0, &r1);
     int64_t nb = cols / 32, full = nb * 32;
     int64_t tiles = (n + HONE_CPU_AVX2_TMAX - 1) / HONE_CPU_AVX2_TMAX;
-    if (tiles > 1 && full == cols && cols <= HONE_CPU_AVX2_ROWBUF) {
-        float wbuf[2 * HONE_CPU_AVX2_ROWBUF] __attribute__((aligned(32)));
-        for (int64_t r = r0; r < r1; r += 2) {
-            int64_t nr = r + 1 < r1 ? 2 : 1;
-            for (int64_t i = 0; i < nr; i++) {
-                const uint8_t *rw = (const uint8_t *)W + (r + i) * row_bytes;
-                for (int64_t b = 0; b < nb; b++)
-                    for (int hf = 0; hf < 2; hf++) {
-                        __m256 wa, wb;
-                        deqh(rw, b, hf, &wa, &wb);
-                        _mm256_store_ps(wbuf + i * cols + b * 32 + 16 * hf, wa);
-                        _mm256_store_ps(wbuf + i * cols + b * 32 + 16 * hf + 8, wb);
-                    }
-            }
-            for (int64_t k = 0; k < tiles; k++) {
-                int64_t t0 = n * k / tiles, nt = n * (k + 1) / tiles - t0;
-                switch (nt) {
-                case 1: HONE_CPU_AVX2_BUFROWS(1); break;
-                case 2: HONE_CPU_AVX2_BUFROWS(2); break;
-                case 3: HONE_CPU_AVX2_BUFROWS(3); break;
-                case 4: HONE_CPU_AVX2_BUFROWS(4); break;
-                case 5: HONE_CPU_AVX2_BUFROWS(5); break;
-                default: HONE_CPU_AVX2_BUFROWS(6); break;
-                }
-            }
-        }
-        return;
-    }
-    for (int64_t k = 0; k < tiles; k++) {
-        int64_t t0 = n * k / tiles, nt = n * (k + 1) / tiles - t0;
-        switch (nt) {
-        case 1: HONE_CPU_AVX2_ROWS(1); break;
-        case 2: HONE_CPU_AVX2_ROWS(2); break;
-        case 3: HONE_CPU_AVX2_ROWS(3); break;
-        case 4: HONE_CPU_AVX2_ROWS(4); break;
-        case 5: HONE_CPU_AVX2_ROWS(5); break;
-        default: HONE_CPU_AVX2_ROWS(6); break;
-        }
-    }
+    HONE_CPU_AVX2_TILES(HONE_CPU_AVX2_ROWS);
 }
 #endif
 
