@@ -94,7 +94,7 @@ static const char matmul_tmpl[] =
     "        }\n"
     "    }\n"
     "#else\n"
-    "    hone_cpu_matmul_generic(Y, W, X, n, rows, cols, row_bytes, deq, ith, nth);\n"
+    "    hone_cpu_matmul_portable(Y, W, X, n, rows, cols, row_bytes, %1$s, deq, ith, nth);\n"
     "#endif\n"
     "}\n";
 

@@ -86,7 +86,7 @@ static const char matvec_tmpl[] =
     "        y[r] = hone_cpu_zmm_finish(acc, rw, x, full, cols, deq);\n"
     "    }\n"
     "#else\n"
-    "    hone_cpu_matvec_generic(y, W, x, rows, cols, row_bytes, deq, ith, nth);\n"
+    "    hone_cpu_matvec_portable(y, W, x, rows, cols, row_bytes, %1$s, deq, ith, nth);\n"
     "#endif\n"
     "}\n";
 

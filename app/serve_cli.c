@@ -20,6 +20,7 @@
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/scheduler.h"
+#include "engine/spec.h"
 #include "engine/server.h"
 #include "engine/slots.h"
 #include "profiler/profile.h"
@@ -30,7 +31,8 @@ static const char serve_usage[] =
     "                  [--step-tokens N] [--max-queue N] [--timeout SECONDS] [--model-name NAME]\n"
     "                  [--no-prefix-cache] [--no-profile] [--device cpu|cuda|auto] [--kernels DIR]\n"
     "                  [--metrics-no-auth] [--model-alias NAME]... [--cors-origins '*'|ORIGIN,...]\n"
-    "                  [--chat-template FILE] [--speculate none|lookup] [--spec-k N]\n"
+    "                  [--chat-template FILE] [--speculate none|lookup|self] [--spec-k N]\n"
+    "                  [--spec-mode exact|distribution] [--self-layers N]\n"
     "                  [--http-threads N] [--max-connections N] [--max-client-connections N]\n"
     "                  [--header-timeout S] [--idle-timeout S]\n"
     "                  [--tune [--llm URL|self|none] [--llm-model NAME] [--auto-apply]\n"
@@ -50,8 +52,10 @@ static const char serve_usage[] =
     "  from these origins (\"*\": any), preflights included.\n"
     "  --chat-template FILE: render chat requests with this Jinja template instead of the GGUF's.\n"
     "  --speculate lookup: prompt-lookup drafts (at most --spec-k, default 8) join each request's\n"
-    "  decode row in the batch, exact mode (the tokens of plain decoding); a request's \"speculate\"\n"
-    "  field (\"lookup\" or \"none\") overrides it.\n"
+    "  decode row in the batch; self: drafts from the model's first --self-layers layers (default\n"
+    "  half; CPU only). --spec-mode exact (default): the tokens of plain decoding; distribution:\n"
+    "  rejection sampling, the same distribution. A request's \"speculate\" (\"lookup\", \"self\",\n"
+    "  \"none\") and \"speculate_mode\" (\"exact\", \"distribution\") fields override them.\n"
     "  Connections: an epoll event loop on --http-threads threads (default 4); a generation that\n"
     "  waits holds no thread. --max-connections (default: the descriptor limit, raised to its hard\n"
     "  limit, less 256), --max-client-connections per client address (default 256, 0: no limit;\n"
@@ -206,17 +210,25 @@ int hone_cli_serve(int argc, char **argv)
         else if (IS("--port")) { if (parse_int(a, val, 0, 65535, &v)) return 2; so.port = (int)v; }
         else if (IS("--ctx")) { if (parse_int(a, val, 16, 1 << 20, &v)) return 2; co.n_ctx = v; }
         else if (IS("--speculate")) {
-            if (strcmp(val, "lookup") && strcmp(val, "none")) {
-                fprintf(stderr, "hone serve: --speculate expects none or lookup\n");
+            int kind;
+            if (hone_spec_parse_kind(val, &kind) || kind == HONE_SPEC_DRAFT) {
+                fprintf(stderr, "hone serve: --speculate expects none, lookup or self\n");
                 return 2;
             }
-            sco.speculate = !strcmp(val, "lookup");
+            sco.speculate = kind;
         }
         else if (IS("--http-threads")) { if (parse_int(a, val, 1, 256, &v)) return 2; so.http_threads = (int)v; }
         else if (IS("--max-connections")) { if (parse_int(a, val, 1, 1 << 24, &v)) return 2; so.max_connections = (int)v; }
         else if (IS("--max-client-connections")) { if (parse_int(a, val, 0, 1 << 24, &v)) return 2; so.max_client_connections = (int)v; }
         else if (IS("--header-timeout")) { if (parse_int(a, val, 0, 86400, &v)) return 2; so.header_timeout_s = (int)v; }
         else if (IS("--idle-timeout")) { if (parse_int(a, val, 0, 86400, &v)) return 2; so.idle_timeout_s = (int)v; }
+        else if (IS("--spec-mode")) {
+            if (hone_spec_parse_mode(val, &sco.spec_mode)) {
+                fprintf(stderr, "hone serve: --spec-mode expects exact or distribution\n");
+                return 2;
+            }
+        }
+        else if (IS("--self-layers")) { if (parse_int(a, val, 1, 4096, &v)) return 2; sco.self_layers = (int)v; }
         else if (IS("--spec-k")) { if (parse_int(a, val, 1, 64, &v)) return 2; sco.spec_k = (int)v; }
         else if (IS("--max-batch")) { if (parse_int(a, val, 1, 1024, &v)) return 2; sco.max_batch = (int)v; }
         else if (IS("--kv-blocks")) { if (parse_int(a, val, 1, INT32_MAX, &v)) return 2; kv_blocks = v; }

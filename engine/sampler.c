@@ -588,6 +588,8 @@ double hone_sampler_uniform_at(uint64_t seed, int64_t pos, uint32_t stream)
 
 uint64_t hone_sampler_seed(const hone_sampler *s) { return s->seed; }
 
+int64_t hone_sampler_n_vocab(const hone_sampler *s) { return s->n_vocab; }
+
 int32_t hone_sampler_sample_u(hone_sampler *s, const float *logits, double u)
 {
     return sample_core(s, logits, &u, NULL);

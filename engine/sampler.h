@@ -79,6 +79,8 @@ int32_t hone_sampler_sample(hone_sampler *s, const float *logits);
 double hone_sampler_uniform_at(uint64_t seed, int64_t pos, uint32_t stream);
 /* The seed of the last reset (the params' seed unless hone_sampler_reset changed it). */
 uint64_t hone_sampler_seed(const hone_sampler *s);
+/* The vocabulary size it was made for. */
+int64_t hone_sampler_n_vocab(const hone_sampler *s);
 /* hone_sampler_sample with the given uniform u in [0, 1) instead of the PRNG stream's next
  * one (the stream is not advanced): the same filters, the same inverse CDF. */
 int32_t hone_sampler_sample_u(hone_sampler *s, const float *logits, double u);

@@ -51,7 +51,9 @@ struct hone_request {
     int32_t sampled;
     /* speculative decoding (engine thread only): this step's draft rows follow the decode row,
      * the drafts written at toks[n_toks ..) (scratch until accepted) */
-    int spec;                 /* 1: prompt-lookup drafts */
+    int spec;                 /* hone_spec_kind: 0 none, HONE_SPEC_LOOKUP or HONE_SPEC_SELF */
+    int spec_dist;            /* 1: distribution mode (hone_spec_decide_distribution), else exact */
+    double *q;                /* [spec_k][n_vocab] self drafts' distributions (distribution mode) */
     int64_t n_draft;          /* draft rows in this step */
     int32_t *emit;            /* [spec_k + 1] tokens the step's verification emits */
     int64_t n_emit;
@@ -104,6 +106,15 @@ struct hone_scheduler {
     hone_kv_seq **b_seqs;     /* [step_tokens] */
     float **b_out;            /* [step_tokens] */
     float *logits;            /* [max_batch][n_vocab] */
+    /* self-speculation (engine thread): one draft row per request per round */
+    int64_t self_layers;      /* the draft's layers */
+    int self_ok;              /* the backend runs a layer-limited forward (the CPU one) */
+    float *dlogits;           /* [max_batch][n_vocab] */
+    int32_t *d_tok, *d_pos;   /* [max_batch] */
+    hone_kv_seq **d_seqs;     /* [max_batch] */
+    float **d_out;            /* [max_batch] */
+    hone_request **d_req;     /* [max_batch] */
+    double *dprobs;           /* [n_vocab] distribution mode's scratch */
     int32_t *match;           /* [n_ctx / bs + 1] */
     /* outputs beyond the sampled rows' logits (engine thread only) */
     int64_t dim;
@@ -164,6 +175,7 @@ static void request_free(hone_request *r)
     hone_grammar_matcher_free(r->gm);
     hone_grammar_free(r->grammar);
     free(r->emit);
+    free(r->q);
     hone_sampler_free(r->smp);
     hone_detok_free(r->dt);
     for (int i = 0; i < r->n_stop; i++) free(r->stop[i]);
@@ -536,6 +548,12 @@ static int64_t plan_drafts(hone_scheduler *s, int64_t budget)
         if (cap > s->n_ctx - r->n_toks) cap = s->n_ctx - r->n_toks;
         if (cap > budget - given) cap = budget - given;
         if (cap <= 0) continue;
+        if (r->spec == HONE_SPEC_SELF) { /* drafted by spec_self_drafts once the rows are planned */
+            r->n_draft = hone_spec_choose_k(r->alpha, cap, NULL);
+            r->rows += r->n_draft;
+            given += r->n_draft;
+            continue;
+        }
         int64_t avail = hone_spec_lookup(r->toks, r->n_toks, 2, 4, cap, r->toks + r->n_toks);
         if (r->shadow >= 0) { /* last step's unverified draft against the token that came */
             r->alpha = hone_spec_observe(r->alpha, r->shadow == r->toks[r->n_toks - 1]);
@@ -561,18 +579,74 @@ static void spec_verify(hone_scheduler *s, hone_request *r)
     r->spec_accepted = 0;
     for (int64_t j = 0; j <= r->n_draft; j++) {
         const float *row = s->logits + (r->logit_slot + j) * s->n_vocab;
-        int32_t t = hone_sampler_sample_at(r->smp, row, r->n_toks + j);
+        int ok = 0;
+        int32_t t = r->spec_dist && j < r->n_draft
+                        ? hone_spec_decide_distribution(r->smp, row, r->n_toks + j, r->toks[r->n_toks + j],
+                                                        r->q ? r->q + j * s->n_vocab : NULL, s->dprobs, &ok)
+                        : hone_sampler_sample_at(r->smp, row, r->n_toks + j);
         r->emit[r->n_emit++] = t;
         if (t < 0) break;
         hone_sampler_accept(r->smp, t);
         if (j == r->n_draft) break;
-        int ok = t == r->toks[r->n_toks + j];
+        if (!r->spec_dist) ok = t == r->toks[r->n_toks + j];
         r->alpha = hone_spec_observe(r->alpha, ok);
         if (!ok) break;
         a++;
     }
     r->spec_accepted = a;
     hone_kv_cache_truncate(s->kv, &r->seq, r->n_toks + a);
+}
+
+/* Self-speculation's drafts for this step's planned rows (not under mu): round i runs draft row i
+ * of every self-speculating request as one batch through the target's first self_layers layers,
+ * its final norm and head (hone_backend_forward_batch_layers), on the request's own sequence:
+ * the K/V of those layers are what the verifying pass stores for the same tokens, and each
+ * sequence is truncated back afterwards. Each draft is proposed as hone_spec proposes it: exact
+ * mode, the request sampler's rule with the position's draw; distribution mode, a sample of the
+ * draft's distribution q (kept for the acceptance test). The drafts go to the request's toks and
+ * to the batch's rows after its decode row. */
+static int spec_self_drafts(hone_scheduler *s)
+{
+    int64_t row0[4096];
+    int rc = 0, any = 0;
+    for (int i = 0, n0 = 0; i < s->n_running; n0 += (int)s->running[i]->rows, i++) {
+        row0[i] = n0;
+        any |= s->running[i]->spec == HONE_SPEC_SELF && s->running[i]->n_draft > 0;
+    }
+    if (!any) return 0;
+    for (int64_t d = 0; !rc; d++) {
+        int m = 0;
+        for (int i = 0; i < s->n_running; i++) {
+            hone_request *r = s->running[i];
+            if (r->spec != HONE_SPEC_SELF || r->n_draft <= d) continue;
+            s->d_tok[m] = r->toks[r->n_toks - 1 + d]; /* the decode row's token, then draft d - 1 */
+            s->d_pos[m] = (int32_t)(r->n_toks - 1 + d);
+            s->d_seqs[m] = &r->seq;
+            s->d_out[m] = s->dlogits + m * s->n_vocab;
+            s->d_req[m] = r;
+            m++;
+        }
+        if (!m) break;
+        hone_batch b = {m, s->d_tok, s->d_seqs, s->d_pos, s->d_out, NULL};
+        pthread_mutex_lock(&s->prof_mu);
+        rc = hone_backend_forward_batch_layers(s->be, &b, s->self_layers);
+        pthread_mutex_unlock(&s->prof_mu);
+        for (int j = 0; !rc && j < m; j++) {
+            hone_request *r = s->d_req[j];
+            int64_t P = r->n_toks + d; /* the drafted token's position */
+            int32_t t = r->spec_dist ? hone_spec_propose_distribution(r->smp, s->d_out[j], P, r->q + d * s->n_vocab)
+                                     : hone_sampler_sample_at(r->smp, s->d_out[j], P);
+            if (t < 0) t = r->toks[r->n_toks - 1 + d]; /* cannot happen; any token keeps the rows defined */
+            r->toks[P] = t;
+        }
+    }
+    for (int i = 0; i < s->n_running; i++) {
+        hone_request *r = s->running[i];
+        if (r->spec != HONE_SPEC_SELF || r->n_draft <= 0) continue;
+        hone_kv_cache_truncate(s->kv, &r->seq, r->n_toks - 1);
+        for (int64_t d = 0; d < r->n_draft; d++) s->b_tokens[row0[i] + 1 + d] = r->toks[r->n_toks + d];
+    }
+    return rc;
 }
 
 /* Decides every running request's rows for this step and makes room for their blocks
@@ -838,9 +912,10 @@ static void *engine_main(void *arg)
 
         hone_batch b = {n, s->b_tokens, s->b_seqs, s->b_pos, s->b_out, s->any_hidden ? s->b_hidden : NULL};
         const hone_scheduler_observer *ob = &s->o.observer;
+        int rc = spec_self_drafts(s);
         pthread_mutex_lock(&s->prof_mu);
         if (ob->step_begin) ob->step_begin(ob->user, n, n_seqs);
-        int rc = hone_backend_forward_batch(s->be, &b);
+        if (!rc) rc = hone_backend_forward_batch(s->be, &b);
         if (ob->step_end) ob->step_end(ob->user);
         pthread_mutex_unlock(&s->prof_mu);
         if (hook) { /* a step boundary: the step is over, the next has not begun */
@@ -954,6 +1029,40 @@ int hone_scheduler_new(hone_scheduler **out, hone_backend *be, const hone_tokeni
     /* a decode row and up to spec_k draft rows per request */
     s->logits = malloc((size_t)((int64_t)s->o.max_batch * (s->o.spec_k + 1) * s->n_vocab) * sizeof *s->logits);
     s->match = malloc((size_t)(s->n_ctx / s->bs + 2) * sizeof *s->match);
+    if (s->o.speculate != HONE_SPEC_NONE && s->o.speculate != HONE_SPEC_LOOKUP && s->o.speculate != HONE_SPEC_SELF) {
+        rc = hone_error_set(HONE_EINVAL, "scheduler: speculate must be none, lookup or self (a draft model "
+                                         "is not supported in the scheduler)");
+        goto fail;
+    }
+    if (s->o.spec_mode != HONE_SPEC_EXACT && s->o.spec_mode != HONE_SPEC_DISTRIBUTION) {
+        rc = hone_error_set(HONE_EINVAL, "scheduler: spec_mode must be exact or distribution");
+        goto fail;
+    }
+    {
+        int64_t nl = hone_model_hparams(hone_backend_model(be))->n_layers;
+        s->self_layers = s->o.self_layers > 0 ? s->o.self_layers : nl / 2;
+        if (s->self_layers < 1 || s->self_layers >= nl) {
+            rc = hone_error_set(HONE_EINVAL, "scheduler: self_layers %lld outside 1 .. %lld", (long long)s->self_layers,
+                                (long long)(nl - 1));
+            goto fail;
+        }
+    }
+    s->self_ok = hone_backend_device(be) == HONE_DEVICE_CPU;
+    if (s->o.speculate == HONE_SPEC_SELF && !s->self_ok) {
+        rc = hone_error_set(HONE_EUNSUPPORTED, "scheduler: self-speculation runs on the CPU backend only");
+        goto fail;
+    }
+    s->dlogits = malloc((size_t)((int64_t)s->o.max_batch * s->n_vocab) * sizeof *s->dlogits);
+    s->d_tok = malloc((size_t)s->o.max_batch * sizeof *s->d_tok);
+    s->d_pos = malloc((size_t)s->o.max_batch * sizeof *s->d_pos);
+    s->d_seqs = malloc((size_t)s->o.max_batch * sizeof *s->d_seqs);
+    s->d_out = malloc((size_t)s->o.max_batch * sizeof *s->d_out);
+    s->d_req = malloc((size_t)s->o.max_batch * sizeof *s->d_req);
+    s->dprobs = malloc((size_t)s->n_vocab * sizeof *s->dprobs);
+    if (!s->dlogits || !s->d_tok || !s->d_pos || !s->d_seqs || !s->d_out || !s->d_req || !s->dprobs) {
+        rc = hone_error_set(HONE_ENOMEM, "out of memory for the scheduler");
+        goto fail;
+    }
     s->dim = hone_model_hparams(hone_backend_model(be))->dim;
     s->plogits = malloc((size_t)(PLP_ROWS * s->n_vocab) * sizeof *s->plogits);
     s->plp_req = malloc(PLP_ROWS * sizeof *s->plp_req);
@@ -1021,6 +1130,13 @@ void hone_scheduler_free(hone_scheduler *s)
     free(s->b_seqs);
     free(s->b_out);
     free(s->logits);
+    free(s->dlogits);
+    free(s->d_tok);
+    free(s->d_pos);
+    free(s->d_seqs);
+    free(s->d_out);
+    free(s->d_req);
+    free(s->dprobs);
     free(s->match);
     free(s->plogits);
     free(s->plp_req);
@@ -1107,8 +1223,21 @@ int hone_scheduler_submit(hone_scheduler *s, const hone_request_params *p, hone_
     r->ignore_eos = p->ignore_eos;
     r->notify = p->notify;
     r->notify_user = p->notify_user;
-    r->spec = p->speculate == HONE_REQUEST_SPEC_LOOKUP ||
-              (p->speculate == HONE_REQUEST_SPEC_DEFAULT && s->o.speculate);
+    r->spec = p->speculate == HONE_REQUEST_SPEC_LOOKUP ? HONE_SPEC_LOOKUP
+              : p->speculate == HONE_REQUEST_SPEC_SELF ? HONE_SPEC_SELF
+              : p->speculate == HONE_REQUEST_SPEC_DEFAULT ? s->o.speculate
+                                                         : HONE_SPEC_NONE;
+    r->spec_dist = p->spec_mode ? p->spec_mode == HONE_REQUEST_SPEC_DISTRIBUTION
+                                : s->o.spec_mode == HONE_SPEC_DISTRIBUTION;
+    if (r->spec == HONE_SPEC_SELF && !s->self_ok) {
+        rc = hone_error_set(HONE_EUNSUPPORTED, "self-speculation runs on the CPU backend only");
+        goto fail;
+    }
+    if (r->spec == HONE_SPEC_SELF && r->spec_dist &&
+        !(r->q = malloc((size_t)((int64_t)s->o.spec_k * s->n_vocab) * sizeof *r->q))) {
+        rc = hone_error_set(HONE_ENOMEM, "out of memory");
+        goto fail;
+    }
     r->alpha = HONE_SPEC_ALPHA_INIT;
     r->shadow = -1;
     if (!(r->emit = malloc((size_t)(s->o.spec_k + 1) * sizeof *r->emit))) {

@@ -55,11 +55,14 @@ typedef struct {
     double timeout_s;       /* per-request time limit, from submission */
     int prefix_cache;       /* 1: reuse cached block-aligned prompt prefixes */
     hone_scheduler_observer observer;   /* the slot profile (see above); zeroed: none */
-    /* speculative decoding (engine/spec.h), exact mode: a request's decode row is followed in the
-     * same batch by prompt-lookup draft rows, verified with the position's draw; the output is
-     * the tokens plain decoding gives. */
-    int speculate;          /* default for requests: 0 off, 1 prompt lookup */
+    /* speculative decoding (engine/spec.h): a request's decode row is followed in the same batch
+     * by draft rows (prompt lookup, or the target's first self_layers layers: CPU backend),
+     * verified with the position's draw: exact mode gives the tokens plain decoding gives,
+     * distribution mode the same distribution (Leviathan et al.). */
+    int speculate;          /* default for requests: hone_spec_kind NONE, LOOKUP or SELF */
     int spec_k;             /* draft tokens per request per step at most; 0: 8 */
+    int spec_mode;          /* default for requests: hone_spec_mode (EXACT or DISTRIBUTION) */
+    int self_layers;        /* self-speculation's draft layers; 0: half the model's */
 } hone_scheduler_opts;
 
 #define HONE_SCHEDULER_OPTS_INIT \
@@ -94,9 +97,16 @@ typedef struct {
      * called once hone_request_release has returned. */
     void (*notify)(void *notify_user);
     void *notify_user;
+    int spec_mode;               /* HONE_REQUEST_SPEC_EXACT / _DISTRIBUTION: 0 the scheduler's default */
 } hone_request_params;
 
-enum { HONE_REQUEST_SPEC_DEFAULT = 0, HONE_REQUEST_SPEC_OFF = 1, HONE_REQUEST_SPEC_LOOKUP = 2 };
+enum {
+    HONE_REQUEST_SPEC_DEFAULT = 0,
+    HONE_REQUEST_SPEC_OFF = 1,
+    HONE_REQUEST_SPEC_LOOKUP = 2,
+    HONE_REQUEST_SPEC_SELF = 3,
+};
+enum { HONE_REQUEST_SPEC_EXACT = 1, HONE_REQUEST_SPEC_DISTRIBUTION = 2 };
 
 typedef enum {
     HONE_FINISH_NONE = 0,    /* still running */

@@ -487,6 +487,7 @@ typedef struct gen_request {
     cJSON *tools;             /* tools the output may call (a copy), NULL for none */
     char *prompt;             /* chat with log_requests: the rendered prompt, for the log */
     int speculate;              /* HONE_REQUEST_SPEC_*: the "speculate" field (Hone's extension) */
+    int spec_mode;              /* HONE_REQUEST_SPEC_EXACT / _DISTRIBUTION: "speculate_mode" (Hone's) */
 } gen_request;
 
 static int32_t *prompt_ids(const gen_request *g, int i) { return i ? g->more_ids[i - 1] : g->ids; }
@@ -916,11 +917,25 @@ static int parse_generation(hone_server *s, cJSON *root, int chat, gen_request *
         return bad(b, 400, "max_tokens", "invalid_value", "'max_tokens' 0 cannot be streamed");
     if (get_bool(root, "stream", &g->stream, b) || get_bool(root, "ignore_eos", &g->ignore_eos, b))
         return -1;
-    cJSON *spec = cJSON_GetObjectItemCaseSensitive(root, "speculate"); /* "lookup" | "none" */
+    cJSON *spec = cJSON_GetObjectItemCaseSensitive(root, "speculate"); /* "lookup" | "self" | "none" */
     if (spec && !cJSON_IsNull(spec)) {
-        if (!cJSON_IsString(spec) || (strcmp(spec->valuestring, "lookup") && strcmp(spec->valuestring, "none")))
-            return bad(b, 400, "speculate", "invalid_value", "'speculate' must be \"lookup\" or \"none\"");
-        g->speculate = strcmp(spec->valuestring, "lookup") ? HONE_REQUEST_SPEC_OFF : HONE_REQUEST_SPEC_LOOKUP;
+        const char *v = cJSON_IsString(spec) ? spec->valuestring : "";
+        g->speculate = !strcmp(v, "lookup") ? HONE_REQUEST_SPEC_LOOKUP
+                       : !strcmp(v, "self") ? HONE_REQUEST_SPEC_SELF
+                       : !strcmp(v, "none") ? HONE_REQUEST_SPEC_OFF
+                                            : -1;
+        if (g->speculate < 0)
+            return bad(b, 400, "speculate", "invalid_value", "'speculate' must be \"lookup\", \"self\" or \"none\"");
+    }
+    cJSON *smode = cJSON_GetObjectItemCaseSensitive(root, "speculate_mode"); /* "exact" | "distribution" */
+    if (smode && !cJSON_IsNull(smode)) {
+        const char *v = cJSON_IsString(smode) ? smode->valuestring : "";
+        g->spec_mode = !strcmp(v, "exact") ? HONE_REQUEST_SPEC_EXACT
+                       : !strcmp(v, "distribution") ? HONE_REQUEST_SPEC_DISTRIBUTION
+                                                    : -1;
+        if (g->spec_mode < 0)
+            return bad(b, 400, "speculate_mode", "invalid_value",
+                       "'speculate_mode' must be \"exact\" or \"distribution\"");
     }
     cJSON *so = cJSON_GetObjectItemCaseSensitive(root, "stream_options");
     if (so && !cJSON_IsNull(so)) {
@@ -1608,6 +1623,7 @@ static int submit_choice(conn_ctx *cc, const gen_request *g, int i)
     p.speculate = g->speculate;
     p.notify = wake_notify;
     p.notify_user = cc;
+    p.spec_mode = g->spec_mode;
     return hone_scheduler_submit(cc->srv->sched, &p, &cc->reqs[i]);
 }
 

@@ -263,11 +263,15 @@ static void observe_accept(hone_spec *sp, int accepted) { sp->alpha = hone_spec_
 static int32_t propose(hone_spec *sp, const float *logits, int64_t P, int64_t i)
 {
     if (sp->o.mode != HONE_SPEC_DISTRIBUTION) return hone_sampler_sample_at(sp->smp, logits, P);
-    double *q = sp->q + i * sp->n_vocab;
-    if (hone_sampler_probs(sp->smp, logits, q)) return -1;
-    double u = hone_sampler_uniform_at(hone_sampler_seed(sp->smp), P, 3), cum = 0.0;
+    return hone_spec_propose_distribution(sp->smp, logits, P, sp->q + i * sp->n_vocab);
+}
+
+int32_t hone_spec_propose_distribution(hone_sampler *smp, const float *logits, int64_t P, double *q)
+{
+    if (hone_sampler_probs(smp, logits, q)) return -1;
+    double u = hone_sampler_uniform_at(hone_sampler_seed(smp), P, 3), cum = 0.0;
     int32_t t = -1;
-    for (int64_t v = 0; v < sp->n_vocab; v++)
+    for (int64_t v = 0; v < hone_sampler_n_vocab(smp); v++)
         if (q[v] > 0.0) {
             t = (int32_t)v;
             cum += q[v];
@@ -407,14 +411,12 @@ static int draft_model(hone_spec *sp, int64_t k, int64_t *got)
     return 0;
 }
 
-/* Distribution mode at one position: accept draft d with probability min(1, p(d) / q(d)) (q one-hot
- * for a lookup draft: p(d)), else sample the residual max(0, p - q), normalised. Returns the token. */
-static int32_t decide_distribution(hone_spec *sp, const float *logits, int64_t P, int32_t d,
-                                   const double *q, int *accepted)
+int32_t hone_spec_decide_distribution(hone_sampler *smp, const float *logits, int64_t P, int32_t d,
+                                      const double *q, double *p, int *accepted)
 {
-    uint64_t seed = hone_sampler_seed(sp->smp);
-    double *p = sp->probs;
-    if (hone_sampler_probs(sp->smp, logits, p)) return -1;
+    uint64_t seed = hone_sampler_seed(smp);
+    int64_t nv = hone_sampler_n_vocab(smp);
+    if (hone_sampler_probs(smp, logits, p)) return -1;
     double qd = q ? q[d] : 1.0;
     double ratio = qd > 0.0 ? p[d] / qd : 0.0;
     if (hone_sampler_uniform_at(seed, P, 1) < ratio) {
@@ -423,15 +425,15 @@ static int32_t decide_distribution(hone_spec *sp, const float *logits, int64_t P
     }
     *accepted = 0;
     double total = 0.0;
-    for (int64_t v = 0; v < sp->n_vocab; v++) {
+    for (int64_t v = 0; v < nv; v++) {
         double r = p[v] - (q ? q[v] : (v == d ? 1.0 : 0.0));
         p[v] = r > 0.0 ? r : 0.0;
         total += p[v];
     }
-    if (!(total > 0.0)) return hone_sampler_sample_at(sp->smp, logits, P); /* p == q: cannot happen but by rounding */
+    if (!(total > 0.0)) return hone_sampler_sample_at(smp, logits, P); /* p == q: cannot happen but by rounding */
     double target = hone_sampler_uniform_at(seed, P, 2) * total, cum = 0.0;
     int32_t last = -1;
-    for (int64_t v = 0; v < sp->n_vocab; v++)
+    for (int64_t v = 0; v < nv; v++)
         if (p[v] > 0.0) {
             last = (int32_t)v;
             cum += p[v];
@@ -500,7 +502,8 @@ int hone_spec_step(hone_spec *sp, int64_t max_emit, int32_t *out, int64_t *n_out
         int64_t P = n0 + 1 + i;
         int ok = 0;
         if (i < k && sp->o.mode == HONE_SPEC_DISTRIBUTION) {
-            t = decide_distribution(sp, row, P, sp->draft[i], sp->q ? sp->q + i * nv : NULL, &ok);
+            t = hone_spec_decide_distribution(sp->smp, row, P, sp->draft[i], sp->q ? sp->q + i * nv : NULL,
+                                              sp->probs, &ok);
         } else {
             t = hone_sampler_sample_at(sp->smp, row, P);
             ok = i < k && t == sp->draft[i];

@@ -107,6 +107,16 @@ int64_t hone_spec_lookup(const int32_t *hist, int64_t n, int ngram_min, int ngra
  * cost[k] (the time of a pass of k + 1 rows; NULL: 1 + 0.1 k, the prior before measuring), where
  * alpha is the estimated probability that a draft token is accepted. */
 int64_t hone_spec_choose_k(double alpha, int64_t avail, const double *cost);
+/* Distribution mode's draft token at position P from the draft's logits: its distribution q
+ * (n_vocab doubles, written: hone_sampler_probs) sampled with the position's stream-3 draw.
+ * -1 when the sampler fails. */
+int32_t hone_spec_propose_distribution(hone_sampler *smp, const float *logits, int64_t P, double *q);
+/* Distribution mode's rule at position P (Leviathan et al. / Chen et al.): accept draft d with
+ * probability min(1, p(d) / q(d)) (the stream-1 draw; q NULL: one-hot at d, a lookup draft), else
+ * sample the residual max(0, p - q), normalised (stream 2); p: the target's distribution from
+ * logits, scratch of n_vocab doubles. Returns the token (-1: the sampler failed), *accepted. */
+int32_t hone_spec_decide_distribution(hone_sampler *smp, const float *logits, int64_t P, int32_t d,
+                                      const double *q, double *p, int *accepted);
 /* alpha after one more observed draft token (accepted or not): a running average. */
 double hone_spec_observe(double alpha, int accepted);
 /* The estimate before any observation. */

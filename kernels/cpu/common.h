@@ -854,6 +854,249 @@ hone_cpu_matvec_simd_k(float *restrict y, const void *W, const float *restrict x
 }
 #endif
 
+#if !defined(HONE_CPU_SIMD) && defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+/* AVX2 paths (x86 without AVX-512) for the formats the shipped models use (f32, f16, bf16,
+ * q8_0, q4_0, q4_1): the 16 lanes of the fixed order as two ymm, lanes 0..7 and 8..15, so a
+ * block's values 0..7 go into the first, 8..15 into the second, then 16..23 and 24..31, one
+ * fused multiply-add each: the generic order exactly, and hone_cpu_ymm2_sum is
+ * hone_cpu_lanes_sum. One weight row against one token is two fma chains of two links per
+ * block, so it waits on the fma latency; here R rows meet T tokens at once (2 R T independent
+ * chains, 8 to 12), and each half block of weights is dequantised in registers (no store and
+ * reload: a 256-bit load of 128-bit stores stalls on store forwarding) once for the T tokens
+ * of a tile. Every (token, row) is still the matvec order, so neither R, T nor the share
+ * changes a bit. Measured: docs/architecture.md, "Small-n matmul on AVX2". */
+#define HONE_CPU_AVX2 1
+
+/* The arithmetic where two operands may be NaN, as fixed instructions: a compiler may commute
+ * the operands of an add or pick another fma form per call site, and x86 keeps the first
+ * source's NaN, so a NaN's sign would depend on the R x T instance that computed the row (the
+ * share). With these every instance gives the same bits. c + a b (the accumulator first): */
+static inline __m256 hone_cpu_v8_fma(__m256 a, __m256 b, __m256 c)
+{
+    __asm__("vfmadd231ps %2, %1, %0" : "+x"(c) : "x"(a), "xm"(b));
+    return c;
+}
+static inline __m256 hone_cpu_v8_add(__m256 a, __m256 b)
+{
+    __m256 r;
+    __asm__("vaddps %2, %1, %0" : "=x"(r) : "x"(a), "xm"(b));
+    return r;
+}
+static inline __m128 hone_cpu_v4_add(__m128 a, __m128 b)
+{
+    __m128 r;
+    __asm__("vaddps %2, %1, %0" : "=x"(r) : "x"(a), "xm"(b));
+    return r;
+}
+static inline __m128 hone_cpu_v4_add_ss(__m128 a, __m128 b)
+{
+    __m128 r;
+    __asm__("vaddss %2, %1, %0" : "=x"(r) : "x"(a), "xm"(b));
+    return r;
+}
+
+/* Values 16 hf .. 16 hf + 15 of block blk of a row, dequantised exactly as the scalar deq:
+ * a = the first 8, b = the next 8. */
+typedef void (*hone_cpu_deqh_fn)(const uint8_t *row, int64_t blk, int hf, __m256 *a, __m256 *b);
+
+static inline void hone_cpu_deqh_f32(const uint8_t *row, int64_t blk, int hf, __m256 *a, __m256 *b)
+{
+    const float *w = (const float *)row + blk * 32 + 16 * hf;
+    *a = _mm256_loadu_ps(w);
+    *b = _mm256_loadu_ps(w + 8);
+}
+
+static inline void hone_cpu_deqh_f16(const uint8_t *row, int64_t blk, int hf, __m256 *a, __m256 *b)
+{
+    const uint16_t *h = (const uint16_t *)row + blk * 32 + 16 * hf;
+    *a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
+    *b = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + 8)));
+}
+
+static inline void hone_cpu_deqh_bf16(const uint8_t *row, int64_t blk, int hf, __m256 *a, __m256 *b)
+{
+    const uint16_t *h = (const uint16_t *)row + blk * 32 + 16 * hf;
+    __m256i lo = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)h));
+    __m256i hi = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(h + 8)));
+    *a = _mm256_castsi256_ps(_mm256_slli_epi32(lo, 16));
+    *b = _mm256_castsi256_ps(_mm256_slli_epi32(hi, 16));
+}
+
+/* q * d is exact in f32 for q8_0 and q4_0, so a plain multiply is the exact value. */
+static inline void hone_cpu_deqh_q8_0(const uint8_t *row, int64_t blk, int hf, __m256 *a, __m256 *b)
+{
+    const hone_block_q8_0 *bl = (const hone_block_q8_0 *)row + blk;
+    __m256 d = _mm256_set1_ps(hone_cpu_half(bl->d));
+    __m128i q = _mm_loadu_si128((const __m128i *)(bl->qs + 16 * hf));
+    *a = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+    *b = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8))), d);
+}
+
+/* The nibbles of qs[0..15]: the low ones are values 0..15, the high ones 16..31. */
+static inline __m128i hone_cpu_nibbles(const uint8_t *qs, int hf)
+{
+    __m128i q = _mm_loadu_si128((const __m128i *)qs);
+    return _mm_and_si128(hf ? _mm_srli_epi16(q, 4) : q, _mm_set1_epi8(0xF));
+}
+
+static inline void hone_cpu_deqh_q4_0(const uint8_t *row, int64_t blk, int hf, __m256 *a, __m256 *b)
+{
+    const hone_block_q4_0 *bl = (const hone_block_q4_0 *)row + blk;
+    __m256 d = _mm256_set1_ps(hone_cpu_half(bl->d));
+    __m128i q = hone_cpu_nibbles(bl->qs, hf);
+    __m256i m8 = _mm256_set1_epi32(8);
+    __m256i lo = _mm256_sub_epi32(_mm256_cvtepu8_epi32(q), m8);
+    __m256i hi = _mm256_sub_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(q, 8)), m8);
+    *a = _mm256_mul_ps(_mm256_cvtepi32_ps(lo), d);
+    *b = _mm256_mul_ps(_mm256_cvtepi32_ps(hi), d);
+}
+
+/* fmaf(q, d, m) as the scalar deq: q * d is exact, one rounding. */
+static inline void hone_cpu_deqh_q4_1(const uint8_t *row, int64_t blk, int hf, __m256 *a, __m256 *b)
+{
+    const hone_block_q4_1 *bl = (const hone_block_q4_1 *)row + blk;
+    __m256 d = _mm256_set1_ps(hone_cpu_half(bl->d)), m = _mm256_set1_ps(hone_cpu_half(bl->m));
+    __m128i q = hone_cpu_nibbles(bl->qs, hf);
+    *a = hone_cpu_v8_fma(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q)), d, m);
+    *b = hone_cpu_v8_fma(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(q, 8))), d, m);
+}
+
+static inline float hone_cpu_ymm2_sum(__m256 lo, __m256 hi)
+{
+    __m256 s8 = hone_cpu_v8_add(lo, hi);                                                  /* l, l + 8 */
+    __m128 s4 = hone_cpu_v4_add(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1)); /* l, l + 4 */
+    __m128 s2 = hone_cpu_v4_add(s4, _mm_movehl_ps(s4, s4)); /* [s4_0 + s4_2, s4_1 + s4_3] */
+    __m128 s1 = hone_cpu_v4_add_ss(s2, _mm_movehdup_ps(s2)); /* s2_0 + s2_1 */
+    return _mm_cvtss_f32(s1);
+}
+
+/* Finishes a row whose length is not a multiple of 32 with the generic tail, then sums. */
+static inline float hone_cpu_ymm2_finish(__m256 lo, __m256 hi, const uint8_t *row, const float *x,
+                                         int64_t full, int64_t cols, hone_cpu_deq_fn deq)
+{
+    if (full == cols) return hone_cpu_ymm2_sum(lo, hi);
+    float a[HONE_LANES], w[32];
+    _mm256_storeu_ps(a, lo);
+    _mm256_storeu_ps(a + 8, hi);
+    deq(row, full, (int)(cols - full), w);
+    hone_cpu_dot_tail(a, w, x, full, cols);
+    return hone_cpu_lanes_sum(a);
+}
+
+/* Rows yr .. yr + R - 1 (weights: row i at wrow + i rb, dequantised by dq) against tokens
+ * t0 .. t0 + T - 1 (constant R, T: the accumulators stay in registers); Y[t][rows]. */
+#define HONE_CPU_AVX2_RXT(R, T, wrow, rb, dq, yr)                                               \
+    do {                                                                                       \
+        __m256 acc[R][T][2];                                                                   \
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)                                    \
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                                \
+                acc[i][t][0] = acc[i][t][1] = _mm256_setzero_ps();                             \
+        for (int64_t b = 0; b < nb; b++)                                                       \
+            _Pragma("GCC unroll 2") for (int hf = 0; hf < 2; hf++)                             \
+                _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                          \
+                    __m256 wa, wb;                                                             \
+                    dq((const uint8_t *)(wrow) + i * (rb), b, hf, &wa, &wb);                   \
+                    _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                      \
+                        const float *xt = X + (t0 + t) * cols + b * 32 + 16 * hf;              \
+                        acc[i][t][0] = hone_cpu_v8_fma(wa, _mm256_loadu_ps(xt), acc[i][t][0]); \
+                        acc[i][t][1] = hone_cpu_v8_fma(wb, _mm256_loadu_ps(xt + 8), acc[i][t][1]); \
+                    }                                                                          \
+                }                                                                              \
+        for (int i = 0; i < R; i++)                                                            \
+            for (int t = 0; t < T; t++)                                                        \
+                Y[(t0 + t) * rows + (yr) + i] = hone_cpu_ymm2_finish(                          \
+                    acc[i][t][0], acc[i][t][1], (const uint8_t *)W + ((yr) + i) * row_bytes,   \
+                    X + (t0 + t) * cols, full, cols, deq);                                     \
+    } while (0)
+
+/* The share's rows r0 .. r1 - 1 against a tile of T tokens from t0: groups of R rows (8 to 12
+ * chains), the rows left over one at a time. */
+#define HONE_CPU_AVX2_ROWS(T)                                                                   \
+    do {                                                                                       \
+        enum { R_ = (T) == 1 ? 4 : (T) <= 3 ? 2 : 1 };                                         \
+        int64_t r = r0;                                                                        \
+        for (; r + R_ <= r1; r += R_)                                                          \
+            HONE_CPU_AVX2_RXT(R_, T, (const uint8_t *)W + r * row_bytes, row_bytes, deqh, r);  \
+        for (; r < r1; r++) HONE_CPU_AVX2_RXT(1, T, (const uint8_t *)W + r * row_bytes, row_bytes, deqh, r); \
+    } while (0)
+
+#define HONE_CPU_AVX2_TMAX 6
+
+/* Every balanced tile of the n tokens through BODY(T), T a constant 1 .. HONE_CPU_AVX2_TMAX. */
+#define HONE_CPU_AVX2_TILES(BODY)                                                               \
+    for (int64_t k = 0; k < tiles; k++) {                                                      \
+        int64_t t0 = n * k / tiles, nt = n * (k + 1) / tiles - t0;                             \
+        switch (nt) {                                                                          \
+        case 1: BODY(1); break;                                                                \
+        case 2: BODY(2); break;                                                                \
+        case 3: BODY(3); break;                                                                \
+        case 4: BODY(4); break;                                                                \
+        case 5: BODY(5); break;                                                                \
+        default: BODY(6); break;                                                               \
+        }                                                                                      \
+    }
+
+/* Y[t][r] = W[r] . X[t] for this share's rows; n = 1 is the matvec. Tokens go in balanced
+ * tiles of at most HONE_CPU_AVX2_TMAX (12 chains with one row); each tile dequantises the rows
+ * again (an L1 copy of dequantised rows shared by the tiles measured no faster: the fmas and
+ * their loads bound a tile, not the dequantisation). */
+static inline __attribute__((always_inline)) void
+hone_cpu_matmul_avx2(float *restrict Y, const void *W, const float *restrict X, int64_t n,
+                     int64_t rows, int64_t cols, int64_t row_bytes, hone_cpu_deqh_fn deqh,
+                     hone_cpu_deq_fn deq, int ith, int nth)
+{
+    int64_t r0, r1;
+    hone_cpu_share(rows, ith, nth, &r0, &r1);
+    int64_t nb = cols / 32, full = nb * 32;
+    int64_t tiles = (n + HONE_CPU_AVX2_TMAX - 1) / HONE_CPU_AVX2_TMAX;
+    HONE_CPU_AVX2_TILES(HONE_CPU_AVX2_ROWS);
+}
+#endif
+
+/* The shipped kernels' path where AVX-512 is not built in (and the search templates' there):
+ * AVX2 for the formats with a hone_cpu_deqh_<dt> (HONE_CPU_AVX2_HAS_<dt>), else the generic C,
+ * which stays the portable reference and the naive incumbents' code in tests/agent. dt: the
+ * dtype's suffix. */
+#ifdef HONE_CPU_AVX2
+#define HONE_CPU_AVX2_HAS_f32 1
+#define HONE_CPU_AVX2_HAS_f16 1
+#define HONE_CPU_AVX2_HAS_bf16 1
+#define HONE_CPU_AVX2_HAS_q8_0 1
+#define HONE_CPU_AVX2_HAS_q4_0 1
+#define HONE_CPU_AVX2_HAS_q4_1 1
+#define HONE_CPU_AVX2_NONE(dt)                                                                  \
+    enum { HONE_CPU_AVX2_HAS_##dt = 0 };                                                       \
+    static const hone_cpu_deqh_fn hone_cpu_deqh_##dt = NULL;
+HONE_CPU_AVX2_NONE(q5_0)
+HONE_CPU_AVX2_NONE(q5_1)
+HONE_CPU_AVX2_NONE(mxfp4)
+HONE_CPU_AVX2_NONE(q2_k)
+HONE_CPU_AVX2_NONE(q3_k)
+HONE_CPU_AVX2_NONE(q4_k)
+HONE_CPU_AVX2_NONE(q5_k)
+HONE_CPU_AVX2_NONE(q6_k)
+#undef HONE_CPU_AVX2_NONE
+#define hone_cpu_matmul_portable(Y, W, X, n, rows, cols, rb, dt, deq, ith, nth)                  \
+    do {                                                                                       \
+        if (HONE_CPU_AVX2_HAS_##dt)                                                            \
+            hone_cpu_matmul_avx2(Y, W, X, n, rows, cols, rb, hone_cpu_deqh_##dt, deq, ith, nth); \
+        else                                                                                   \
+            hone_cpu_matmul_generic(Y, W, X, n, rows, cols, rb, deq, ith, nth);                \
+    } while (0)
+#define hone_cpu_matvec_portable(y, W, x, rows, cols, rb, dt, deq, ith, nth)                     \
+    do {                                                                                       \
+        if (HONE_CPU_AVX2_HAS_##dt)                                                            \
+            hone_cpu_matmul_avx2(y, W, x, 1, rows, cols, rb, hone_cpu_deqh_##dt, deq, ith, nth); \
+        else                                                                                   \
+            hone_cpu_matvec_generic(y, W, x, rows, cols, rb, deq, ith, nth);                   \
+    } while (0)
+#else
+#define hone_cpu_matvec_portable(y, W, x, rows, cols, rb, dt, deq, ith, nth)                     \
+    hone_cpu_matvec_generic(y, W, x, rows, cols, rb, deq, ith, nth)
+#define hone_cpu_matmul_portable(Y, W, X, n, rows, cols, rb, dt, deq, ith, nth)                  \
+    hone_cpu_matmul_generic(Y, W, X, n, rows, cols, rb, deq, ith, nth)
+#endif
+
 
 #ifdef HONE_CPU_SIMD
 /* hone_cpu_expf on 8 doubles (the formula only: |x| < 88). */
@@ -1168,7 +1411,7 @@ static inline hone_cpu_deq_fn hone_cpu_deqr_for(int dt)
                          hone_cpu_deqr_##dt, 0, 1)
 #else
 #define HONE_CPU_ROWS_BODY(dt, rb)                                                                \
-    hone_cpu_matvec_generic(y, (const uint8_t *)W + r0 * rb, x, r1 - r0, cols, rb, hone_cpu_deqr_##dt, 0, 1)
+    hone_cpu_matvec_portable(y, (const uint8_t *)W + r0 * rb, x, r1 - r0, cols, rb, dt, hone_cpu_deqr_##dt, 0, 1)
 #endif
 #define HONE_CPU_ROWS(dt, DT)                                                                     \
     static inline void hone_cpu_matvec_rows_##dt(float *y, const void *W, const float *x,         \

@@ -16,6 +16,6 @@ void hone_cpu_matmul_f32(float *Y, const void *W, const float *X, int64_t n, int
     hone_cpu_matmul_simd(Y, W, X, n, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_F32, cols), hone_cpu_deqv_f32, deq, ith,
                          nth);
 #else
-    hone_cpu_matmul_generic(Y, W, X, n, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_F32, cols), deq, ith, nth);
+    hone_cpu_matmul_portable(Y, W, X, n, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_F32, cols), f32, deq, ith, nth);
 #endif
 }

@@ -17,6 +17,6 @@ void hone_cpu_matmul_q4_0(float *Y, const void *W, const float *X, int64_t n, in
     hone_cpu_matmul_simd(Y, W, X, n, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q4_0, cols), hone_cpu_deqv_q4_0, deq, ith,
                          nth);
 #else
-    hone_cpu_matmul_generic(Y, W, X, n, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q4_0, cols), deq, ith, nth);
+    hone_cpu_matmul_portable(Y, W, X, n, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q4_0, cols), q4_0, deq, ith, nth);
 #endif
 }

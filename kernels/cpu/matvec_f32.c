@@ -16,6 +16,6 @@ void hone_cpu_matvec_f32(float *y, const void *W, const float *x, int64_t rows, 
     hone_cpu_matvec_simd(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_F32, cols), hone_cpu_deqv_f32, deq, ith,
                          nth);
 #else
-    hone_cpu_matvec_generic(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_F32, cols), deq, ith, nth);
+    hone_cpu_matvec_portable(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_F32, cols), f32, deq, ith, nth);
 #endif
 }

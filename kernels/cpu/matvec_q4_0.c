@@ -17,6 +17,6 @@ void hone_cpu_matvec_q4_0(float *y, const void *W, const float *x, int64_t rows,
     hone_cpu_matvec_simd(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q4_0, cols), hone_cpu_deqv_q4_0, deq, ith,
                          nth);
 #else
-    hone_cpu_matvec_generic(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q4_0, cols), deq, ith, nth);
+    hone_cpu_matvec_portable(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q4_0, cols), q4_0, deq, ith, nth);
 #endif
 }

@@ -183,9 +183,12 @@ static hone_spec_stats speculative(hone_backend *be, const hone_spec_opts *so, c
 }
 
 /* Exact mode on model `name` (draft: a draft model or NULL for lookup): several prompts,
- * greedy and seeded sampling, fixed and adaptive k: tokens and logits rows equal plain's. */
-static void check_exact(const char *path, const char *draft_path, int self_layers, int64_t steps,
-                        int64_t *accepted_out)
+ * greedy and seeded sampling, fixed and adaptive k: tokens and logits rows equal plain's.
+ * cfgs: a bit mask of the configurations below (bits 0-3) and prompts (bits 4-5; CFG_ALL: all). */
+#define CFG_ALL 0x3Fu
+#define CFG_PROMPT(i) (1u << (4 + (i)))
+static void check_exact_cfgs(const char *path, const char *draft_path, int self_layers, int64_t steps,
+                             unsigned cfgs, int64_t *accepted_out)
 {
     hone_model *m = NULL, *dm = NULL;
     if (hone_model_load(&m, path)) {
@@ -208,6 +211,7 @@ static void check_exact(const char *path, const char *draft_path, int self_layer
     int64_t accepted = 0;
     for (int pi = 0; pi < 2; pi++)
         for (int cfg = 0; cfg < 4; cfg++) {
+            if (!(cfgs >> cfg & 1) || !(cfgs & CFG_PROMPT(pi))) continue;
             hone_sampler_params sp = HONE_SAMPLER_PARAMS_INIT;
             sp.temperature = cfg < 2 ? 0.0f : 0.7f; /* greedy, then sampled (top-k 40, seeded) */
             sp.top_k = cfg < 2 ? 0 : 40;
@@ -239,6 +243,12 @@ static void check_exact(const char *path, const char *draft_path, int self_layer
     hone_model_free(dm);
     hone_backend_free(be);
     hone_model_free(m);
+}
+
+static void check_exact(const char *path, const char *draft_path, int self_layers, int64_t steps,
+                        int64_t *accepted_out)
+{
+    check_exact_cfgs(path, draft_path, self_layers, steps, CFG_ALL, accepted_out);
 }
 
 static void test_exact_tiny(void)
@@ -277,6 +287,23 @@ static void test_exact_smollm2(void)
     CHECK(acc > 0);
     check_exact(path, NULL, 15, 12, &acc); /* self-speculation: half of SmolLM2's 30 layers */
     CHECK(acc > 0);
+}
+
+/* Gemma 3 (Q4_K_M: its own matmul formats, 262k vocabulary, sliding-window layers): greedy with a
+ * fixed k and seeded top-k sampling with the repetition penalty and an adaptive k, lookup drafts;
+ * then self-speculation greedy. Few steps: it is the largest model of the suite. */
+static void test_exact_gemma3(void)
+{
+    const char *path = harness_gemma3();
+    if (!path) {
+        fprintf(stderr, "Gemma 3 absent (tools/find_gemma3.py): skipped\n");
+        return;
+    }
+    int64_t acc = 0;
+    check_exact_cfgs(path, NULL, 0, 8, 1u << 0 | 1u << 3 | CFG_PROMPT(0), &acc); /* the repetitive prompt */
+    CHECK(acc > 0);
+    check_exact_cfgs(path, NULL, 0, 8, 1u << 2 | CFG_PROMPT(1), &acc);
+    check_exact_cfgs(path, NULL, 9, 6, 1u << 0 | CFG_PROMPT(1), &acc); /* self: half of its 18 layers */
 }
 
 /* Self-speculation: the first layers as the draft, on the target's own KV rows. */
@@ -395,5 +422,5 @@ static void test_distribution(void)
 
 TEST_MAIN(TEST_CASE(test_uniform_at), TEST_CASE(test_sample_at), TEST_CASE(test_lookup),
           TEST_CASE(test_exact_tiny), TEST_CASE(test_exact_draft_model), TEST_CASE(test_exact_self),
-          TEST_CASE(test_exact_smollm2),
+          TEST_CASE(test_exact_smollm2), TEST_CASE(test_exact_gemma3),
           TEST_CASE(test_distribution))

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """`hone serve --speculate lookup` over HTTP: a repetitive prompt answered with speculation gives
 the text of the same request without it (the request's "speculate": "none"), greedy and seeded;
-/metrics counts the draft tokens and their acceptance; a bad "speculate" value is a 400. On
+/metrics counts the draft tokens and their acceptance; a bad "speculate" value is a 400. Then
+`--speculate self --spec-mode distribution`: a request's "speculate": "self" with
+"speculate_mode": "exact" gives plain's text; distribution mode greedy (one-hot target
+distribution) gives it too, lookup and self drafts; a bad "speculate_mode" is a 400. On
 SmolLM2 (a random tiny model never repeats itself, so it would draft nothing); skips without it."""
 import os
 import sys
@@ -36,13 +39,32 @@ def test_same_text(t):
         t.check(st == 400 and j["error"]["param"] == "speculate", "bad value refused: %r" % (j,))
 
 
+def test_self_and_distribution(t):
+    with Server(MODEL, "--ctx", "512", "--speculate", "self", "--spec-mode", "distribution", "--spec-k", "3",
+                "--self-layers", "20", "--no-profile") as s:
+        cases = ((dict(temperature=0.8, seed=5, speculate_mode="exact"), "self exact, sampled"),
+                 (dict(temperature=0), "self distribution, greedy"),
+                 (dict(temperature=0, speculate="lookup"), "lookup distribution, greedy"))
+        for body, what in cases:
+            req = dict(prompt=PROMPT, max_tokens=16, ignore_eos=True, **body)
+            st1, spec = s.post("/v1/completions", req)
+            st2, plain = s.post("/v1/completions", dict(req, speculate="none"))
+            t.check(st1 == 200 and st2 == 200, "%s: both answered (%r %r)" % (what, st1, st2))
+            if st1 == 200 and st2 == 200:
+                t.check(spec["choices"][0]["text"] == plain["choices"][0]["text"], "%s: plain's text" % what)
+        m = s.metrics()
+        t.check(m["hone_spec_draft_tokens_total"] > 0, "self drafts were verified")
+        st, j = s.post("/v1/completions", {"prompt": "x", "speculate_mode": "loose"})
+        t.check(st == 400 and j["error"]["param"] == "speculate_mode", "bad mode refused: %r" % (j,))
+
+
 def main():
     global MODEL
     MODEL = sl.smollm2_path()
     if not MODEL or not os.path.isfile(sl.BIN):
         print("skipped: needs SmolLM2 (tools/find_smollm2.py) and %s" % sl.BIN, file=sys.stderr)
         return sl.SKIP
-    return sl.Checks().run([test_same_text])
+    return sl.Checks().run([test_same_text, test_self_and_distribution])
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 #include "engine/error.h"
 #include "engine/model.h"
 #include "engine/scheduler.h"
+#include "engine/spec.h"
 #include "engine/tokenizer.h"
 #include "harness.h"
 
@@ -25,8 +26,8 @@ static hone_model *model;
 static hone_tokenizer *tok;
 
 /* Runs n requests at once through a fresh scheduler; results[i] gets request i's text. */
-static void run_batch(int n, int speculate, int64_t kv_blocks, int prefix_cache, result *results,
-                      hone_scheduler_stats *st_out)
+static void run_batch_mode(int n, int speculate, int mode, int greedy, int64_t kv_blocks, int prefix_cache,
+                           result *results, hone_scheduler_stats *st_out)
 {
     hone_ctx_opts co = HONE_CTX_OPTS_INIT;
     co.n_threads = 2;
@@ -43,6 +44,7 @@ static void run_batch(int n, int speculate, int64_t kv_blocks, int prefix_cache,
     so.step_tokens = 64;
     so.prefix_cache = prefix_cache;
     so.speculate = speculate;
+    so.spec_mode = mode;
     so.spec_k = 5;
     CHECK_EQ_INT(hone_scheduler_new(&s, be, tok, &so), 0);
     hone_request *reqs[MAX_REQ];
@@ -57,7 +59,7 @@ static void run_batch(int n, int speculate, int64_t kv_blocks, int prefix_cache,
         p.max_tokens = MAX_TOKENS;
         p.ignore_eos = 1;
         hone_sampler_params sp = HONE_SAMPLER_PARAMS_INIT;
-        sp.temperature = i % 3 == 0 ? 0.0f : 0.8f;
+        sp.temperature = i % 3 == 0 || greedy ? 0.0f : 0.8f;
         sp.top_k = i % 3 == 2 ? 20 : 0;
         sp.seed = 500 + (uint64_t)i;
         p.sampling = sp;
@@ -80,6 +82,52 @@ static void run_batch(int n, int speculate, int64_t kv_blocks, int prefix_cache,
     hone_scheduler_stats_get(s, st_out);
     hone_scheduler_free(s);
     hone_backend_free(be);
+}
+
+static void run_batch(int n, int speculate, int64_t kv_blocks, int prefix_cache, result *results,
+                      hone_scheduler_stats *st_out)
+{
+    run_batch_mode(n, speculate, HONE_SPEC_EXACT, 0, kv_blocks, prefix_cache, results, st_out);
+}
+
+/* Self-speculation (the first of tiny llama's layers as the draft) in exact mode: the text of
+ * plain decoding, greedy and sampled, batches of 1 and 8. Distribution mode, greedy: the
+ * target's distribution is one-hot, so its rule accepts exactly the drafts equal to the argmax
+ * and the residual is the argmax: plain's text again, lookup and self drafts; sampled: every
+ * request completes and the counters add up (its frequencies are test_spec.c's chi-square). */
+static void test_spec_self_and_distribution(void)
+{
+    static const struct {
+        int kind, mode, greedy;
+    } cfgs[] = {{HONE_SPEC_SELF, HONE_SPEC_EXACT, 0},
+                {HONE_SPEC_LOOKUP, HONE_SPEC_DISTRIBUTION, 1},
+                {HONE_SPEC_SELF, HONE_SPEC_DISTRIBUTION, 1},
+                {HONE_SPEC_LOOKUP, HONE_SPEC_DISTRIBUTION, 0},
+                {HONE_SPEC_SELF, HONE_SPEC_DISTRIBUTION, 0}};
+    const int sizes[] = {1, 8};
+    for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++)
+        for (size_t si = 0; si < 2; si++) {
+            int n = sizes[si];
+            result plain[MAX_REQ], spec[MAX_REQ];
+            hone_scheduler_stats sp, ss;
+            run_batch_mode(n, HONE_SPEC_NONE, HONE_SPEC_EXACT, cfgs[c].greedy, 0, 1, plain, &sp);
+            run_batch_mode(n, cfgs[c].kind, cfgs[c].mode, cfgs[c].greedy, 0, 1, spec, &ss);
+            int same_expected = cfgs[c].mode == HONE_SPEC_EXACT || cfgs[c].greedy;
+            for (int i = 0; i < n; i++) {
+                if (same_expected)
+                    CHECK_MSG(plain[i].text && spec[i].text && !strcmp(plain[i].text, spec[i].text),
+                              "config %zu batch %d request %d: the text differs with speculation", c, n, i);
+                CHECK_EQ_INT(spec[i].completion, MAX_TOKENS);
+                free(plain[i].text);
+                free(spec[i].text);
+            }
+            CHECK_MSG(ss.spec_passes > 0, "config %zu batch %d: no pass with drafts", c, n);
+            CHECK(ss.spec_accepted <= ss.spec_drafted);
+            CHECK_EQ_INT(ss.spec_emitted, ss.spec_passes + ss.spec_accepted);
+            fprintf(stderr, "config %zu batch %d: steps %llu -> %llu, drafted %llu, accepted %llu\n", c, n,
+                    (unsigned long long)sp.steps, (unsigned long long)ss.steps,
+                    (unsigned long long)ss.spec_drafted, (unsigned long long)ss.spec_accepted);
+        }
 }
 
 static void test_spec_equals_plain(void)
@@ -132,8 +180,9 @@ static int setup(void)
 int main(int argc, char **argv)
 {
     if (setup()) return 1;
-    static const harness_case cases[] = {TEST_CASE(test_spec_equals_plain)};
-    int rc = harness_run(cases, 1, argc, argv);
+    static const harness_case cases[] = {TEST_CASE(test_spec_equals_plain),
+                                         TEST_CASE(test_spec_self_and_distribution)};
+    int rc = harness_run(cases, 2, argc, argv);
     hone_tokenizer_free(tok);
     hone_model_free(model);
     return rc;

@@ -53,6 +53,6 @@ void hone_cpu_matvec_q4_1(float *y, const void *W, const float *x, int64_t rows,
         y[r] = hone_cpu_zmm_finish(acc, rw, x, full, cols, deq);
     }
 #else
-    hone_cpu_matvec_generic(y, W, x, rows, cols, row_bytes, deq, ith, nth);
+    hone_cpu_matvec_portable(y, W, x, rows, cols, row_bytes, q4_1, deq, ith, nth);
 #endif
 }
