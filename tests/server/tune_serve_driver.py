@@ -25,7 +25,7 @@ from cpu_simd import has_kernel_simd  # noqa: E402
 
 # How long the traffic waits for the tuning loop: the guard's model parity and end-to-end gates
 # decode with the engine, whose generic (scalar) paths run where AVX-512 is absent, slower
-# slower; the traffic stops as soon as the loop is done, so a longer limit costs a passing run nothing
+# there; the traffic stops as soon as the loop is done, so a longer limit costs a passing run nothing
 # (two cases of at most 200 s stay under the test's 600 s ctest timeout).
 TRAFFIC_LIMIT_S = 90 if has_kernel_simd() else 200
 
