@@ -115,11 +115,12 @@ char *hone_search_format(const char *fmt, ...)
 char *hone_search_expf_text(void)
 {
     static const char text[] =
-        "/* e[i] = expf(x[i]) for 16 values: the kernels' own hone_cpu_expf16 (kernels/cpu/common.h),\n"
-        " * glibc's expf algorithm, bitwise libm's where libm is glibc's FMA build */\n"
+        "/* e[i] = expf(x[i]) for 16 values: the kernels' own hone_cpu_expf_n (kernels/cpu/common.h:\n"
+        " * one hone_cpu_expf16 with AVX-512, the scalar hone_cpu_expf elsewhere), glibc's expf\n"
+        " * algorithm, bitwise libm's where libm is glibc's FMA build */\n"
         "static inline void hone_search_expf16(float *e, const float *x)\n"
         "{\n"
-        "    _mm512_storeu_ps(e, hone_cpu_expf16(_mm512_loadu_ps(x)));\n"
+        "    hone_cpu_expf_n(e, x, 16);\n"
         "}\n";
     char *s = strdup(text);
     if (!s) hone_error_set(HONE_ENOMEM, "out of memory");

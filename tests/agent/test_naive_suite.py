@@ -5,6 +5,10 @@ on SmolLM2 (the search proposer's templates, through every gate of the guard, ag
 kernel as the incumbent). Prints fast_1.0 (the share of slots with an accepted faster kernel)
 and the geometric-mean speedup as JSON on stdout.
 
+Exit 77 without SmolLM2 or the hone binary, or without AVX-512: the templates' fast paths are
+under HONE_CPU_SIMD (AVX-512 only), so on an AVX2 host a point renders the generic path and
+whether that beats a naive incumbent is not what this suite measures.
+
 Environment (set by ctest): HONE_BIN, HONE_SOURCE_DIR; SmolLM2 from tools/find_smollm2.py.
 HONE_NAIVE_SLOTS=slot,slot,... runs a subset.
 """
@@ -37,6 +41,11 @@ def main():
     model = smollm2()
     if not model or not os.path.isfile(model) or not os.path.isfile(BIN):
         print("skipped: needs SmolLM2 (tools/find_smollm2.py) and %s" % BIN, file=sys.stderr)
+        return SKIP
+    sys.path.insert(0, os.path.join(SRC, "tools"))
+    from cpu_simd import NEEDS_AVX512, has_kernel_simd
+    if not has_kernel_simd():
+        print(NEEDS_AVX512, file=sys.stderr)
         return SKIP
     slots = sorted(f[:-2] for f in os.listdir(os.path.join(NAIVE, "cpu")) if f.endswith(".c"))
     only = os.environ.get("HONE_NAIVE_SLOTS")

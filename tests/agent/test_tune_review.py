@@ -2,7 +2,8 @@
 """End to end, tune -> review -> serve: `hone tune --llm none` on SmolLM2 leaves a review branch
 in a kernels repository; the test merges it and runs the engine with --kernels on that checkout;
 the logits agree with the guard's recorded evidence (exact tier: bitwise; faithful: within the
-recorded max |dlogit| bound). Exit 77 without SmolLM2 or the hone binary."""
+recorded max |dlogit| bound). Exit 77 without SmolLM2 or the hone binary, or without AVX-512 (the
+search's matvec points render the incumbent's generic path there: nothing to accept)."""
 import json
 import os
 import shutil
@@ -11,6 +12,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "reference"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tools"))
+from cpu_simd import NEEDS_AVX512, has_kernel_simd  # noqa: E402
 from hone_logits import read_logits  # noqa: E402
 
 HONE = os.environ.get("HONE_BIN", "")
@@ -31,6 +34,9 @@ def main():
                            capture_output=True, text=True)
     if found.returncode != 0:
         print("SmolLM2 not installed: skipping")
+        return 77
+    if not has_kernel_simd():
+        print(NEEDS_AVX512)
         return 77
     model = found.stdout.strip()
     tmp = tempfile.mkdtemp(prefix="hone-tune-review-")

@@ -1,10 +1,11 @@
-/* Red team: the vectorised rmsnorm (good/rmsnorm_vec.c) only on the shape the speed gate times
+/* Red team: the vectorised rmsnorm (good/rmsnorm_vec.c, AVX-512 or AVX2) only on the shape the speed gate times
  * (64 rows of 576), and each row 50 times over everywhere else, decode's single rows included.
  * Expected: e2e-regression (the end-to-end gate). */
 #include <immintrin.h>
 
 #include "kernels/cpu/common.h"
 
+#if defined(__AVX512F__)
 static void fast_rmsnorm(float *y, const float *x, const float *w, int64_t n, int64_t dim, float eps,
                       int ith, int nth)
 {
@@ -40,6 +41,46 @@ static void fast_rmsnorm(float *y, const float *x, const float *w, int64_t n, in
         for (; k < dim; k++) yr[k] = xr[k] * scale * w[k];
     }
 }
+#else
+/* AVX2 + FMA: good/rmsnorm_vec.c's 4 lanes x 4 accumulators */
+static void fast_rmsnorm(float *y, const float *x, const float *w, int64_t n, int64_t dim, float eps,
+                      int ith, int nth)
+{
+    int64_t r0, r1;
+    hone_cpu_share(n, ith, nth, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        const float *xr = x + r * dim;
+        float *yr = y + r * dim;
+        __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0;
+        int64_t i = 0;
+        for (; i + 16 <= dim; i += 16) {
+            __m256d v0 = _mm256_cvtps_pd(_mm_loadu_ps(xr + i));
+            __m256d v1 = _mm256_cvtps_pd(_mm_loadu_ps(xr + i + 4));
+            __m256d v2 = _mm256_cvtps_pd(_mm_loadu_ps(xr + i + 8));
+            __m256d v3 = _mm256_cvtps_pd(_mm_loadu_ps(xr + i + 12));
+            a0 = _mm256_fmadd_pd(v0, v0, a0);
+            a1 = _mm256_fmadd_pd(v1, v1, a1);
+            a2 = _mm256_fmadd_pd(v2, v2, a2);
+            a3 = _mm256_fmadd_pd(v3, v3, a3);
+        }
+        for (; i + 4 <= dim; i += 4) {
+            __m256d v = _mm256_cvtps_pd(_mm_loadu_ps(xr + i));
+            a0 = _mm256_fmadd_pd(v, v, a0);
+        }
+        __m256d a = _mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3));
+        __m128d h = _mm_add_pd(_mm256_castpd256_pd128(a), _mm256_extractf128_pd(a, 1));
+        double ss = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+        for (; i < dim; i++) ss += (double)xr[i] * xr[i];
+        float scale = (float)(1.0 / sqrt(ss / (double)dim + (double)eps));
+        __m256 s = _mm256_set1_ps(scale);
+        int64_t k = 0;
+        for (; k + 8 <= dim; k += 8)
+            _mm256_storeu_ps(yr + k, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(xr + k), s),
+                                                   _mm256_loadu_ps(w + k)));
+        for (; k < dim; k++) yr[k] = xr[k] * scale * w[k];
+    }
+}
+#endif
 
 void hone_cpu_rmsnorm(float *y, const float *x, const float *w, int64_t n, int64_t dim, float eps,
                       int ith, int nth)
