@@ -19,6 +19,7 @@
 #include "guard/guard.h"
 #include "guard/scan.h"
 #include "harness.h"
+#include "kernels/cpu/common.h"
 
 static char tmpdir[] = "/tmp/hone-naive-XXXXXX";
 
@@ -115,7 +116,14 @@ static void test_screen_ranks_points(void)
         printf("%-18s naive %.3fx of the baseline (%s); best point %-36s %.3fx (%s); point / naive %.2fx\n",
                hone_slots_name(slot), sn, t1, desc, sp, t2, sn > 0 ? sp / sn : 0.0);
         if (slot == HONE_SLOT_SWIGLU) {
+#ifdef HONE_CPU_SIMD
             CHECK_MSG(sp > 1.3 * sn, "swiglu: point %.3fx not clearly above naive %.3fx", sp, sn);
+#else
+            /* without the kernels' AVX-512 paths the point's vector exp is not rendered (the
+             * template falls back to scalar code), so there is no speed to compare: only the
+             * tier below is checked (tests/agent/test_naive_suite.py skips such hosts too) */
+            printf("swiglu: speed comparison skipped: needs AVX-512 (the kernels' SIMD paths)\n");
+#endif
             CHECK(strcmp(t2, "exact") == 0);
         }
         free(psrc);
