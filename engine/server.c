@@ -86,6 +86,7 @@ struct hone_server {
     pthread_mutex_t wake_mu;  /* every conn_ctx's wake fields, the list, stopping */
     conn_ctx *susp;           /* the suspended connections (a list through snext/sprev) */
     int64_t n_susp;
+    uint64_t n_susp_total;    /* suspensions since start (hone_http_suspensions_total) */
     int stopping;             /* 1: no more suspending (the daemon is stopping) */
     pthread_t ticker;         /* finds suspended connections whose client left */
     int ticker_on;
@@ -365,6 +366,7 @@ static int wake_suspend(conn_ctx *cc)
         if (s->susp) s->susp->sprev = cc;
         s->susp = cc;
         s->n_susp++;
+        s->n_susp_total++;
         MHD_suspend_connection(cc->conn);
         did = 1;
     }
@@ -1988,10 +1990,12 @@ static enum MHD_Result handle_metrics(conn_ctx *cc)
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
     pthread_mutex_lock(&s->wake_mu);
     int64_t n_susp = s->n_susp;
+    uint64_t n_susp_total = s->n_susp_total;
     pthread_mutex_unlock(&s->wake_mu);
     GAUGE("hone_http_connections", "Open client connections.", di ? di->num_connections : 0);
     GAUGE("hone_http_connections_limit", "Open client connections at most.", s->max_conns);
     GAUGE("hone_http_connections_suspended", "Connections waiting for the engine (no thread held).", n_susp);
+    COUNTER("hone_http_suspensions_total", "Times a connection was suspended to wait for the engine.", n_susp_total);
     GAUGE("hone_kv_cache_blocks", "KV cache blocks (used or free).", st.kv_blocks_total);
     metric(&b, &l, &c, "# HELP hone_kv_cache_usage_ratio KV cache blocks in use over all blocks (1 = full).\n"
                        "# TYPE hone_kv_cache_usage_ratio gauge\nhone_kv_cache_usage_ratio %.6f\n",
