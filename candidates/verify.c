@@ -544,13 +544,16 @@ static int has_group(const cs_insn *in, int group)
  * AVX-512 instruction GCC emits for -march=native. An EVEX instruction is never a branch, a
  * system or state instruction; its length follows from its fields alone: 62 P0 P1 P2, the
  * opcode, ModRM, SIB and displacement, and an imm8 for every 0F3A opcode and the 0F opcodes
- * 70-73, C2, C4-C6 (Intel SDM vol. 2, 2.6). Legacy prefixes before it (fs:/gs:, 66, F2/F3)
+ * 70-73, C2, C4-C6 (Intel SDM vol. 2, 2.6). Maps 5 and 6 hold AVX512-FP16's arithmetic, moves
+ * and conversions (GCC emits vmovw for f16 loads on Sapphire Rapids), none with an immediate
+ * (Intel's AVX512-FP16 architecture specification; its immediates are all in map 0F3A). Legacy prefixes before it (fs:/gs:, 66, F2/F3)
  * make the byte at the failure not 62, so they are refused as undecodable. */
 static size_t evex_length(const uint8_t *p, size_t left)
 {
     if (left < 6 || p[0] != 0x62) return 0;
     uint8_t p0 = p[1], p1 = p[2], map = p0 & 7, op = p[4], modrm = p[5];
-    if ((p0 & 0x08) || !(p1 & 0x04) || map < 1 || map > 3) return 0; /* fixed bits; 0F, 0F38, 0F3A */
+    /* fixed bits; maps 0F, 0F38, 0F3A, and AVX512-FP16's maps 5 and 6 (no imm8 in either) */
+    if ((p0 & 0x08) || !(p1 & 0x04) || map < 1 || map == 4 || map > 6) return 0;
     size_t n = 6;
     unsigned mod = modrm >> 6, rm = modrm & 7;
     if (mod != 3 && rm == 4) {
