@@ -40,6 +40,7 @@ struct hone_spec {
     double alpha;           /* estimated probability that a draft token is accepted */
     double pass_ns[SPEC_K_LIMIT + 2]; /* running time of a target pass of r rows */
     int pass_seen[SPEC_K_LIMIT + 2];
+    double draft_ns;        /* running time of one draft forward (model drafts; 0: not measured) */
     int32_t shadow;         /* a lookup draft token not verified (k = 0 was chosen), or -1 */
     int idle;               /* passes in a row a draft model or self-speculation chose k = 0 */
     hone_spec_stats st;
@@ -256,16 +257,21 @@ int hone_spec_start(hone_spec *sp, const int32_t *prompt, int64_t n, int32_t *ou
 }
 
 /* The time a target pass of r rows is expected to take (relative units until measured). */
+/* Until r is measured: the prior row cost scaled from the first measured pass, plus r - 1 draft
+ * forwards at their measured time (a model draft's k tokens take about k forwards; the
+ * verifying part of a measured pass is its time less its drafts'). */
 static double pass_cost(const hone_spec *sp, int64_t r)
 {
     if (sp->pass_seen[r]) return sp->pass_ns[r];
-    double base = 1.0;
+    double base = 1.0, d = sp->draft_ns;
     for (int64_t s = 1; s <= sp->o.k_max + 1; s++)
         if (sp->pass_seen[s]) {
-            base = sp->pass_ns[s] / (1.0 + SPEC_ROW_PRIOR * (double)(s - 1));
+            double verify = sp->pass_ns[s] - (double)(s - 1) * d;
+            if (verify < 0.5 * sp->pass_ns[s]) verify = 0.5 * sp->pass_ns[s];
+            base = verify / (1.0 + SPEC_ROW_PRIOR * (double)(s - 1));
             break;
         }
-    return base * (1.0 + SPEC_ROW_PRIOR * (double)(r - 1));
+    return base * (1.0 + SPEC_ROW_PRIOR * (double)(r - 1)) + (double)(r - 1) * d;
 }
 
 int64_t hone_spec_choose_k(double alpha, int64_t avail, const double *cost)
@@ -305,6 +311,14 @@ static int64_t choose_k_probe(hone_spec *sp, int64_t avail)
         return k > 0 ? k : avail > 0;
     }
     return 0;
+}
+
+/* The time of one draft forward, from the n forwards since t0 (none: nothing to learn). */
+static void observe_draft_time(hone_spec *sp, uint64_t t0, int64_t n)
+{
+    if (n <= 0) return;
+    double per = (double)(now_ns() - t0) / (double)n;
+    sp->draft_ns = sp->draft_ns > 0.0 ? sp->draft_ns + SPEC_EWMA * (per - sp->draft_ns) : per;
 }
 
 static void observe_accept(hone_spec *sp, int accepted) { sp->alpha = hone_spec_observe(sp->alpha, accepted); }
@@ -522,11 +536,13 @@ int hone_spec_step(hone_spec *sp, int64_t max_emit, int32_t *out, int64_t *n_out
         k = avail ? choose_k(sp, avail) : 0;
         if (avail && !k) sp->shadow = sp->draft[0];
     } else if (sp->o.kind == HONE_SPEC_DRAFT && kcap > 0) {
-        int64_t want = choose_k_probe(sp, kcap);
+        int64_t want = choose_k_probe(sp, kcap), f0 = sp->st.draft_passes;
         if (want > 0 && (rc = draft_model(sp, want, &k))) return rc;
+        observe_draft_time(sp, t0, sp->st.draft_passes - f0);
     } else if (sp->o.kind == HONE_SPEC_SELF && sp->o.self_layers > 0 && kcap > 0) {
-        int64_t want = choose_k_probe(sp, kcap);
+        int64_t want = choose_k_probe(sp, kcap), f0 = sp->st.draft_passes;
         if (want > 0 && (rc = draft_self(sp, want, &k))) return rc;
+        observe_draft_time(sp, t0, sp->st.draft_passes - f0);
     }
     sp->st.proposed += k;
     /* verify: rows cur, d1 .. dk at positions n0 .. n0 + k, every row's logits */
