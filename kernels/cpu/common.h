@@ -1337,6 +1337,84 @@ typedef struct {
     int nk;
 } hone_cpu_att_step;
 
+#ifdef HONE_CPU_SIMD
+/* The tree of hone_cpu_zmm_sum for 16 keys at once, two keys' adds in one instruction: each
+ * step adds the same lane pairs in the same operand order as the one-key tree (l + 8, l + 4,
+ * then [0] + [2], [1] + [3], then [0] + [1]); only where the partial sums sit differs. */
+static inline __m512 hone_cpu_att_t1(__m512 a, __m512 b) /* [a.s8 | b.s8] */
+{
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+}
+static inline __m512 hone_cpu_att_t2(__m512 a, __m512 b) /* 128-bit chunks: a1.s4 a2.s4 b1.s4 b2.s4 */
+{
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
+}
+static inline __m512 hone_cpu_att_t3(__m512 a, __m512 b) /* per chunk: a.s2a a.s2b b.s2a b.s2b */
+{
+    return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x44), _mm512_shuffle_ps(a, b, 0xEE));
+}
+static inline __m512 hone_cpu_att_t4(__m512 a, __m512 b) /* per chunk: totals a.0 a.1 b.0 b.1 */
+{
+    return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xDD));
+}
+#endif
+
+/* p[r][s] = the score of row r and key s of the step (hone_cpu_zmm_sum of its lane-order dot
+ * product, times scale), for all 16 keys (keys past the step's count repeat its first key). */
+static inline __attribute__((always_inline)) void
+hone_cpu_att_scores(const int NV, const int R, const float *const *q, const hone_cpu_att_step *st,
+                    float scale, float (*p)[HONE_CPU_ATT_KEYS])
+{
+    hone_cpu_av qv[4][16];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 16
+        for (int i = 0; i < NV; i++) qv[r][i] = hone_cpu_av_load(q[r] + 16 * i);
+#ifdef HONE_CPU_SIMD
+    /* keys g, g + 4, g + 8, g + 12 reduce to c (their chunks in that order); c of g = 0, 1 and
+     * 2, 3 to d; the last step leaves key s in lane s */
+    __m512 d[2][4], c[2][4];
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        __m512 a[4][4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) a[k][r] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+        for (int i = 0; i < NV; i++)
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                __m512 kv = _mm512_loadu_ps(st->k[g + 4 * k] + 16 * i);
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) a[k][r] = _mm512_fmadd_ps(kv, qv[r][i], a[k][r]);
+            }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            c[g & 1][r] = hone_cpu_att_t2(hone_cpu_att_t1(a[0][r], a[1][r]), hone_cpu_att_t1(a[2][r], a[3][r]));
+            if (g & 1) d[g >> 1][r] = hone_cpu_att_t3(c[0][r], c[1][r]);
+        }
+    }
+    __m512 sv = _mm512_set1_ps(scale);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) _mm512_storeu_ps(p[r], _mm512_mul_ps(hone_cpu_att_t4(d[0][r], d[1][r]), sv));
+#else
+    for (int s = 0; s < HONE_CPU_ATT_KEYS; s++) {
+        hone_cpu_av a[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) a[r] = hone_cpu_av_zero();
+#pragma GCC unroll 16
+        for (int i = 0; i < NV; i++) {
+            hone_cpu_av kv = hone_cpu_av_load(st->k[s] + 16 * i);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) a[r] = hone_cpu_av_fma(kv, qv[r][i], a[r]);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) p[r][s] = hone_cpu_av_sum(a[r]) * scale;
+    }
+#endif
+}
+
 /* R rows (R <= 4) of a tile through one step of pass 1 (scores, max) or pass 2 (exp, sum, V).
  * NV = head_dim / 16. Constant NV and R (the callers below) let the compiler keep the rows in
  * registers. */
@@ -1354,31 +1432,15 @@ hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const
     }
     if (nk == 0) return;
     float p[4][HONE_CPU_ATT_KEYS];
-    {
-        hone_cpu_av qv[4][16];
-#pragma GCC unroll 4
-        for (int r = 0; r < R; r++)
-#pragma GCC unroll 16
-            for (int i = 0; i < NV; i++) qv[r][i] = hone_cpu_av_load(q[r] + 16 * i);
-        for (int s = 0; s < nk; s++) {
-            hone_cpu_av a[4];
-#pragma GCC unroll 4
-            for (int r = 0; r < R; r++) a[r] = hone_cpu_av_zero();
-#pragma GCC unroll 16
-            for (int i = 0; i < NV; i++) {
-                hone_cpu_av kv = hone_cpu_av_load(st->k[s] + 16 * i);
-#pragma GCC unroll 4
-                for (int r = 0; r < R; r++) a[r] = hone_cpu_av_fma(kv, qv[r][i], a[r]);
-            }
-#pragma GCC unroll 4
-            for (int r = 0; r < R; r++) p[r][s] = hone_cpu_av_sum(a[r]) * scale;
-        }
-    }
+    hone_cpu_att_scores(NV, R, q, st, scale, p);
     if (pass == 1) {
 #pragma GCC unroll 4
-        for (int r = 0; r < R; r++)
+        for (int r = 0; r < R; r++) {
+            float m = mx[r];
             for (int s = 0; s < nr[r]; s++)
-                if (p[r][s] > mx[r]) mx[r] = p[r][s];
+                if (p[r][s] > m) m = p[r][s];
+            mx[r] = m;
+        }
         return;
     }
 #pragma GCC unroll 4
@@ -1387,10 +1449,15 @@ hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const
         for (int s = 0; s < HONE_CPU_ATT_KEYS; s++) p[r][s] = s < nr[r] ? p[r][s] - mx[r] : 0.0f;
         hone_cpu_av_exp(p[r]);
     }
+    double sm[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) sm[r] = sum[r];
     for (int s = 0; s < nk; s++)
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++)
-            if (s < nr[r]) sum[r] += p[r][s];
+            if (s < nr[r]) sm[r] += p[r][s];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) sum[r] = sm[r];
     hone_cpu_av o[4][16];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
@@ -1439,6 +1506,7 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
                 st.k[s] = k_cache + off;
                 st.v[s] = v_cache + off;
             }
+            for (int s = st.nk; s < HONE_CPU_ATT_KEYS; s++) st.k[s] = st.k[0], st.v[s] = st.v[0];
             int r = 0;
             for (; r + R <= n_rows; r += R)
                 hone_cpu_att_group(NV, R, pass, out + r, q + r, n_kv + r, &st, scale, mx + r, sum + r);
