@@ -56,6 +56,15 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* This process's CPU seconds (all threads): on a shared machine a neighbour's load stretches the
+ * wall clock but far less the CPU time the pass itself needs. */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -125,6 +134,7 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
     float *logits = NULL;
     int32_t *prompt = NULL;
     double *dec = NULL, *pre = NULL, *probe = NULL, *frac = NULL, *roof = NULL, *kvfrac = NULL;
+    double *dec_cpu = NULL, *pre_cpu = NULL;
     int rc;
     co.n_threads = n_threads;
     co.n_ctx = n_prompt + n_tokens + 1;
@@ -144,7 +154,9 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
     frac = malloc((size_t)reps * sizeof *frac);
     roof = malloc((size_t)reps * sizeof *roof);
     kvfrac = malloc((size_t)reps * sizeof *kvfrac);
-    if (!logits || !prompt || !dec || !pre || !probe || !frac || !roof || !kvfrac) {
+    dec_cpu = malloc((size_t)reps * sizeof *dec_cpu);
+    pre_cpu = malloc((size_t)reps * sizeof *pre_cpu);
+    if (!logits || !prompt || !dec || !pre || !probe || !frac || !roof || !kvfrac || !dec_cpu || !pre_cpu) {
         rc = hone_error_set(HONE_ENOMEM, "out of memory");
         goto done;
     }
@@ -165,9 +177,9 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
     for (int r = -1; r < reps; r++) { /* r = -1: warm-up (page-in of the mapping) */
         if (r == 0 && hone_backend_device(be) == HONE_DEVICE_CPU && (rc = probe_cpu(n_threads, &probe[0]))) goto done;
         hone_kv_seq seq = {0};
-        double t0 = now_s();
+        double t0 = now_s(), c0 = cpu_s();
         if ((rc = hone_backend_forward(be, &seq, prompt, n_prompt, logits, 0))) goto done;
-        double t1 = now_s();
+        double t1 = now_s(), c1 = cpu_s();
         for (int i = 0; i < n_tokens; i++) {
             int32_t next = 0;
             for (int64_t k = 1; k < hp->n_vocab; k++)
@@ -177,9 +189,11 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
                 goto done;
             }
         }
-        double t2 = now_s();
+        double t2 = now_s(), c2 = cpu_s();
         hone_backend_release(be, &seq);
         if (r >= 0) {
+            pre_cpu[r] = n_prompt / (c1 - c0);
+            dec_cpu[r] = n_tokens / (c2 - c1);
             pre[r] = n_prompt / (t1 - t0);
             dec[r] = n_tokens / (t2 - t1);
             if (hone_backend_device(be) == HONE_DEVICE_CPU && (rc = probe_cpu(n_threads, &probe[r + 1]))) goto done;
@@ -208,6 +222,9 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
     cJSON_AddNumberToObject(o, "decode_tokens", n_tokens);
     cJSON_AddItemToObject(o, "decode_tok_s", stats_json(sd));
     cJSON_AddItemToObject(o, "prefill_tok_s", stats_json(sp));
+    /* tokens per CPU second of the process (all its threads): the load-robust comparison */
+    cJSON_AddItemToObject(o, "decode_tok_per_cpu_s", stats_json(summarize(dec_cpu, reps)));
+    cJSON_AddItemToObject(o, "prefill_tok_per_cpu_s", stats_json(summarize(pre_cpu, reps)));
     cJSON_AddNumberToObject(o, "weight_bytes_per_token", bytes);
     cJSON_AddNumberToObject(o, "decode_read_gbps", gbps);
     cJSON_AddItemToObject(o, "read_bandwidth_gbps", stats_json(sb));
@@ -252,6 +269,8 @@ done:
     free(frac);
     free(roof);
     free(kvfrac);
+    free(dec_cpu);
+    free(pre_cpu);
     hone_backend_free(be);
     hone_kernel_loader_free(kl); /* after the backend: its slot table points into the loader */
     hone_model_free(m);
