@@ -8,6 +8,13 @@
  *
  *   decode [-m MODEL]... [-t THREADS] [--prompt N] [--tokens N] [--reps N] [--device cpu|cuda]
  *          [--kernels DIR]   (approved CPU kernels, loaded as `hone generate --kernels` does)
+ *          [--context 1k,4k,8k]
+ *
+ * --context L1,L2,...: one result per model and context length L (a k suffix: x 1024): a prompt
+ * of L - tokens tokens, then the decode steps up to L. Each result also counts the K/V cache a
+ * decode step reads (f32 K and V of every layer over its keys, a sliding window's at most) in
+ * kv_roofline_fraction ((weights + K/V bytes) x tokens/s / bandwidth), and prefill's attention
+ * FLOPs (4 head_dim per causal (query, key) pair and head) in prefill_fma_fraction_with_attention.
  *
  * Without -m: SmolLM2-135M-Instruct Q4_1 (tools/find_smollm2.py) and its f16 and f32
  * conversions (tools/convert_gguf.py, cached under $HONE_BENCH_DIR, default build/bench-models),
@@ -46,6 +53,15 @@ static double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* This process's CPU seconds (all threads): on a shared machine a neighbour's load stretches the
+ * wall clock but far less the CPU time the pass itself needs. */
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -108,7 +124,8 @@ static const char *kernels_dir; /* --kernels DIR, or NULL for the shipped baseli
 static double fma_peak;          /* the f32 FMA peak of the bench's threads, GFLOP/s (CPU only) */
 
 static int bench_model(const char *path, hone_device device, int n_threads, int n_prompt,
-                       int n_tokens, int reps, double bw_gbps, double *bw_best, cJSON *results)
+                       int n_tokens, int reps, double bw_gbps, double *bw_best, int context,
+                       cJSON *results)
 {
     hone_model *m = NULL;
     hone_backend *be = NULL;
@@ -116,7 +133,8 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
     hone_ctx_opts co = HONE_CTX_OPTS_INIT;
     float *logits = NULL;
     int32_t *prompt = NULL;
-    double *dec = NULL, *pre = NULL, *probe = NULL, *frac = NULL, *roof = NULL;
+    double *dec = NULL, *pre = NULL, *probe = NULL, *frac = NULL, *roof = NULL, *kvfrac = NULL;
+    double *dec_cpu = NULL, *pre_cpu = NULL;
     int rc;
     co.n_threads = n_threads;
     co.n_ctx = n_prompt + n_tokens + 1;
@@ -135,12 +153,23 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
     probe = malloc((size_t)(reps + 1) * sizeof *probe);
     frac = malloc((size_t)reps * sizeof *frac);
     roof = malloc((size_t)reps * sizeof *roof);
-    if (!logits || !prompt || !dec || !pre || !probe || !frac || !roof) {
+    kvfrac = malloc((size_t)reps * sizeof *kvfrac);
+    dec_cpu = malloc((size_t)reps * sizeof *dec_cpu);
+    pre_cpu = malloc((size_t)reps * sizeof *pre_cpu);
+    if (!logits || !prompt || !dec || !pre || !probe || !frac || !roof || !kvfrac || !dec_cpu || !pre_cpu) {
         rc = hone_error_set(HONE_ENOMEM, "out of memory");
         goto done;
     }
     for (int i = 0; i < n_prompt; i++) prompt[i] = (int32_t)((i * 7919 + 13) % hp->n_vocab);
     double bytes = (double)hone_model_weight_bytes(m);
+    /* the K/V a decode step reads, at the steps' mean length, and prefill's attention FLOPs */
+    double kv_bytes = 0, attn_flops = 0, mean_kv = n_prompt + (n_tokens + 1) / 2.0;
+    for (int64_t l = 0; l < hp->n_layers; l++) {
+        double w = (double)hone_model_layer_window(m, l), keys = w > 0 && w < mean_kv ? w : mean_kv, pairs = 0;
+        kv_bytes += 2.0 * 4 * (double)hp->n_kv_heads * (double)hp->head_dim * keys;
+        for (int64_t t = 0; t < n_prompt; t++) pairs += w > 0 && w < t + 1 ? w : (double)(t + 1);
+        attn_flops += 4.0 * (double)hp->n_heads * (double)hp->head_dim * pairs;
+    }
     /* On the CPU the probe runs before the first rep and after each one: a rep's roofline is the
      * higher of the probes on either side of it (another tenant's load can only lower a probe,
      * so the fraction errs low), and the fraction reported is the median over the reps. */
@@ -148,9 +177,9 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
     for (int r = -1; r < reps; r++) { /* r = -1: warm-up (page-in of the mapping) */
         if (r == 0 && hone_backend_device(be) == HONE_DEVICE_CPU && (rc = probe_cpu(n_threads, &probe[0]))) goto done;
         hone_kv_seq seq = {0};
-        double t0 = now_s();
+        double t0 = now_s(), c0 = cpu_s();
         if ((rc = hone_backend_forward(be, &seq, prompt, n_prompt, logits, 0))) goto done;
-        double t1 = now_s();
+        double t1 = now_s(), c1 = cpu_s();
         for (int i = 0; i < n_tokens; i++) {
             int32_t next = 0;
             for (int64_t k = 1; k < hp->n_vocab; k++)
@@ -160,20 +189,23 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
                 goto done;
             }
         }
-        double t2 = now_s();
+        double t2 = now_s(), c2 = cpu_s();
         hone_backend_release(be, &seq);
         if (r >= 0) {
+            pre_cpu[r] = n_prompt / (c1 - c0);
+            dec_cpu[r] = n_tokens / (c2 - c1);
             pre[r] = n_prompt / (t1 - t0);
             dec[r] = n_tokens / (t2 - t1);
             if (hone_backend_device(be) == HONE_DEVICE_CPU && (rc = probe_cpu(n_threads, &probe[r + 1]))) goto done;
             roof[r] = probe[r] > probe[r + 1] ? probe[r] : probe[r + 1];
             frac[r] = bytes * dec[r] / 1e9 / roof[r];
+            kvfrac[r] = (bytes + kv_bytes) * dec[r] / 1e9 / roof[r];
         }
     }
     for (int r = 0; r <= reps; r++)
         if (probe[r] > *bw_best) *bw_best = probe[r];
     stats sd = summarize(dec, reps), sp = summarize(pre, reps), sr = summarize(roof, reps),
-          sf = summarize(frac, reps), sb = summarize(probe, reps + 1);
+          sf = summarize(frac, reps), sb = summarize(probe, reps + 1), skv = summarize(kvfrac, reps);
     double gbps = bytes * sd.median / 1e9;
     const char *dt = main_dtype(m);
     cJSON *o = cJSON_CreateObject();
@@ -185,10 +217,14 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
     cJSON_AddNumberToObject(o, "kernels_installed", kl ? hone_kernel_loader_n_installed(kl) : 0);
     cJSON_AddStringToObject(o, "weight_memory", hone_model_weight_memory(m));
     cJSON_AddNumberToObject(o, "threads", hone_backend_n_threads(be));
+    if (context) cJSON_AddNumberToObject(o, "context", context);
     cJSON_AddNumberToObject(o, "prompt_tokens", n_prompt);
     cJSON_AddNumberToObject(o, "decode_tokens", n_tokens);
     cJSON_AddItemToObject(o, "decode_tok_s", stats_json(sd));
     cJSON_AddItemToObject(o, "prefill_tok_s", stats_json(sp));
+    /* tokens per CPU second of the process (all its threads): the load-robust comparison */
+    cJSON_AddItemToObject(o, "decode_tok_per_cpu_s", stats_json(summarize(dec_cpu, reps)));
+    cJSON_AddItemToObject(o, "prefill_tok_per_cpu_s", stats_json(summarize(pre_cpu, reps)));
     cJSON_AddNumberToObject(o, "weight_bytes_per_token", bytes);
     cJSON_AddNumberToObject(o, "decode_read_gbps", gbps);
     cJSON_AddItemToObject(o, "read_bandwidth_gbps", stats_json(sb));
@@ -209,11 +245,21 @@ static int bench_model(const char *path, hone_device device, int n_threads, int 
     cJSON_AddNumberToObject(o, "weight_elements_per_token", elems_layers);
     cJSON_AddNumberToObject(o, "prefill_gflops", prefill_gflops);
     if (fma_peak > 0) cJSON_AddNumberToObject(o, "prefill_fma_fraction", prefill_gflops / fma_peak);
+    double attn_gflops = attn_flops / 1e9 * sp.median / n_prompt;
+    cJSON_AddNumberToObject(o, "kv_bytes_per_step", kv_bytes);
+    cJSON_AddNumberToObject(o, "kv_roofline_fraction", skv.median);
+    cJSON_AddNumberToObject(o, "prefill_attention_gflops", attn_gflops);
+    if (fma_peak > 0)
+        cJSON_AddNumberToObject(o, "prefill_fma_fraction_with_attention", (prefill_gflops + attn_gflops) / fma_peak);
     cJSON_AddItemToArray(results, o);
     fprintf(stderr, "decode: %-5s %7.1f tok/s decode (%.1f-%.1f), %7.1f tok/s prefill (%.0f GFLOP/s, %.0f%% of "
             "the FMA peak), %.1f GB/s, %.0f%% of the roofline (median per rep; roofline median %.1f GB/s, probes "
             "%.1f-%.1f)\n", dt, sd.median, sd.min, sd.max, sp.median, prefill_gflops,
             fma_peak > 0 ? 100 * prefill_gflops / fma_peak : 0.0, gbps, 100 * sf.median, sr.median, sb.min, sb.max);
+    if (context)
+        fprintf(stderr, "decode: %-5s context %d: %.0f%% of the roofline with the K/V reads, prefill %.0f%% of the "
+                "FMA peak with attention\n", dt, context, 100 * skv.median,
+                fma_peak > 0 ? 100 * (prefill_gflops + attn_gflops) / fma_peak : 0.0);
 done:
     free(logits);
     free(prompt);
@@ -222,6 +268,9 @@ done:
     free(probe);
     free(frac);
     free(roof);
+    free(kvfrac);
+    free(dec_cpu);
+    free(pre_cpu);
     hone_backend_free(be);
     hone_kernel_loader_free(kl); /* after the backend: its slot table points into the loader */
     hone_model_free(m);
@@ -273,7 +322,8 @@ static int default_models(char paths[][4096], int *n)
 int main(int argc, char **argv)
 {
     static char paths[MAX_MODELS][4096];
-    int n_models = 0, n_threads = 0, n_prompt = 64, n_tokens = 64, reps = 5;
+    int n_models = 0, n_threads = 0, n_prompt = 64, n_tokens = 64, reps = 5, n_ctxs = 0;
+    int ctxs[16];
     hone_device device = HONE_DEVICE_CPU;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -284,6 +334,16 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--tokens")) n_tokens = atoi(v);
         else if (!strcmp(a, "--reps")) reps = atoi(v);
         else if (!strcmp(a, "--kernels")) kernels_dir = v;
+        else if (!strcmp(a, "--context")) {
+            for (const char *p = v; *p && n_ctxs < 16;) {
+                char *e;
+                long c = strtol(p, &e, 10);
+                if (*e == 'k' || *e == 'K') c *= 1024, e++;
+                if (e == p || c < 2 || (*e && *e != ',')) { fprintf(stderr, "decode: bad --context %s\n", v); return 2; }
+                ctxs[n_ctxs++] = (int)c;
+                p = *e ? e + 1 : e;
+            }
+        }
         else if (!strcmp(a, "--device")) {
             int d = hone_backend_parse_device(v);
             if (d < 0) { fprintf(stderr, "decode: --device must be cpu, cuda or auto\n"); return 2; }
@@ -335,9 +395,14 @@ int main(int argc, char **argv)
     cJSON *results = cJSON_AddArrayToObject(root, "results");
     int rc = 0;
     for (int i = 0; i < n_models; i++)
-        if (bench_model(paths[i], device, n_threads, n_prompt, n_tokens, reps, bw, &bw, results)) {
-            fprintf(stderr, "decode: %s: %s\n", paths[i], hone_error_last());
-            rc = 1;
+        for (int c = 0; c < (n_ctxs ? n_ctxs : 1); c++) {
+            /* a context L: the prompt fills it up to the decode steps (at least one prompt token) */
+            int ctx = n_ctxs ? ctxs[c] : 0, tok = ctx && n_tokens >= ctx ? ctx - 1 : n_tokens;
+            if (bench_model(paths[i], device, n_threads, ctx ? ctx - tok : n_prompt, tok, reps, bw, &bw, ctx,
+                            results)) {
+                fprintf(stderr, "decode: %s: %s\n", paths[i], hone_error_last());
+                rc = 1;
+            }
         }
     cJSON_SetNumberValue(bw_item, bw);
     char *s = cJSON_Print(root);

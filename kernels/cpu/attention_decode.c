@@ -1,6 +1,7 @@
 /* attention_decode: one query per head over the paged KV cache, GQA. Contract: engine/slots.h.
- * Ideas: scores, softmax and V accumulation per head in one pass over the keys each
- * (hone_cpu_attend_row, shared with attention_prefill so both give the same bits). */
+ * Ideas: the share's heads go through hone_cpu_attend_rows (kernels/cpu/common.h) a kv head's
+ * query heads at a time, so they share every K and V read; each row's bits are
+ * hone_cpu_attend_row's, as in attention_prefill, whatever the share. */
 #include "kernels/cpu/common.h"
 
 void hone_cpu_attention_decode(float *out, const float *q, const float *k_cache,
@@ -11,7 +12,21 @@ void hone_cpu_attention_decode(float *out, const float *q, const float *k_cache,
     int64_t h0, h1;
     hone_cpu_share(n_heads, ith, nth, &h0, &h1);
     int64_t group = n_heads / n_kv_heads;
-    for (int64_t h = h0; h < h1; h++)
-        hone_cpu_attend_row(out + h * head_dim, q + h * head_dim, k_cache, v_cache, block_table,
-                            n_kv, block_size, n_kv_heads, h / group, head_dim, scale, scratch);
+    float *o[HONE_CPU_ATT_ROWS];
+    const float *qr[HONE_CPU_ATT_ROWS];
+    int64_t nk[HONE_CPU_ATT_ROWS];
+    for (int64_t h = h0; h < h1;) {
+        int64_t kvh = h / group, e = (kvh + 1) * group;
+        if (e > h1) e = h1;
+        if (e > h + HONE_CPU_ATT_ROWS) e = h + HONE_CPU_ATT_ROWS;
+        int n = (int)(e - h);
+        for (int r = 0; r < n; r++) {
+            o[r] = out + (h + r) * head_dim;
+            qr[r] = q + (h + r) * head_dim;
+            nk[r] = n_kv;
+        }
+        hone_cpu_attend_rows(o, qr, nk, n, k_cache, v_cache, block_table, block_size, n_kv_heads,
+                             kvh, head_dim, scale, scratch);
+        h = e;
+    }
 }

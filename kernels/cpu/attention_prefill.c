@@ -1,6 +1,8 @@
 /* attention_prefill: causal attention for a chunk of n queries over the paged KV cache, GQA.
- * Contract: engine/slots.h. Ideas: each (token, head) row is hone_cpu_attend_row with its own
- * causal length, so a prefilled row equals the decoded one bit for bit. */
+ * Contract: engine/slots.h. Ideas: the (token, head) rows of one kv head, tokens then its query
+ * heads, go through hone_cpu_attend_rows (kernels/cpu/common.h) 64 at a time, each with its own
+ * causal length pos0 + t + 1, so they share every K and V read and a prefilled row equals the
+ * decoded one bit for bit. Tiles are dealt to the threads in turn (later tokens cost more). */
 #include "kernels/cpu/common.h"
 
 void hone_cpu_attention_prefill(float *out, const float *q, const float *k_cache,
@@ -9,13 +11,22 @@ void hone_cpu_attention_prefill(float *out, const float *q, const float *k_cache
                                 int64_t n_kv_heads, int64_t head_dim, float scale, float *scratch,
                                 int ith, int nth)
 {
-    int64_t r0, r1;
-    hone_cpu_share(n * n_heads, ith, nth, &r0, &r1);
-    int64_t group = n_heads / n_kv_heads;
-    for (int64_t r = r0; r < r1; r++) {
-        int64_t t = r / n_heads, h = r % n_heads;
-        hone_cpu_attend_row(out + r * head_dim, q + r * head_dim, k_cache, v_cache, block_table,
-                            pos0 + t + 1, block_size, n_kv_heads, h / group, head_dim, scale,
-                            scratch);
+    int64_t group = n_heads / n_kv_heads, rows = n * group;
+    int64_t per = (rows + HONE_CPU_ATT_ROWS - 1) / HONE_CPU_ATT_ROWS;
+    float *o[HONE_CPU_ATT_ROWS];
+    const float *qr[HONE_CPU_ATT_ROWS];
+    int64_t nk[HONE_CPU_ATT_ROWS];
+    for (int64_t it = ith; it < n_kv_heads * per; it += nth) {
+        int64_t kvh = it / per, i0 = it % per * HONE_CPU_ATT_ROWS;
+        int64_t i1 = i0 + HONE_CPU_ATT_ROWS < rows ? i0 + HONE_CPU_ATT_ROWS : rows;
+        int m = (int)(i1 - i0);
+        for (int r = 0; r < m; r++) {
+            int64_t t = (i0 + r) / group, h = kvh * group + (i0 + r) % group;
+            o[r] = out + (t * n_heads + h) * head_dim;
+            qr[r] = q + (t * n_heads + h) * head_dim;
+            nk[r] = pos0 + t + 1;
+        }
+        hone_cpu_attend_rows(o, qr, nk, m, k_cache, v_cache, block_table, block_size, n_kv_heads,
+                             kvh, head_dim, scale, scratch);
     }
 }

@@ -1241,6 +1241,321 @@ static inline void hone_cpu_attend_row(float *restrict out, const float *restric
                                 n_kv_heads, kvh, head_dim, scale, scores);
 }
 
+/* ---- attention tiles: up to 64 query rows of one kv head at once ---------------------------
+ * hone_cpu_attend_rows gives each row the bits of hone_cpu_attend_row (hence of the generic
+ * row): it changes the schedule only. The rows (GQA: the query heads of one kv head, and in
+ * prefill the tokens of a chunk) walk the keys together, 16 at a time, so each K and V row is
+ * read once from memory for all of them and stays in L1 while R rows (R = 4, 4, 2, 1 for head
+ * dims 32, 64, 128, 256) use it from registers; R rows give R independent chains where one row
+ * waits on fma and double-add latency. Two passes over the keys: the first computes every
+ * score (the same lane-order dot product and tree) and keeps the running max; the second
+ * computes each score again (the same instructions, so the same bits: no scratch of n_kv floats
+ * per row is needed), exp(score - max) 16 at a time (hone_cpu_expf16 / hone_cpu_expf8x2, the
+ * scalar hone_cpu_expf's bits), adds each exp to the row's double normaliser in key order and
+ * accumulates V per dimension in key order with one fma each (the accumulators live in the
+ * output row between 16-key steps; storing and reloading a float changes no bit). A row never
+ * touches a key at or past its own n_kv. Tested: tests/kernels/test_attend_tiles.c. */
+#define HONE_CPU_ATT_ROWS 64 /* rows of one tile */
+#define HONE_CPU_ATT_KEYS 16 /* keys a step */
+
+#if defined(HONE_CPU_SIMD) || defined(HONE_CPU_AVX2)
+#define HONE_CPU_ATT_VEC 1
+#ifdef HONE_CPU_SIMD
+/* 16 lanes of the fixed order: one zmm. */
+typedef __m512 hone_cpu_av;
+static inline hone_cpu_av hone_cpu_av_load(const float *p) { return _mm512_loadu_ps(p); }
+static inline void hone_cpu_av_store(float *p, hone_cpu_av a) { _mm512_storeu_ps(p, a); }
+static inline hone_cpu_av hone_cpu_av_zero(void) { return _mm512_setzero_ps(); }
+static inline hone_cpu_av hone_cpu_av_set1(float x) { return _mm512_set1_ps(x); }
+static inline hone_cpu_av hone_cpu_av_fma(hone_cpu_av a, hone_cpu_av b, hone_cpu_av c) { return _mm512_fmadd_ps(a, b, c); }
+static inline hone_cpu_av hone_cpu_av_mul(hone_cpu_av a, hone_cpu_av b) { return _mm512_mul_ps(a, b); }
+static inline float hone_cpu_av_sum(hone_cpu_av a) { return hone_cpu_zmm_sum(a); }
+static inline void hone_cpu_av_exp(float *x) { _mm512_storeu_ps(x, hone_cpu_expf16(_mm512_loadu_ps(x))); }
+#else
+/* 16 lanes of the fixed order: two ymm (lanes 0..7, 8..15), as the AVX2 matmul. */
+typedef struct { __m256 lo, hi; } hone_cpu_av;
+static inline hone_cpu_av hone_cpu_av_load(const float *p) { return (hone_cpu_av){_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+static inline void hone_cpu_av_store(float *p, hone_cpu_av a) { _mm256_storeu_ps(p, a.lo); _mm256_storeu_ps(p + 8, a.hi); }
+static inline hone_cpu_av hone_cpu_av_zero(void) { return (hone_cpu_av){_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+static inline hone_cpu_av hone_cpu_av_set1(float x) { return (hone_cpu_av){_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
+static inline hone_cpu_av hone_cpu_av_fma(hone_cpu_av a, hone_cpu_av b, hone_cpu_av c)
+{
+    return (hone_cpu_av){hone_cpu_v8_fma(a.lo, b.lo, c.lo), hone_cpu_v8_fma(a.hi, b.hi, c.hi)};
+}
+static inline hone_cpu_av hone_cpu_av_mul(hone_cpu_av a, hone_cpu_av b)
+{
+    return (hone_cpu_av){_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
+}
+static inline float hone_cpu_av_sum(hone_cpu_av a) { return hone_cpu_ymm2_sum(a.lo, a.hi); }
+
+/* hone_cpu_expf on 4 doubles (the formula only: |x| < 88), hone_cpu_expf8_pd's steps. */
+static inline __m256d hone_cpu_expf4_pd(__m256d xd)
+{
+    const __m256d invln2n = _mm256_set1_pd(HONE_CPU_EXPF_INVLN2N), shift = _mm256_set1_pd(HONE_CPU_EXPF_SHIFT);
+    __m256d kd = _mm256_add_pd(_mm256_mul_pd(invln2n, xd), shift);
+    __m256i ki = _mm256_castpd_si256(kd);
+    kd = _mm256_sub_pd(kd, shift);
+    __m256d r = _mm256_fmadd_pd(invln2n, xd, _mm256_sub_pd(_mm256_setzero_pd(), kd));
+    __m256i t = _mm256_i64gather_epi64((const long long *)hone_cpu_exp2f_tab,
+                                       _mm256_and_si256(ki, _mm256_set1_epi64x(31)), 8);
+    t = _mm256_add_epi64(t, _mm256_slli_epi64(ki, 47));
+    __m256d zz = _mm256_fmadd_pd(_mm256_set1_pd(HONE_CPU_EXPF_C0), r, _mm256_set1_pd(HONE_CPU_EXPF_C1));
+    __m256d y = _mm256_fmadd_pd(_mm256_set1_pd(HONE_CPU_EXPF_C2), r, _mm256_set1_pd(1.0));
+    y = _mm256_fmadd_pd(zz, _mm256_mul_pd(r, r), y);
+    return _mm256_mul_pd(y, _mm256_castsi256_pd(t));
+}
+
+/* hone_cpu_expf of 8 floats; lanes with |x| >= 88 or NaN go through the scalar function. */
+static inline __m256 hone_cpu_expf8(__m256 v)
+{
+    __m128 lo = _mm256_cvtpd_ps(hone_cpu_expf4_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v))));
+    __m128 hi = _mm256_cvtpd_ps(hone_cpu_expf4_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1))));
+    __m256 e = _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
+    __m256 av = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v);
+    int big = _mm256_movemask_ps(_mm256_cmp_ps(av, _mm256_set1_ps(88.0f), _CMP_NLT_UQ));
+    if (big) {
+        float x[8], r[8];
+        _mm256_storeu_ps(x, v);
+        _mm256_storeu_ps(r, e);
+        for (int i = 0; i < 8; i++)
+            if (big >> i & 1) r[i] = hone_cpu_expf(x[i]);
+        e = _mm256_loadu_ps(r);
+    }
+    return e;
+}
+static inline void hone_cpu_av_exp(float *x)
+{
+    _mm256_storeu_ps(x, hone_cpu_expf8(_mm256_loadu_ps(x)));
+    _mm256_storeu_ps(x + 8, hone_cpu_expf8(_mm256_loadu_ps(x + 8)));
+}
+#endif
+
+/* The keys j0 .. j0 + nk - 1 of one 16-key step: their K and V rows in the paged cache. */
+typedef struct {
+    const float *k[HONE_CPU_ATT_KEYS], *v[HONE_CPU_ATT_KEYS];
+    int64_t j0;
+    int nk;
+} hone_cpu_att_step;
+
+#ifdef HONE_CPU_SIMD
+/* The tree of hone_cpu_zmm_sum for 16 keys at once, two keys' adds in one instruction: each
+ * step adds the same lane pairs in the same operand order as the one-key tree (l + 8, l + 4,
+ * then [0] + [2], [1] + [3], then [0] + [1]); only where the partial sums sit differs. */
+static inline __m512 hone_cpu_att_t1(__m512 a, __m512 b) /* [a.s8 | b.s8] */
+{
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+}
+static inline __m512 hone_cpu_att_t2(__m512 a, __m512 b) /* 128-bit chunks: a1.s4 a2.s4 b1.s4 b2.s4 */
+{
+    return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
+}
+static inline __m512 hone_cpu_att_t3(__m512 a, __m512 b) /* per chunk: a.s2a a.s2b b.s2a b.s2b */
+{
+    return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x44), _mm512_shuffle_ps(a, b, 0xEE));
+}
+static inline __m512 hone_cpu_att_t4(__m512 a, __m512 b) /* per chunk: totals a.0 a.1 b.0 b.1 */
+{
+    return _mm512_add_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xDD));
+}
+#endif
+
+/* p[r][s] = the score of row r and key s of the step (hone_cpu_zmm_sum of its lane-order dot
+ * product, times scale), for all 16 keys (keys past the step's count repeat its first key). */
+static inline __attribute__((always_inline)) void
+hone_cpu_att_scores(const int NV, const int R, const float *const *q, const hone_cpu_att_step *st,
+                    float scale, float (*p)[HONE_CPU_ATT_KEYS])
+{
+    hone_cpu_av qv[4][16];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 16
+        for (int i = 0; i < NV; i++) qv[r][i] = hone_cpu_av_load(q[r] + 16 * i);
+#ifdef HONE_CPU_SIMD
+    /* keys g, g + 4, g + 8, g + 12 reduce to c (their chunks in that order); c of g = 0, 1 and
+     * 2, 3 to d; the last step leaves key s in lane s */
+    __m512 d[2][4], c[2][4];
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; g++) {
+        __m512 a[4][4];
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++)
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) a[k][r] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+        for (int i = 0; i < NV; i++)
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                __m512 kv = _mm512_loadu_ps(st->k[g + 4 * k] + 16 * i);
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) a[k][r] = _mm512_fmadd_ps(kv, qv[r][i], a[k][r]);
+            }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            c[g & 1][r] = hone_cpu_att_t2(hone_cpu_att_t1(a[0][r], a[1][r]), hone_cpu_att_t1(a[2][r], a[3][r]));
+            if (g & 1) d[g >> 1][r] = hone_cpu_att_t3(c[0][r], c[1][r]);
+        }
+    }
+    __m512 sv = _mm512_set1_ps(scale);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) _mm512_storeu_ps(p[r], _mm512_mul_ps(hone_cpu_att_t4(d[0][r], d[1][r]), sv));
+#else
+    for (int s = 0; s < HONE_CPU_ATT_KEYS; s++) {
+        hone_cpu_av a[4];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) a[r] = hone_cpu_av_zero();
+#pragma GCC unroll 16
+        for (int i = 0; i < NV; i++) {
+            hone_cpu_av kv = hone_cpu_av_load(st->k[s] + 16 * i);
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) a[r] = hone_cpu_av_fma(kv, qv[r][i], a[r]);
+        }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) p[r][s] = hone_cpu_av_sum(a[r]) * scale;
+    }
+#endif
+}
+
+/* R rows (R <= 4) of a tile through one step of pass 1 (scores, max) or pass 2 (exp, sum, V).
+ * NV = head_dim / 16. Constant NV and R (the callers below) let the compiler keep the rows in
+ * registers. */
+static inline __attribute__((always_inline)) void
+hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const float *const *q,
+                   const int64_t *n_kv, const hone_cpu_att_step *st, float scale, float *mx,
+                   double *sum)
+{
+    int nr[4], nk = 0;
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        int64_t n = n_kv[r] - st->j0;
+        nr[r] = n <= 0 ? 0 : n >= HONE_CPU_ATT_KEYS ? HONE_CPU_ATT_KEYS : (int)n;
+        if (nr[r] > nk) nk = nr[r];
+    }
+    if (nk == 0) return;
+    float p[4][HONE_CPU_ATT_KEYS];
+    hone_cpu_att_scores(NV, R, q, st, scale, p);
+    if (pass == 1) {
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            float m = mx[r];
+            for (int s = 0; s < nr[r]; s++)
+                if (p[r][s] > m) m = p[r][s];
+            mx[r] = m;
+        }
+        return;
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        if (!nr[r]) continue;
+        for (int s = 0; s < HONE_CPU_ATT_KEYS; s++) p[r][s] = s < nr[r] ? p[r][s] - mx[r] : 0.0f;
+        hone_cpu_av_exp(p[r]);
+    }
+    double sm[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) sm[r] = sum[r];
+    for (int s = 0; s < nk; s++)
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++)
+            if (s < nr[r]) sm[r] += p[r][s];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) sum[r] = sm[r];
+    hone_cpu_av o[4][16];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+#pragma GCC unroll 16
+        for (int i = 0; i < NV; i++)
+            o[r][i] = st->j0 ? hone_cpu_av_load(out[r] + 16 * i) : hone_cpu_av_zero();
+    for (int s = 0; s < nk; s++) {
+        const float *v = st->v[s];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            if (s >= nr[r]) continue;
+            hone_cpu_av pv = hone_cpu_av_set1(p[r][s]);
+#pragma GCC unroll 16
+            for (int i = 0; i < NV; i++) o[r][i] = hone_cpu_av_fma(pv, hone_cpu_av_load(v + 16 * i), o[r][i]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        if (nr[r])
+#pragma GCC unroll 16
+            for (int i = 0; i < NV; i++) hone_cpu_av_store(out[r] + 16 * i, o[r][i]);
+}
+
+static inline __attribute__((always_inline)) void
+hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *const *q,
+                  const int64_t *n_kv, int n_rows, const float *k_cache, const float *v_cache,
+                  const int32_t *block_table, int64_t block_size, int64_t n_kv_heads, int64_t kvh,
+                  float scale)
+{
+    float mx[HONE_CPU_ATT_ROWS];
+    double sum[HONE_CPU_ATT_ROWS];
+    int64_t nmax = 0, head_dim = 16 * NV;
+    for (int r = 0; r < n_rows; r++) {
+        mx[r] = -INFINITY;
+        sum[r] = 0.0;
+        if (n_kv[r] > nmax) nmax = n_kv[r];
+    }
+    for (int pass = 1; pass <= 2; pass++)
+        for (int64_t j0 = 0; j0 < nmax; j0 += HONE_CPU_ATT_KEYS) {
+            hone_cpu_att_step st;
+            st.j0 = j0;
+            st.nk = nmax - j0 < HONE_CPU_ATT_KEYS ? (int)(nmax - j0) : HONE_CPU_ATT_KEYS;
+            for (int s = 0; s < st.nk; s++) {
+                int64_t j = j0 + s, blk = block_table[j / block_size], slot = j % block_size;
+                int64_t off = ((blk * block_size + slot) * n_kv_heads + kvh) * head_dim;
+                st.k[s] = k_cache + off;
+                st.v[s] = v_cache + off;
+            }
+            for (int s = st.nk; s < HONE_CPU_ATT_KEYS; s++) st.k[s] = st.k[0], st.v[s] = st.v[0];
+            int r = 0;
+            for (; r + R <= n_rows; r += R)
+                hone_cpu_att_group(NV, R, pass, out + r, q + r, n_kv + r, &st, scale, mx + r, sum + r);
+            for (; r < n_rows; r++)
+                hone_cpu_att_group(NV, 1, pass, out + r, q + r, n_kv + r, &st, scale, mx + r, sum + r);
+        }
+    for (int r = 0; r < n_rows; r++) {
+        hone_cpu_av inv = hone_cpu_av_set1((float)(1.0 / sum[r]));
+        if (n_kv[r] <= 0)
+            for (int i = 0; i < NV; i++) hone_cpu_av_store(out[r] + 16 * i, hone_cpu_av_zero());
+        for (int i = 0; i < NV; i++)
+            hone_cpu_av_store(out[r] + 16 * i, hone_cpu_av_mul(hone_cpu_av_load(out[r] + 16 * i), inv));
+    }
+}
+#endif
+
+/* n_rows (<= HONE_CPU_ATT_ROWS) attention rows of kv head kvh: row r is
+ * hone_cpu_attend_row(out[r], q[r], ..., n_kv[r], ...) bit for bit. scratch: >= max n_kv
+ * floats (the generic path's scores; the vector paths need none). */
+static inline void hone_cpu_attend_rows(float *const *out, const float *const *q, const int64_t *n_kv,
+                                        int n_rows, const float *k_cache, const float *v_cache,
+                                        const int32_t *block_table, int64_t block_size,
+                                        int64_t n_kv_heads, int64_t kvh, int64_t head_dim,
+                                        float scale, float *scratch)
+{
+#ifdef HONE_CPU_ATT_VEC
+#define HONE_CPU_ATT_TILE(NV, R)                                                                   \
+    hone_cpu_att_tile(NV, R, out, q, n_kv, n_rows, k_cache, v_cache, block_table, block_size,      \
+                      n_kv_heads, kvh, scale)
+    if (head_dim % 32 == 0 && head_dim <= 256) {
+        switch (head_dim) {
+        case 32: HONE_CPU_ATT_TILE(2, 4); break;
+        case 64: HONE_CPU_ATT_TILE(4, 4); break;
+        case 128: HONE_CPU_ATT_TILE(8, 2); break;
+        case 256: HONE_CPU_ATT_TILE(16, 1); break;
+        case 96: HONE_CPU_ATT_TILE(6, 2); break;
+        case 160: HONE_CPU_ATT_TILE(10, 1); break;
+        case 192: HONE_CPU_ATT_TILE(12, 1); break;
+        default: HONE_CPU_ATT_TILE(14, 1); break; /* 224 */
+        }
+        return;
+    }
+#undef HONE_CPU_ATT_TILE
+#endif
+    for (int r = 0; r < n_rows; r++)
+        hone_cpu_attend_row_generic(out[r], q[r], k_cache, v_cache, block_table, n_kv[r],
+                                    block_size, n_kv_heads, kvh, head_dim, scale, scratch);
+}
+
 /* ---- the fused slots' baselines: the unfused composition, bitwise ------------------------
  * kernels/cpu/qkv_<dt>.c, ffn_<dt>.c and rmsnorm_matvec_<dt>.c compute each output with the
  * exact operations of their components' baselines: matvec rows as matvec_<dt> computes them

@@ -1,0 +1,152 @@
+/* The attention tiles (kernels/cpu/common.h, hone_cpu_attend_rows) and the two attention
+ * baselines built on them give every row the bits of the generic single-row path
+ * (hone_cpu_attend_row_generic): over head dims 32, 64, 128, 256 (the register
+ * specialisations), 96 (the vector path at a runtime width) and 48 (the generic fallback),
+ * GQA ratios 1, 3, 4 and 8, key counts that are not multiples of the 16-key step or of the
+ * paging block, rows of one tile with different causal lengths, thread counts 1 to 3, and
+ * scores far apart (the exps' scalar path past |x| >= 88). Built a second time without
+ * AVX-512 (kernels_test_attend_tiles_avx2, tests/CMakeLists.txt), where the header's AVX2 path
+ * is the one under test. Keys past n_kv hold NaN, so a row that reads one fails. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "kernels/cpu/common.h"
+
+void hone_cpu_attention_decode(float *out, const float *q, const float *k_cache,
+                               const float *v_cache, const int32_t *block_table, int64_t n_kv,
+                               int64_t block_size, int64_t n_heads, int64_t n_kv_heads,
+                               int64_t head_dim, float scale, float *scratch, int ith, int nth);
+void hone_cpu_attention_prefill(float *out, const float *q, const float *k_cache,
+                                const float *v_cache, const int32_t *block_table, int64_t n,
+                                int64_t pos0, int64_t block_size, int64_t n_heads,
+                                int64_t n_kv_heads, int64_t head_dim, float scale, float *scratch,
+                                int ith, int nth);
+
+static uint64_t rng = 0x7a11e5eedf00dull;
+static float frand(void) /* [-1, 1) */
+{
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(rng >> 11) / 4503599627370496.0 - 1.0);
+}
+
+typedef struct {
+    float *k, *v;
+    int32_t *bt;
+    int64_t n_kv, bs, nkvh, hd;
+} cache;
+
+/* n_kv keys in shuffled blocks of bs; every other slot NaN. */
+static cache make_cache(int64_t n_kv, int64_t bs, int64_t nkvh, int64_t hd, float spread)
+{
+    cache c = {0};
+    int64_t nb = (n_kv + bs - 1) / bs + 2, row = nkvh * hd;
+    c.n_kv = n_kv, c.bs = bs, c.nkvh = nkvh, c.hd = hd;
+    c.k = malloc((size_t)(nb * bs * row) * sizeof(float));
+    c.v = malloc((size_t)(nb * bs * row) * sizeof(float));
+    c.bt = malloc((size_t)nb * sizeof(int32_t));
+    for (int64_t i = 0; i < nb * bs * row; i++) c.k[i] = c.v[i] = NAN;
+    for (int64_t b = 0; b < nb; b++) c.bt[b] = (int32_t)((b * 5 + 1) % nb); /* a permutation (collisions moved on) */
+    int *used = calloc((size_t)nb, sizeof(int));
+    for (int64_t b = 0; b < nb; b++) {
+        while (used[c.bt[b]]) c.bt[b] = (c.bt[b] + 1) % (int32_t)nb;
+        used[c.bt[b]] = 1;
+    }
+    free(used);
+    for (int64_t j = 0; j < n_kv; j++) {
+        float *k = c.k + (c.bt[j / bs] * bs + j % bs) * row, *v = c.v + (c.bt[j / bs] * bs + j % bs) * row;
+        for (int64_t i = 0; i < row; i++) {
+            k[i] = frand() * (j % 7 == 3 ? spread : 1.0f);
+            v[i] = frand();
+        }
+    }
+    return c;
+}
+
+static void free_cache(cache *c) { free(c->k), free(c->v), free(c->bt); }
+
+static int bits_equal(const float *a, const float *b, int64_t n)
+{
+    return memcmp(a, b, (size_t)n * sizeof(float)) == 0;
+}
+
+/* Tiles straight from the header: n_rows rows of one kv head with their own lengths. */
+static void test_tiles_match_rows(void)
+{
+    static const int64_t hds[] = {32, 64, 128, 256, 96, 48};
+    static const int64_t nkvs[] = {1, 7, 16, 17, 33, 100, 257};
+    static const int nrows[] = {1, 3, 4, 5, 9, 64};
+    for (size_t a = 0; a < sizeof hds / sizeof hds[0]; a++)
+        for (size_t b = 0; b < sizeof nkvs / sizeof nkvs[0]; b++)
+            for (size_t c2 = 0; c2 < sizeof nrows / sizeof nrows[0]; c2++) {
+                int64_t hd = hds[a], n_kv = nkvs[b], nkvh = 2, bs = b % 2 ? 16 : 5;
+                int n = nrows[c2];
+                float spread = (b + c2) % 3 == 0 ? 400.0f : 1.0f;
+                cache c = make_cache(n_kv, bs, nkvh, hd, spread);
+                float *q = malloc((size_t)(n * hd) * sizeof(float));
+                float *got = malloc((size_t)(n * hd) * sizeof(float));
+                float *want = malloc((size_t)(n * hd) * sizeof(float));
+                float *scr = malloc((size_t)n_kv * sizeof(float));
+                for (int64_t i = 0; i < n * hd; i++) q[i] = frand();
+                float *o[HONE_CPU_ATT_ROWS];
+                const float *qr[HONE_CPU_ATT_ROWS];
+                int64_t nk[HONE_CPU_ATT_ROWS];
+                for (int r = 0; r < n; r++) {
+                    o[r] = got + r * hd, qr[r] = q + r * hd;
+                    nk[r] = n_kv - (r * 7) % (n_kv < 20 ? n_kv : 20); /* lengths differ within a tile */
+                    hone_cpu_attend_row_generic(want + r * hd, qr[r], c.k, c.v, c.bt, nk[r], bs, nkvh, 1,
+                                                hd, 0.125f, scr);
+                }
+                hone_cpu_attend_rows(o, qr, nk, n, c.k, c.v, c.bt, bs, nkvh, 1, hd, 0.125f, scr);
+                int ok = bits_equal(got, want, n * hd);
+                for (int64_t i = 0; i < n * hd; i++) ok = ok && isfinite(got[i]);
+                CHECK_MSG(ok, "hd %lld n_kv %lld rows %d", (long long)hd, (long long)n_kv, n);
+                /* and the single-row entry (the register row where it applies) */
+                hone_cpu_attend_row(got, q, c.k, c.v, c.bt, nk[0], bs, nkvh, 1, hd, 0.125f, scr);
+                CHECK_MSG(bits_equal(got, want, hd), "row: hd %lld n_kv %lld", (long long)hd, (long long)n_kv);
+                free(q), free(got), free(want), free(scr);
+                free_cache(&c);
+            }
+}
+
+/* The slots: every (token, head) row against the generic row, for every thread count. */
+static void test_slots_match_rows(void)
+{
+    static const int64_t hds[] = {64, 128, 32, 256, 48};
+    static const int64_t groups[] = {3, 1, 4, 8};
+    for (size_t a = 0; a < sizeof hds / sizeof hds[0]; a++)
+        for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+            int64_t hd = hds[a], nkvh = g % 2 ? 3 : 2, nh = nkvh * groups[g], bs = 16;
+            int64_t n = 23 + (int64_t)g * 19, pos0 = 37 + (int64_t)a * 11, n_kv = pos0 + n;
+            cache c = make_cache(n_kv, bs, nkvh, hd, g == 2 ? 300.0f : 1.0f);
+            size_t sz = (size_t)(n * nh * hd);
+            float *q = malloc(sz * sizeof(float)), *want = malloc(sz * sizeof(float));
+            float *got = malloc(sz * sizeof(float)), *scr = malloc((size_t)n_kv * 3 * sizeof(float));
+            for (size_t i = 0; i < sz; i++) q[i] = frand();
+            for (int64_t t = 0; t < n; t++)
+                for (int64_t h = 0; h < nh; h++)
+                    hone_cpu_attend_row_generic(want + (t * nh + h) * hd, q + (t * nh + h) * hd, c.k, c.v, c.bt,
+                                                pos0 + t + 1, bs, nkvh, h / groups[g], hd, 0.0883f, scr);
+            for (int nth = 1; nth <= 3; nth++) {
+                for (size_t i = 0; i < sz; i++) got[i] = NAN;
+                for (int ith = 0; ith < nth; ith++)
+                    hone_cpu_attention_prefill(got, q, c.k, c.v, c.bt, n, pos0, bs, nh, nkvh, hd, 0.0883f,
+                                               scr + ith * n_kv, ith, nth);
+                CHECK_MSG(bits_equal(got, want, (int64_t)sz), "prefill hd %lld group %lld nth %d",
+                          (long long)hd, (long long)groups[g], nth);
+                /* the last token decoded alone equals its prefilled row */
+                float *d = got;
+                for (int ith = 0; ith < nth; ith++)
+                    hone_cpu_attention_decode(d, q + (n - 1) * nh * hd, c.k, c.v, c.bt, n_kv, bs, nh, nkvh, hd,
+                                              0.0883f, scr + ith * n_kv, ith, nth);
+                CHECK_MSG(bits_equal(d, want + (n - 1) * nh * hd, nh * hd), "decode hd %lld group %lld nth %d",
+                          (long long)hd, (long long)groups[g], nth);
+            }
+            free(q), free(want), free(got), free(scr);
+            free_cache(&c);
+        }
+}
+
+TEST_MAIN(TEST_CASE(test_tiles_match_rows), TEST_CASE(test_slots_match_rows))
