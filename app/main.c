@@ -62,7 +62,8 @@ static const char usage_tail[] =
     "\n"
     "\n"
     "common options: -t THREADS (default: the CPUs this process may use: affinity and cgroup quota),\n"
-    "                --ctx N (context length),\n"
+    "                --ctx N (context length; default: the model's trained one),\n"
+    "                --chunk N (prefill tokens per forward chunk; the logits do not depend on it),\n"
     "                --device auto|cpu|cuda (auto: the GPU when one is usable),\n"
     "                --kernels DIR (approved CPU kernels DIR/cpu/<slot>.c replace the baselines\n"
     "                they differ from, after a self-check; default: the shipped baselines)\n"
@@ -72,6 +73,7 @@ typedef struct {
     const char *model, *prompt, *file, *out, *prompt_tokens, *tokens, *system, *kernels, *draft;
     const char *chat_template; /* --chat-template FILE: renders instead of the GGUF's template */
     int64_t n_predict, steps, n_ctx;
+    int64_t chunk;             /* --chunk: prefill tokens per forward chunk; 0: the engine's */
     int n_threads, chat, no_bos, all_positions, tensors, device, help;
     hone_sampler_params sp;
     hone_spec_opts spec;
@@ -149,6 +151,7 @@ static int parse_int_range(const char *flag, const char *v, int64_t lo, int64_t 
 enum { O_OUT = 256, O_PROMPT_TOKENS, O_TOKENS, O_SYSTEM, O_KERNELS, O_DEVICE, O_STEPS, O_CTX, O_TEMP,
        O_TOP_K, O_TOP_P, O_MIN_P, O_REPEAT, O_SEED, O_CHAT, O_NO_BOS, O_ALL_POS, O_TENSORS, O_CHAT_TEMPLATE,
        O_SPECULATE, O_DRAFT, O_SPEC_K, O_SPEC_MODE, O_SPEC_FIXED, O_SPEC_LAYERS };
+enum { O_CHUNK = 512 }; /* --chunk: the prefill chunk (long-context bitwise tests) */
 
 static const struct option long_opts[] = {
     {"model", required_argument, NULL, 'm'},      {"prompt", required_argument, NULL, 'p'},
@@ -158,6 +161,7 @@ static const struct option long_opts[] = {
     {"tokens", required_argument, NULL, O_TOKENS}, {"system", required_argument, NULL, O_SYSTEM},
     {"kernels", required_argument, NULL, O_KERNELS}, {"device", required_argument, NULL, O_DEVICE},
     {"steps", required_argument, NULL, O_STEPS},  {"ctx", required_argument, NULL, O_CTX},
+    {"chunk", required_argument, NULL, O_CHUNK},
     {"temp", required_argument, NULL, O_TEMP},    {"top-k", required_argument, NULL, O_TOP_K},
     {"top-p", required_argument, NULL, O_TOP_P},  {"min-p", required_argument, NULL, O_MIN_P},
     {"repeat-penalty", required_argument, NULL, O_REPEAT}, {"seed", required_argument, NULL, O_SEED},
@@ -218,6 +222,7 @@ static int parse_options(int argc, char **argv, options *o)
         case 'n': rc = parse_int_range("-n", v, 0, INT32_MAX, &o->n_predict); break;
         case O_STEPS: rc = parse_int_range("--steps", v, 1, INT32_MAX, &o->steps); break;
         case O_CTX: rc = parse_int_range("--ctx", v, 0, 1 << 22, &o->n_ctx); break;
+        case O_CHUNK: rc = parse_int_range("--chunk", v, 1, 4096, &o->chunk); break;
         case 't': rc = parse_int_range("-t", v, 0, 1024, &iv); o->n_threads = (int)iv; break;
         case O_TOP_K: rc = parse_int_range("--top-k", v, 0, INT32_MAX, &iv); o->sp.top_k = (int32_t)iv; break;
         case O_SEED: rc = parse_i64(v, &iv, "--seed"); o->sp.seed = (uint64_t)iv; break;
@@ -413,6 +418,7 @@ static hone_ctx_opts ctx_options(const options *o)
     hone_ctx_opts co = HONE_CTX_OPTS_INIT;
     co.n_threads = o->n_threads;
     co.n_ctx = o->n_ctx;
+    if (o->chunk > 0) co.chunk = o->chunk;
     return co;
 }
 
