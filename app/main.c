@@ -483,9 +483,10 @@ static int generate_plan(const options *o, const hone_model *m, int64_t n, hone_
 
 static int cmd_generate(const options *o)
 {
-    hone_model *m = NULL, *dm = NULL;
+    hone_model *m = NULL;
+    hone_spec_draft *draft = NULL;
     hone_tokenizer *tok = NULL;
-    hone_backend *be = NULL, *dbe = NULL;
+    hone_backend *be = NULL;
     hone_sampler *smp = NULL;
     hone_spec *spec = NULL;
     hone_detok *dt = NULL;
@@ -502,13 +503,13 @@ static int cmd_generate(const options *o)
         goto done;
     }
     if (hone_backend_new(&be, m, (hone_device)o->device, &co) || hone_kernel_loader_serve(&kl, be, m, o->kernels, 0) ||
-        (o->draft && (hone_model_load(&dm, o->draft) || hone_backend_new(&dbe, dm, (hone_device)o->device, &co))) ||
+        (o->draft && hone_spec_draft_open(&draft, o->draft, tok, o->device, &co)) ||
         hone_sampler_new(&smp, &o->sp, (int32_t)hone_model_hparams(m)->n_vocab) ||
         hone_detok_new(&dt, tok, 0)) {
         die(NULL);
         goto done;
     }
-    so.draft = dbe;
+    so.draft = draft ? hone_spec_draft_backend(draft) : NULL;
     if (hone_spec_new(&spec, &so, be, smp, &seq) ||
         !(toks = malloc((size_t)(so.k_max + 1) * sizeof *toks))) {
         die(NULL);
@@ -575,8 +576,7 @@ done:
     if (be) hone_backend_release(be, &seq);
     hone_detok_free(dt);
     hone_sampler_free(smp);
-    hone_backend_free(dbe);
-    hone_model_free(dm);
+    hone_spec_draft_free(draft);
     hone_backend_free(be);
     hone_kernel_loader_free(kl);
     hone_tokenizer_free(tok);

@@ -32,8 +32,8 @@ static const char serve_usage[] =
     "                  [--step-tokens N] [--max-queue N] [--timeout SECONDS] [--model-name NAME]\n"
     "                  [--no-prefix-cache] [--no-profile] [--device cpu|cuda|auto] [--kernels DIR]\n"
     "                  [--metrics-no-auth] [--model-alias NAME]... [--cors-origins '*'|ORIGIN,...]\n"
-    "                  [--chat-template FILE] [--speculate none|lookup|self] [--spec-k N]\n"
-    "                  [--spec-mode exact|distribution] [--self-layers N]\n"
+    "                  [--chat-template FILE] [--speculate none|lookup|self|draft] [--spec-k N]\n"
+    "                  [--spec-mode exact|distribution] [--self-layers N] [--draft MODEL]\n"
     "                  [--http-threads N] [--max-connections N] [--max-client-connections N]\n"
     "                  [--header-timeout S] [--idle-timeout S]\n"
     "                  [--tune [--llm URL|self|none] [--llm-model NAME] [--auto-apply]\n"
@@ -56,7 +56,9 @@ static const char serve_usage[] =
     "  decode row in the batch; self: drafts from the model's first --self-layers layers (default\n"
     "  half; CPU only). --spec-mode exact (default): the tokens of plain decoding; distribution:\n"
     "  rejection sampling, the same distribution. A request's \"speculate\" (\"lookup\", \"self\",\n"
-    "  \"none\") and \"speculate_mode\" (\"exact\", \"distribution\") fields override them.\n"
+    "  \"draft\", \"none\") and \"speculate_mode\" (\"exact\", \"distribution\") fields override them.\n"
+    "  --draft MODEL: a smaller model of the same vocabulary (refused otherwise) drafts, with its own\n"
+    "  KV pool (--kv-blocks blocks too); it is the default (--speculate draft) unless --speculate says.\n"
     "  Connections: an epoll event loop on --http-threads threads (default 4); a generation that\n"
     "  waits holds no thread. --max-connections (default: the descriptor limit, raised to its hard\n"
     "  limit, less 256), --max-client-connections per client address (default 256, 0: no limit;\n"
@@ -174,6 +176,8 @@ int hone_cli_serve(int argc, char **argv)
     int64_t v, kv_blocks = 0;
     const char *kernels_dir = NULL;
     const char *chat_template = NULL; /* --chat-template FILE */
+    const char *draft_path = NULL;    /* --draft MODEL */
+    int speculate_set = 0;
     so.api_key = getenv("HONE_API_KEY");
 #ifdef HONE_VERSION_STRING
     so.build_version = HONE_VERSION_STRING;
@@ -212,12 +216,14 @@ int hone_cli_serve(int argc, char **argv)
         else if (IS("--ctx")) { if (parse_int(a, val, 16, 1 << 20, &v)) return 2; co.n_ctx = v; }
         else if (IS("--speculate")) {
             int kind;
-            if (hone_spec_parse_kind(val, &kind) || kind == HONE_SPEC_DRAFT) {
-                fprintf(stderr, "hone serve: --speculate expects none, lookup or self\n");
+            if (hone_spec_parse_kind(val, &kind)) {
+                fprintf(stderr, "hone serve: --speculate expects none, lookup, self or draft\n");
                 return 2;
             }
             sco.speculate = kind;
+            speculate_set = 1;
         }
+        else if (IS("--draft")) draft_path = val;
         else if (IS("--http-threads")) { if (parse_int(a, val, 1, 256, &v)) return 2; so.http_threads = (int)v; }
         else if (IS("--max-connections")) { if (parse_int(a, val, 1, 1 << 24, &v)) return 2; so.max_connections = (int)v; }
         else if (IS("--max-client-connections")) { if (parse_int(a, val, 0, 1 << 24, &v)) return 2; so.max_client_connections = (int)v; }
@@ -255,11 +261,17 @@ int hone_cli_serve(int argc, char **argv)
 #undef IS
     }
     if (!model_path) { fprintf(stderr, "hone serve: -m MODEL is required\n%s", serve_usage); return 2; }
+    if (draft_path && !speculate_set) sco.speculate = HONE_SPEC_DRAFT;
+    if (sco.speculate == HONE_SPEC_DRAFT && !draft_path) {
+        fprintf(stderr, "hone serve: --speculate draft needs --draft MODEL\n");
+        return 2;
+    }
     if (to.push && !tune) { fprintf(stderr, "hone serve: --push and --push-to push what --tune commits: add --tune\n"); return 2; }
 
     hone_model *m = NULL;
     hone_tokenizer *tok = NULL;
     hone_backend *be = NULL;
+    hone_spec_draft *draft = NULL;
     hone_scheduler *sched = NULL;
     hone_server *srv = NULL;
     hone_tuner *tuner = NULL;
@@ -323,6 +335,12 @@ int hone_cli_serve(int argc, char **argv)
             prof = NULL;
         }
     }
+    if (draft_path) { /* the same context and pool size: a draft sequence is at most its request's */
+        hone_server_set_progress(srv, "draft", 0.8);
+        if (hone_spec_draft_open(&draft, draft_path, tok, device, &co)) goto fail;
+        sco.draft = hone_spec_draft_backend(draft);
+        fprintf(stderr, "hone serve: draft model %s on %s\n", draft_path, hone_backend_describe(sco.draft));
+    }
     hone_server_set_progress(srv, "scheduler", 0.9);
     if (hone_scheduler_new(&sched, be, tok, &sco)) goto fail;
     so.n_ctx = hone_backend_n_ctx(be);
@@ -383,6 +401,7 @@ fail:
     hone_scheduler_free(sched);
     if (prof && hone_backend_device(be) == HONE_DEVICE_CPU) hone_backend_set_slot_hook(be, NULL, NULL);
     hone_profile_free(prof);
+    hone_spec_draft_free(draft); /* after the scheduler: it held the draft sequences */
     hone_backend_free(be);
     hone_kernel_loader_free(kl); /* after the backend: its table called into the objects */
     if (have_tmpl) hone_chat_clear(&tmpl);

@@ -8,7 +8,11 @@
  * which is what a draft length pays.
  *
  *   spec [-m MODEL] [-t THREADS] [-n TOKENS] [--reps N] [--spec-k K] [--temp T] [--seed S]
- *        [--mode exact|distribution] [--speculate lookup|self] [--only WORKLOAD]
+ *        [--mode exact|distribution] [--speculate lookup|self|draft] [--draft MODEL] [--only WORKLOAD]
+ *
+ * --draft MODEL: a draft model of the same vocabulary (e.g. a more quantised copy of the target)
+ * drafts (--speculate draft, the default with it); its prefill is outside the decode time, as
+ * the target's is.
  *
  * Without -m: SmolLM2-135M-Instruct Q4_1 (tools/find_smollm2.py). Prompts go through the
  * model's chat template. */
@@ -171,7 +175,8 @@ done:
 
 int main(int argc, char **argv)
 {
-    const char *model = NULL, *only = NULL;
+    const char *model = NULL, *only = NULL, *draft_path = NULL;
+    int speculate_set = 0;
     int n_threads = 0, reps = 5;
     int64_t n_tokens = 160;
     hone_sampler_params sp = HONE_SAMPLER_PARAMS_INIT;
@@ -188,11 +193,13 @@ int main(int argc, char **argv)
         else if (!strcmp(a, "--seed") && v) sp.seed = (uint64_t)atoll(argv[++i]);
         else if (!strcmp(a, "--only") && v) only = argv[++i];
         else if (!strcmp(a, "--speculate") && v) {
-            if (hone_spec_parse_kind(argv[++i], &so.kind) || so.kind == HONE_SPEC_DRAFT) {
-                fprintf(stderr, "spec: --speculate lookup or self\n");
+            if (hone_spec_parse_kind(argv[++i], &so.kind) || so.kind == HONE_SPEC_NONE) {
+                fprintf(stderr, "spec: --speculate lookup, self or draft\n");
                 return 2;
             }
+            speculate_set = 1;
         }
+        else if (!strcmp(a, "--draft") && v) draft_path = argv[++i];
         else if (!strcmp(a, "--mode") && v) {
             if (hone_spec_parse_mode(argv[++i], &so.mode)) {
                 fprintf(stderr, "spec: %s\n", hone_error_last());
@@ -200,7 +207,8 @@ int main(int argc, char **argv)
             }
         } else {
             fprintf(stderr, "usage: spec [-m MODEL] [-t THREADS] [-n TOKENS] [--reps N] [--spec-k K] "
-                            "[--temp T] [--seed S] [--mode exact|distribution] [--speculate lookup|self] [--only WORKLOAD]\n");
+                            "[--temp T] [--seed S] [--mode exact|distribution] [--speculate lookup|self|draft] [--draft MODEL] "
+                            "[--only WORKLOAD]\n");
             return 2;
         }
     }
@@ -211,6 +219,11 @@ int main(int argc, char **argv)
         if (p) pclose(p);
         model = found;
     }
+    if (draft_path && !speculate_set) so.kind = HONE_SPEC_DRAFT;
+    if (so.kind == HONE_SPEC_DRAFT && !draft_path) {
+        fprintf(stderr, "spec: --speculate draft needs --draft MODEL\n");
+        return 2;
+    }
     if (!*model || reps < 1 || n_tokens < 2 || so.k_max < 1 || so.k_max > 64) {
         fprintf(stderr, "spec: no model (-m, or SmolLM2 through tools/find_smollm2.py), or bad options\n");
         return 2;
@@ -218,6 +231,7 @@ int main(int argc, char **argv)
     hone_model *m = NULL;
     hone_tokenizer *tok = NULL;
     hone_backend *be = NULL;
+    hone_spec_draft *draft = NULL;
     hone_chat_template ct;
     int have_ct = 0, rc = 1;
     hone_ctx_opts co = HONE_CTX_OPTS_INIT;
@@ -229,7 +243,8 @@ int main(int argc, char **argv)
     double *tp = malloc((size_t)reps * sizeof *tp), *ts = malloc((size_t)reps * sizeof *ts);
     double *ratio = malloc((size_t)reps * sizeof *ratio), *cratio = malloc((size_t)reps * sizeof *cratio);
     if (hone_model_load(&m, model) || hone_tokenizer_new(&tok, hone_model_gguf(m)) ||
-        hone_backend_new(&be, m, HONE_DEVICE_CPU, &co) || hone_chat_load(&ct, hone_model_gguf(m), tok)) {
+        hone_backend_new(&be, m, HONE_DEVICE_CPU, &co) || hone_chat_load(&ct, hone_model_gguf(m), tok) ||
+        (draft_path && hone_spec_draft_open(&draft, draft_path, tok, HONE_DEVICE_CPU, &co))) {
         fprintf(stderr, "spec: %s\n", hone_error_last());
         goto done;
     }
@@ -237,7 +252,14 @@ int main(int argc, char **argv)
     cJSON_AddStringToObject(root, "model", hone_model_name(m));
     cJSON_AddStringToObject(root, "backend", hone_backend_describe(be));
     cJSON_AddStringToObject(root, "mode", so.mode == HONE_SPEC_EXACT ? "exact" : "distribution");
-    cJSON_AddStringToObject(root, "draft", so.kind == HONE_SPEC_SELF ? "self" : "lookup");
+    cJSON_AddStringToObject(root, "draft", so.kind == HONE_SPEC_SELF    ? "self"
+                                           : so.kind == HONE_SPEC_DRAFT ? "model"
+                                                                        : "lookup");
+    if (draft) {
+        so.draft = hone_spec_draft_backend(draft);
+        cJSON_AddStringToObject(root, "draft_model", hone_model_name(hone_backend_model(so.draft)));
+        cJSON_AddStringToObject(root, "draft_path", draft_path);
+    }
     cJSON_AddNumberToObject(root, "k_max", so.k_max);
     cJSON_AddNumberToObject(root, "temperature", sp.temperature);
     cJSON_AddNumberToObject(root, "max_tokens", (double)n_tokens);
@@ -263,6 +285,7 @@ int main(int argc, char **argv)
         plain.kind = HONE_SPEC_NONE;
         int identical = 1;
         int64_t n_plain = 0, n_spec = 0, passes = 0, emitted = 0, drafted = 0, accepted = 0, proposed = 0;
+        int64_t draft_passes = 0;
         for (int r = 0; r < reps; r++) {
             /* a pair: plain and speculative back to back, the order alternating */
             hone_spec_stats st, st_plain;
@@ -289,6 +312,7 @@ int main(int argc, char **argv)
             drafted += st.drafted;
             accepted += st.accepted;
             proposed += st.proposed;
+            draft_passes += st.draft_passes;
         }
         free(ids);
         cJSON *o = cJSON_CreateObject();
@@ -299,6 +323,8 @@ int main(int argc, char **argv)
         cJSON_AddNumberToObject(o, "per_token_acceptance", drafted ? (double)accepted / (double)drafted : 0.0);
         cJSON_AddNumberToObject(o, "tokens_per_target_pass", passes ? (double)emitted / (double)passes : 0.0);
         cJSON_AddNumberToObject(o, "proposed_per_pass", passes ? (double)proposed / (double)passes : 0.0);
+        if (so.kind == HONE_SPEC_DRAFT) /* the draft model's forward passes per target pass */
+            cJSON_AddNumberToObject(o, "draft_passes_per_pass", passes ? (double)draft_passes / (double)passes : 0.0);
         cJSON_AddItemToObject(o, "plain_tok_s", stats_json(tp, reps));
         cJSON_AddItemToObject(o, "spec_tok_s", stats_json(ts, reps));
         /* the speedup of each interleaved pair (wall time), and by process CPU time (both threads;
@@ -324,6 +350,7 @@ done:
     free(ratio);
     free(cratio);
     if (have_ct) hone_chat_clear(&ct);
+    hone_spec_draft_free(draft);
     hone_backend_free(be);
     hone_tokenizer_free(tok);
     hone_model_free(m);

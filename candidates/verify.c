@@ -540,31 +540,77 @@ static int has_group(const cs_insn *in, int group)
     return 0;
 }
 
+/* The length of a ModRM operand (ModRM, SIB, displacement) at p, or 0 when it does not fit. */
+static size_t modrm_length(const uint8_t *p, size_t left)
+{
+    if (left < 1) return 0;
+    size_t n = 1;
+    unsigned mod = p[0] >> 6, rm = p[0] & 7;
+    if (mod != 3 && rm == 4) {
+        if (left < 2) return 0;
+        if (mod == 0 && (p[1] & 7) == 5) n += 4; /* SIB without base: disp32 */
+        n++;
+    }
+    if (mod == 1) n += 1;
+    else if (mod == 2 || (mod == 0 && rm == 5)) n += 4;
+    return n <= left ? n : 0;
+}
+
 /* The length of the EVEX (AVX-512) instruction at p, or 0: capstone 4 does not know every
  * AVX-512 instruction GCC emits for -march=native. An EVEX instruction is never a branch, a
  * system or state instruction; its length follows from its fields alone: 62 P0 P1 P2, the
  * opcode, ModRM, SIB and displacement, and an imm8 for every 0F3A opcode and the 0F opcodes
  * 70-73, C2, C4-C6 (Intel SDM vol. 2, 2.6). Maps 5 and 6 hold AVX512-FP16's arithmetic, moves
  * and conversions (GCC emits vmovw for f16 loads on Sapphire Rapids), none with an immediate
- * (Intel's AVX512-FP16 architecture specification; its immediates are all in map 0F3A). Legacy prefixes before it (fs:/gs:, 66, F2/F3)
- * make the byte at the failure not 62, so they are refused as undecodable. */
+ * (Intel's AVX512-FP16 architecture specification; its immediates are all in map 0F3A).
+ * Legacy prefixes before it (fs:/gs:, 66, F2/F3) make the byte at the failure not 62, so they
+ * are refused as undecodable. */
 static size_t evex_length(const uint8_t *p, size_t left)
 {
     if (left < 6 || p[0] != 0x62) return 0;
-    uint8_t p0 = p[1], p1 = p[2], map = p0 & 7, op = p[4], modrm = p[5];
+    uint8_t p0 = p[1], p1 = p[2], map = p0 & 7, op = p[4];
     /* fixed bits; maps 0F, 0F38, 0F3A, and AVX512-FP16's maps 5 and 6 (no imm8 in either) */
     if ((p0 & 0x08) || !(p1 & 0x04) || map < 1 || map == 4 || map > 6) return 0;
-    size_t n = 6;
-    unsigned mod = modrm >> 6, rm = modrm & 7;
-    if (mod != 3 && rm == 4) {
-        if (left < 7) return 0;
-        if (mod == 0 && (p[6] & 7) == 5) n += 4; /* SIB without base: disp32 */
-        n++;
-    }
-    if (mod == 1) n += 1;
-    else if (mod == 2 || (mod == 0 && rm == 5)) n += 4;
+    size_t m = modrm_length(p + 5, left - 5);
+    if (!m) return 0;
+    size_t n = 5 + m;
     if (map == 3 || (map == 1 && ((op >= 0x70 && op <= 0x73) || op == 0xc2 || (op >= 0xc4 && op <= 0xc6)))) n++;
     return n <= left && n <= 15 ? n : 0;
+}
+
+/* The length of the VEX opmask instruction at p, or 0: capstone 4 does not decode kmovd/kmovq
+ * (VEX.pp F2, or VEX.W1) and most of the 32- and 64-bit mask operations, which GCC emits for
+ * AVX-512 tail masks. Only AVX-512's opmask opcodes are measured (Intel SDM vol. 2, "Opmask
+ * instructions"): in map 0F, 41-42, 44-47, 4A-4B (kand, kandn, knot, kor, kxnor, kxor, kadd,
+ * kunpck) and 98-99 (kortest, ktest) on registers only, 90 (kmov load, or k to k), 91 (kmov
+ * store, memory only) and 92-93 (GPR to k, k to GPR, registers only); in map 0F3A, 30-33 (kshiftr, kshiftl)
+ * with an imm8. None branches or touches system state; every other VEX byte sequence capstone
+ * cannot decode stays undecodable. */
+static size_t vex_mask_length(const uint8_t *p, size_t left)
+{
+    if (left < 4 || (p[0] != 0xc4 && p[0] != 0xc5)) return 0;
+    unsigned map = 1;
+    size_t at = 2;
+    if (p[0] == 0xc4) {
+        map = p[1] & 0x1f;
+        at = 3;
+    }
+    if (left < at + 2) return 0;
+    uint8_t op = p[at], modrm = p[at + 1];
+    int reg_only = (modrm >> 6) == 3;
+    int known;
+    if (map == 1)
+        known = ((op >= 0x41 && op <= 0x42) || (op >= 0x44 && op <= 0x47) || op == 0x4a || op == 0x4b ||
+                 op == 0x98 || op == 0x99 || op == 0x92 || op == 0x93)
+                    ? reg_only
+                    : op == 0x90 || (op == 0x91 && !reg_only);
+    else
+        known = map == 3 && op >= 0x30 && op <= 0x33 && reg_only;
+    if (!known) return 0;
+    size_t m = modrm_length(p + at + 1, left - at - 1);
+    if (!m) return 0;
+    size_t n = at + 1 + m + (map == 3);
+    return n <= left ? n : 0;
 }
 
 typedef struct { uint64_t from, to; } branch;
@@ -669,7 +715,9 @@ static int check_code(obj *o)
             uint64_t at = addr;
             uint64_t off = at - s->sh_addr;
             int decoded = cs_disasm_iter(h, &code, &left, &addr, in);
-            size_t evex = decoded ? 0 : evex_length(o->b + s->sh_offset + off, s->sh_size - off);
+            const uint8_t *here = o->b + s->sh_offset + off;
+            size_t evex = decoded ? 0 : evex_length(here, s->sh_size - off);
+            if (!decoded && !evex) evex = vex_mask_length(here, s->sh_size - off);
             if (!decoded && !evex) {
                 rc = bad(o, "undecodable bytes at 0x%" PRIx64 " in %s", at, sec_name(o, i));
                 break;
@@ -679,7 +727,7 @@ static int check_code(obj *o)
             if (decoded) {
                 rc = check_insn(o, h, in, &br, &nbr, &capbr);
                 ends = in->id == X86_INS_RET || in->id == X86_INS_JMP || in->id == X86_INS_UD2;
-            } else { /* an AVX-512 instruction capstone does not know */
+            } else { /* an AVX-512 or opmask instruction capstone does not know */
                 ends = 0;
                 code = o->b + s->sh_offset + off + evex;
                 left = s->sh_size - off - evex;

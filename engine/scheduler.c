@@ -51,15 +51,18 @@ struct hone_request {
     int32_t sampled;
     /* speculative decoding (engine thread only): this step's draft rows follow the decode row,
      * the drafts written at toks[n_toks ..) (scratch until accepted) */
-    int spec;                 /* hone_spec_kind: 0 none, HONE_SPEC_LOOKUP or HONE_SPEC_SELF */
+    int spec;                 /* hone_spec_kind: 0 none, HONE_SPEC_LOOKUP, _SELF or _DRAFT */
     int spec_dist;            /* 1: distribution mode (hone_spec_decide_distribution), else exact */
-    double *q;                /* [spec_k][n_vocab] self drafts' distributions (distribution mode) */
+    double *q;                /* [spec_k][n_vocab] model drafts' distributions (distribution mode) */
     int64_t n_draft;          /* draft rows in this step */
     int32_t *emit;            /* [spec_k + 1] tokens the step's verification emits */
     int64_t n_emit;
     double alpha;             /* acceptance estimate (hone_spec_observe) */
     int32_t shadow;           /* a draft not verified (k = 0 chosen), checked against the next token */
     int64_t spec_accepted;    /* this step's accepted drafts, for the stats */
+    int spec_idle;            /* steps in a row a model draft (self, draft) chose k = 0 */
+    hone_kv_seq dseq;         /* HONE_SPEC_DRAFT: the draft model's sequence (its own pool):
+                               * toks[0 ..) as fed to it, truncated to what was accepted */
     /* output (under mu) */
     char *text;
     size_t text_len, text_cap, emit_len;
@@ -115,6 +118,14 @@ struct hone_scheduler {
     float **d_out;            /* [max_batch] */
     hone_request **d_req;     /* [max_batch] */
     double *dprobs;           /* [n_vocab] distribution mode's scratch */
+    /* the draft model (o.draft; engine thread): its pool, and the catch-up batch's arrays */
+    hone_backend *dbe;
+    hone_kv_cache *dkv;
+    int64_t dbs, dn_ctx, dcap;        /* its block size, context; rows per catch-up batch */
+    int32_t *dc_tok, *dc_pos;         /* [dcap] */
+    hone_kv_seq **dc_seqs;            /* [dcap] */
+    float **dc_out;                   /* [dcap] all NULL: catch-up rows need no logits */
+    uint64_t d_batches, d_rows;       /* draft model batches and rows not yet in st */
     int32_t *match;           /* [n_ctx / bs + 1] */
     /* outputs beyond the sampled rows' logits (engine thread only) */
     int64_t dim;
@@ -287,6 +298,7 @@ static void release_kv(hone_scheduler *s, hone_request *r)
     r->n_chain = 0;
     r->chain_stopped = s->pc == NULL;
     hone_kv_cache_release(s->kv, &r->seq);
+    if (s->dkv) hone_kv_cache_release(s->dkv, &r->dseq);
 }
 
 static void running_remove(hone_scheduler *s, hone_request *r)
@@ -533,7 +545,7 @@ static void sweep(hone_scheduler *s, double now)
  * go to toks[n_toks ..), the rows after the decode row. Returns the rows given. */
 static int64_t plan_drafts(hone_scheduler *s, int64_t budget)
 {
-    int64_t given = 0;
+    int64_t given = 0, dfree = s->dkv ? hone_kv_cache_n_free(s->dkv) : 0;
     for (int i = 0; i < s->n_running; i++) {
         hone_request *r = s->running[i];
         r->n_draft = 0;
@@ -547,9 +559,22 @@ static int64_t plan_drafts(hone_scheduler *s, int64_t budget)
         if (cap > r->max_tokens - r->completion_tokens - 1) cap = r->max_tokens - r->completion_tokens - 1;
         if (cap > s->n_ctx - r->n_toks) cap = s->n_ctx - r->n_toks;
         if (cap > budget - given) cap = budget - given;
+        if (r->spec == HONE_SPEC_DRAFT && cap > s->dn_ctx - r->n_toks) cap = s->dn_ctx - r->n_toks;
         if (cap <= 0) continue;
-        if (r->spec == HONE_SPEC_SELF) { /* drafted by spec_self_drafts once the rows are planned */
-            r->n_draft = hone_spec_choose_k(r->alpha, cap, NULL);
+        if (r->spec == HONE_SPEC_SELF || r->spec == HONE_SPEC_DRAFT) {
+            /* drafted by spec_model_drafts once the rows are planned; after HONE_SPEC_PROBE_AFTER
+             * steps of k = 0, one draft token (only drafting moves alpha) */
+            int64_t k = hone_spec_choose_k(r->alpha, cap, NULL);
+            if (k > 0 || ++r->spec_idle >= HONE_SPEC_PROBE_AFTER) {
+                r->spec_idle = 0;
+                if (!k) k = 1;
+            }
+            if (k && r->spec == HONE_SPEC_DRAFT) { /* its draft sequence must fit the draft's pool */
+                int64_t need = (r->n_toks - 1 + k + s->dbs - 1) / s->dbs - r->dseq.n_blocks;
+                if (need > dfree) k = 0;
+                else if (need > 0) dfree -= need;
+            }
+            r->n_draft = k;
             r->rows += r->n_draft;
             given += r->n_draft;
             continue;
@@ -595,42 +620,52 @@ static void spec_verify(hone_scheduler *s, hone_request *r)
     }
     r->spec_accepted = a;
     hone_kv_cache_truncate(s->kv, &r->seq, r->n_toks + a);
+    if (r->spec == HONE_SPEC_DRAFT && r->dseq.n_tokens > r->n_toks + a)
+        hone_kv_cache_truncate(s->dkv, &r->dseq, r->n_toks + a);
 }
 
-/* Self-speculation's drafts for this step's planned rows (not under mu): round i runs draft row i
- * of every self-speculating request as one batch through the target's first self_layers layers,
- * its final norm and head (hone_backend_forward_batch_layers), on the request's own sequence:
- * the K/V of those layers are what the verifying pass stores for the same tokens, and each
- * sequence is truncated back afterwards. Each draft is proposed as hone_spec proposes it: exact
- * mode, the request sampler's rule with the position's draw; distribution mode, a sample of the
- * draft's distribution q (kept for the acceptance test). The drafts go to the request's toks and
- * to the batch's rows after its decode row. */
-static int spec_self_drafts(hone_scheduler *s)
+/* The drafts of this step's planned rows by a model (not under mu): round d runs draft row d of
+ * every request drafting with `kind` as one batch, each row's logits proposing the next draft
+ * token as hone_spec proposes it: exact mode, the request sampler's rule with the position's
+ * draw; distribution mode, a sample of the draft's distribution q (kept for the acceptance
+ * test). HONE_SPEC_SELF: the target's first self_layers layers, its final norm and head
+ * (hone_backend_forward_batch_layers) on the request's own sequence (the K/V of those layers
+ * are what the verifying pass stores for the same tokens), truncated back afterwards.
+ * HONE_SPEC_DRAFT: the draft model on the request's draft sequence, which spec_verify truncates
+ * to what was accepted. The drafts go to the request's toks and to the batch's rows after its
+ * decode row. */
+static int spec_rounds(hone_scheduler *s, int kind)
 {
     int64_t row0[4096];
     int rc = 0, any = 0;
     for (int i = 0, n0 = 0; i < s->n_running; n0 += (int)s->running[i]->rows, i++) {
         row0[i] = n0;
-        any |= s->running[i]->spec == HONE_SPEC_SELF && s->running[i]->n_draft > 0;
+        any |= s->running[i]->spec == kind && s->running[i]->n_draft > 0;
     }
     if (!any) return 0;
     for (int64_t d = 0; !rc; d++) {
         int m = 0;
         for (int i = 0; i < s->n_running; i++) {
             hone_request *r = s->running[i];
-            if (r->spec != HONE_SPEC_SELF || r->n_draft <= d) continue;
+            if (r->spec != kind || r->n_draft <= d) continue;
             s->d_tok[m] = r->toks[r->n_toks - 1 + d]; /* the decode row's token, then draft d - 1 */
             s->d_pos[m] = (int32_t)(r->n_toks - 1 + d);
-            s->d_seqs[m] = &r->seq;
+            s->d_seqs[m] = kind == HONE_SPEC_DRAFT ? &r->dseq : &r->seq;
             s->d_out[m] = s->dlogits + m * s->n_vocab;
             s->d_req[m] = r;
             m++;
         }
         if (!m) break;
         hone_batch b = {m, s->d_tok, s->d_seqs, s->d_pos, s->d_out, NULL};
-        pthread_mutex_lock(&s->prof_mu);
-        rc = hone_backend_forward_batch_layers(s->be, &b, s->self_layers);
-        pthread_mutex_unlock(&s->prof_mu);
+        if (kind == HONE_SPEC_DRAFT) {
+            rc = hone_backend_forward_batch(s->dbe, &b);
+            s->d_batches++;
+            s->d_rows += (uint64_t)m;
+        } else {
+            pthread_mutex_lock(&s->prof_mu);
+            rc = hone_backend_forward_batch_layers(s->be, &b, s->self_layers);
+            pthread_mutex_unlock(&s->prof_mu);
+        }
         for (int j = 0; !rc && j < m; j++) {
             hone_request *r = s->d_req[j];
             int64_t P = r->n_toks + d; /* the drafted token's position */
@@ -642,10 +677,45 @@ static int spec_self_drafts(hone_scheduler *s)
     }
     for (int i = 0; i < s->n_running; i++) {
         hone_request *r = s->running[i];
-        if (r->spec != HONE_SPEC_SELF || r->n_draft <= 0) continue;
-        hone_kv_cache_truncate(s->kv, &r->seq, r->n_toks - 1);
+        if (r->spec != kind || r->n_draft <= 0) continue;
+        if (kind == HONE_SPEC_SELF) hone_kv_cache_truncate(s->kv, &r->seq, r->n_toks - 1);
         for (int64_t d = 0; d < r->n_draft; d++) s->b_tokens[row0[i] + 1 + d] = r->toks[r->n_toks + d];
     }
+    return rc;
+}
+
+/* The draft model's catch-up (not under mu): each drafting request's draft sequence is brought
+ * up to toks[0 .. n_toks - 1) (all but its decode row's token: the prompt on its first step,
+ * then the one or two tokens the last step accepted beyond its drafts), in batches of at most
+ * dcap rows over every such request, without logits. */
+static int spec_draft_catch_up(hone_scheduler *s)
+{
+    for (;;) {
+        int64_t m = 0;
+        for (int i = 0; i < s->n_running && m < s->dcap; i++) {
+            hone_request *r = s->running[i];
+            if (r->spec != HONE_SPEC_DRAFT || r->n_draft <= 0) continue;
+            if (r->dseq.n_tokens > r->n_toks - 1) hone_kv_cache_truncate(s->dkv, &r->dseq, r->n_toks - 1);
+            for (int64_t p = r->dseq.n_tokens; p < r->n_toks - 1 && m < s->dcap; p++, m++) {
+                s->dc_tok[m] = r->toks[p];
+                s->dc_pos[m] = (int32_t)p;
+                s->dc_seqs[m] = &r->dseq;
+            }
+        }
+        if (!m) return 0;
+        hone_batch b = {m, s->dc_tok, s->dc_seqs, s->dc_pos, s->dc_out, NULL};
+        int rc = hone_backend_forward_batch(s->dbe, &b);
+        s->d_batches++;
+        s->d_rows += (uint64_t)m;
+        if (rc) return rc;
+    }
+}
+
+/* Every model draft of this step (self-speculation, then the draft model). */
+static int spec_model_drafts(hone_scheduler *s)
+{
+    int rc = spec_rounds(s, HONE_SPEC_SELF);
+    if (!rc && s->dbe && !(rc = spec_draft_catch_up(s))) rc = spec_rounds(s, HONE_SPEC_DRAFT);
     return rc;
 }
 
@@ -912,7 +982,7 @@ static void *engine_main(void *arg)
 
         hone_batch b = {n, s->b_tokens, s->b_seqs, s->b_pos, s->b_out, s->any_hidden ? s->b_hidden : NULL};
         const hone_scheduler_observer *ob = &s->o.observer;
-        int rc = spec_self_drafts(s);
+        int rc = spec_model_drafts(s);
         pthread_mutex_lock(&s->prof_mu);
         if (ob->step_begin) ob->step_begin(ob->user, n, n_seqs);
         if (!rc) rc = hone_backend_forward_batch(s->be, &b);
@@ -939,6 +1009,9 @@ static void *engine_main(void *arg)
         if (!rc) outputs_prompt_rows(s);
 
         pthread_mutex_lock(&s->mu);
+        s->st.spec_draft_batches += s->d_batches;
+        s->st.spec_draft_rows += s->d_rows;
+        s->d_batches = s->d_rows = 0;
         s->st.steps++;
         s->st.rows += (uint64_t)n;
         hist_observe(&s->st.batch, n_seqs);
@@ -1029,10 +1102,33 @@ int hone_scheduler_new(hone_scheduler **out, hone_backend *be, const hone_tokeni
     /* a decode row and up to spec_k draft rows per request */
     s->logits = malloc((size_t)((int64_t)s->o.max_batch * (s->o.spec_k + 1) * s->n_vocab) * sizeof *s->logits);
     s->match = malloc((size_t)(s->n_ctx / s->bs + 2) * sizeof *s->match);
-    if (s->o.speculate != HONE_SPEC_NONE && s->o.speculate != HONE_SPEC_LOOKUP && s->o.speculate != HONE_SPEC_SELF) {
-        rc = hone_error_set(HONE_EINVAL, "scheduler: speculate must be none, lookup or self (a draft model "
-                                         "is not supported in the scheduler)");
+    if (s->o.speculate < HONE_SPEC_NONE || s->o.speculate > HONE_SPEC_SELF) {
+        rc = hone_error_set(HONE_EINVAL, "scheduler: speculate must be none, lookup, self or draft");
         goto fail;
+    }
+    if (s->o.speculate == HONE_SPEC_DRAFT && !s->o.draft) {
+        rc = hone_error_set(HONE_EINVAL, "scheduler: speculate draft needs a draft model (serve --draft MODEL)");
+        goto fail;
+    }
+    if (s->o.draft) {
+        if (hone_backend_n_vocab(s->o.draft) != s->n_vocab) {
+            rc = hone_error_set(HONE_EINVAL, "scheduler: the draft's vocabulary (%lld) is not the target's (%lld)",
+                                (long long)hone_backend_n_vocab(s->o.draft), (long long)s->n_vocab);
+            goto fail;
+        }
+        s->dbe = s->o.draft;
+        s->dkv = hone_backend_kv(s->dbe);
+        s->dbs = hone_kv_cache_block_size(s->dkv);
+        s->dn_ctx = hone_backend_n_ctx(s->dbe);
+        s->dcap = st;
+        s->dc_tok = malloc((size_t)s->dcap * sizeof *s->dc_tok);
+        s->dc_pos = malloc((size_t)s->dcap * sizeof *s->dc_pos);
+        s->dc_seqs = malloc((size_t)s->dcap * sizeof *s->dc_seqs);
+        s->dc_out = calloc((size_t)s->dcap, sizeof *s->dc_out);
+        if (!s->dc_tok || !s->dc_pos || !s->dc_seqs || !s->dc_out) {
+            rc = hone_error_set(HONE_ENOMEM, "out of memory for the scheduler");
+            goto fail;
+        }
     }
     if (s->o.spec_mode != HONE_SPEC_EXACT && s->o.spec_mode != HONE_SPEC_DISTRIBUTION) {
         rc = hone_error_set(HONE_EINVAL, "scheduler: spec_mode must be exact or distribution");
@@ -1137,6 +1233,10 @@ void hone_scheduler_free(hone_scheduler *s)
     free(s->d_out);
     free(s->d_req);
     free(s->dprobs);
+    free(s->dc_tok);
+    free(s->dc_pos);
+    free(s->dc_seqs);
+    free(s->dc_out);
     free(s->match);
     free(s->plogits);
     free(s->plp_req);
@@ -1225,6 +1325,7 @@ int hone_scheduler_submit(hone_scheduler *s, const hone_request_params *p, hone_
     r->notify_user = p->notify_user;
     r->spec = p->speculate == HONE_REQUEST_SPEC_LOOKUP ? HONE_SPEC_LOOKUP
               : p->speculate == HONE_REQUEST_SPEC_SELF ? HONE_SPEC_SELF
+              : p->speculate == HONE_REQUEST_SPEC_DRAFT ? HONE_SPEC_DRAFT
               : p->speculate == HONE_REQUEST_SPEC_DEFAULT ? s->o.speculate
                                                          : HONE_SPEC_NONE;
     r->spec_dist = p->spec_mode ? p->spec_mode == HONE_REQUEST_SPEC_DISTRIBUTION
@@ -1233,7 +1334,11 @@ int hone_scheduler_submit(hone_scheduler *s, const hone_request_params *p, hone_
         rc = hone_error_set(HONE_EUNSUPPORTED, "self-speculation runs on the CPU backend only");
         goto fail;
     }
-    if (r->spec == HONE_SPEC_SELF && r->spec_dist &&
+    if (r->spec == HONE_SPEC_DRAFT && !s->dbe) {
+        rc = hone_error_set(HONE_EINVAL, "this server has no draft model (serve --draft MODEL)");
+        goto fail;
+    }
+    if ((r->spec == HONE_SPEC_SELF || r->spec == HONE_SPEC_DRAFT) && r->spec_dist &&
         !(r->q = malloc((size_t)((int64_t)s->o.spec_k * s->n_vocab) * sizeof *r->q))) {
         rc = hone_error_set(HONE_ENOMEM, "out of memory");
         goto fail;

@@ -59,10 +59,14 @@ typedef struct {
      * by draft rows (prompt lookup, or the target's first self_layers layers: CPU backend),
      * verified with the position's draw: exact mode gives the tokens plain decoding gives,
      * distribution mode the same distribution (Leviathan et al.). */
-    int speculate;          /* default for requests: hone_spec_kind NONE, LOOKUP or SELF */
+    int speculate;          /* default for requests: hone_spec_kind NONE, LOOKUP, SELF or DRAFT */
     int spec_k;             /* draft tokens per request per step at most; 0: 8 */
     int spec_mode;          /* default for requests: hone_spec_mode (EXACT or DISTRIBUTION) */
     int self_layers;        /* self-speculation's draft layers; 0: half the model's */
+    /* HONE_SPEC_DRAFT: a draft model's backend (borrowed; same vocabulary: hone_spec_draft_open)
+     * with its own KV pool, where each drafting request keeps a sequence of its tokens, rolled
+     * back to what was accepted; NULL: no draft model (speculate DRAFT is refused) */
+    hone_backend *draft;
 } hone_scheduler_opts;
 
 #define HONE_SCHEDULER_OPTS_INIT \
@@ -105,6 +109,7 @@ enum {
     HONE_REQUEST_SPEC_OFF = 1,
     HONE_REQUEST_SPEC_LOOKUP = 2,
     HONE_REQUEST_SPEC_SELF = 3,
+    HONE_REQUEST_SPEC_DRAFT = 4, /* the scheduler's draft model (hone_scheduler_opts.draft) */
 };
 enum { HONE_REQUEST_SPEC_EXACT = 1, HONE_REQUEST_SPEC_DISTRIBUTION = 2 };
 
@@ -160,6 +165,9 @@ typedef struct {
     /* speculative decoding: request passes with draft rows, draft tokens verified and accepted,
      * tokens those passes emitted */
     uint64_t spec_passes, spec_drafted, spec_accepted, spec_emitted;
+    /* the draft model's forward batches (catch-up and draft rounds, each over every drafting
+     * request) and their rows */
+    uint64_t spec_draft_batches, spec_draft_rows;
 } hone_scheduler_stats;
 
 typedef struct hone_scheduler hone_scheduler;

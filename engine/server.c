@@ -943,15 +943,17 @@ static int parse_generation(hone_server *s, cJSON *root, int chat, gen_request *
         return bad(b, 400, "max_tokens", "invalid_value", "'max_tokens' 0 cannot be streamed");
     if (get_bool(root, "stream", &g->stream, b) || get_bool(root, "ignore_eos", &g->ignore_eos, b))
         return -1;
-    cJSON *spec = cJSON_GetObjectItemCaseSensitive(root, "speculate"); /* "lookup" | "self" | "none" */
+    cJSON *spec = cJSON_GetObjectItemCaseSensitive(root, "speculate"); /* "lookup" | "self" | "draft" | "none" */
     if (spec && !cJSON_IsNull(spec)) {
         const char *v = cJSON_IsString(spec) ? spec->valuestring : "";
         g->speculate = !strcmp(v, "lookup") ? HONE_REQUEST_SPEC_LOOKUP
                        : !strcmp(v, "self") ? HONE_REQUEST_SPEC_SELF
+                       : !strcmp(v, "draft") ? HONE_REQUEST_SPEC_DRAFT
                        : !strcmp(v, "none") ? HONE_REQUEST_SPEC_OFF
                                             : -1;
         if (g->speculate < 0)
-            return bad(b, 400, "speculate", "invalid_value", "'speculate' must be \"lookup\", \"self\" or \"none\"");
+            return bad(b, 400, "speculate", "invalid_value",
+                       "'speculate' must be \"lookup\", \"self\", \"draft\" or \"none\"");
     }
     cJSON *smode = cJSON_GetObjectItemCaseSensitive(root, "speculate_mode"); /* "exact" | "distribution" */
     if (smode && !cJSON_IsNull(smode)) {
@@ -2051,6 +2053,9 @@ static enum MHD_Result handle_metrics(conn_ctx *cc)
     COUNTER("hone_spec_draft_tokens_total", "Draft tokens verified.", st.spec_drafted);
     COUNTER("hone_spec_accepted_tokens_total", "Draft tokens accepted.", st.spec_accepted);
     COUNTER("hone_spec_emitted_tokens_total", "Tokens emitted by passes that verified drafts.", st.spec_emitted);
+    COUNTER("hone_spec_draft_model_batches_total", "Draft model forward batches (catch-up and draft rounds).",
+            st.spec_draft_batches);
+    COUNTER("hone_spec_draft_model_rows_total", "Rows in the draft model's forward batches.", st.spec_draft_rows);
     metric(&b, &l, &c, "# HELP hone_spec_acceptance_ratio Draft tokens accepted over verified.\n"
                        "# TYPE hone_spec_acceptance_ratio gauge\nhone_spec_acceptance_ratio %.6f\n",
            st.spec_drafted ? (double)st.spec_accepted / (double)st.spec_drafted : 0.0);

@@ -40,7 +40,9 @@ struct hone_spec {
     double alpha;           /* estimated probability that a draft token is accepted */
     double pass_ns[SPEC_K_LIMIT + 2]; /* running time of a target pass of r rows */
     int pass_seen[SPEC_K_LIMIT + 2];
+    double draft_ns;        /* running time of one draft forward (model drafts; 0: not measured) */
     int32_t shadow;         /* a lookup draft token not verified (k = 0 was chosen), or -1 */
+    int idle;               /* passes in a row a draft model or self-speculation chose k = 0 */
     hone_spec_stats st;
 };
 
@@ -60,6 +62,44 @@ int hone_spec_parse_mode(const char *s, int *out)
     else if (!strcmp(s, "distribution")) *out = HONE_SPEC_DISTRIBUTION;
     else return hone_error_set(HONE_EINVAL, "--spec-mode must be exact or distribution, got '%s'", s);
     return 0;
+}
+
+struct hone_spec_draft {
+    hone_model *m;
+    hone_backend *be;
+};
+
+void hone_spec_draft_free(hone_spec_draft *d)
+{
+    if (!d) return;
+    hone_backend_free(d->be);
+    hone_model_free(d->m);
+    free(d);
+}
+
+hone_backend *hone_spec_draft_backend(const hone_spec_draft *d) { return d->be; }
+
+int hone_spec_draft_open(hone_spec_draft **out, const char *path, const hone_tokenizer *target_tok, int device,
+                         const hone_ctx_opts *co)
+{
+    hone_tokenizer *tok = NULL;
+    char why[160];
+    int rc;
+    *out = NULL;
+    hone_spec_draft *d = calloc(1, sizeof *d);
+    if (!d) return hone_error_set(HONE_ENOMEM, "out of memory");
+    if ((rc = hone_model_load(&d->m, path)) || (rc = hone_tokenizer_new(&tok, hone_model_gguf(d->m)))) goto done;
+    if (!hone_tokenizer_same_vocab(target_tok, tok, why, sizeof why)) {
+        rc = hone_error_set(HONE_EINVAL, "the draft model %s does not share the target's vocabulary: %s", path, why);
+        goto done;
+    }
+    if ((rc = hone_backend_new(&d->be, d->m, (hone_device)device, co))) goto done;
+    *out = d;
+    d = NULL;
+done:
+    hone_tokenizer_free(tok);
+    hone_spec_draft_free(d);
+    return rc;
 }
 
 static uint64_t now_ns(void)
@@ -205,6 +245,8 @@ int hone_spec_start(hone_spec *sp, const int32_t *prompt, int64_t n, int32_t *ou
     if (sp->o.kind == HONE_SPEC_SELF && sp->o.self_layers == 0) rc = self_measure(sp, prompt, n);
     else rc = hone_backend_forward(sp->be, sp->seq, prompt, n, sp->logits, 0);
     if (rc) return rc;
+    /* the draft model's prefill here, not in the first pass (whose time would count it) */
+    if (sp->o.draft && (rc = hone_backend_forward(sp->o.draft, &sp->dseq, prompt, n, NULL, 0))) return rc;
     if (sp->o.kind == HONE_SPEC_SELF) sp->st.self_layers = sp->o.self_layers > 0 ? sp->o.self_layers : 0;
     sp->hist_n = 0;
     for (int64_t i = 0; i < n; i++)
@@ -215,16 +257,21 @@ int hone_spec_start(hone_spec *sp, const int32_t *prompt, int64_t n, int32_t *ou
 }
 
 /* The time a target pass of r rows is expected to take (relative units until measured). */
+/* Until r is measured: the prior row cost scaled from the first measured pass, plus r - 1 draft
+ * forwards at their measured time (a model draft's k tokens take about k forwards; the
+ * verifying part of a measured pass is its time less its drafts'). */
 static double pass_cost(const hone_spec *sp, int64_t r)
 {
     if (sp->pass_seen[r]) return sp->pass_ns[r];
-    double base = 1.0;
+    double base = 1.0, d = sp->draft_ns;
     for (int64_t s = 1; s <= sp->o.k_max + 1; s++)
         if (sp->pass_seen[s]) {
-            base = sp->pass_ns[s] / (1.0 + SPEC_ROW_PRIOR * (double)(s - 1));
+            double verify = sp->pass_ns[s] - (double)(s - 1) * d;
+            if (verify < 0.5 * sp->pass_ns[s]) verify = 0.5 * sp->pass_ns[s];
+            base = verify / (1.0 + SPEC_ROW_PRIOR * (double)(s - 1));
             break;
         }
-    return base * (1.0 + SPEC_ROW_PRIOR * (double)(r - 1));
+    return base * (1.0 + SPEC_ROW_PRIOR * (double)(r - 1)) + (double)(r - 1) * d;
 }
 
 int64_t hone_spec_choose_k(double alpha, int64_t avail, const double *cost)
@@ -252,6 +299,26 @@ static int64_t choose_k(const hone_spec *sp, int64_t avail)
     double cost[SPEC_K_LIMIT + 1];
     for (int64_t k = 0; k <= avail; k++) cost[k] = pass_cost(sp, k + 1);
     return hone_spec_choose_k(sp->alpha, avail, cost);
+}
+
+/* A model draft's length: choose_k's, or after HONE_SPEC_PROBE_AFTER passes of none, one token
+ * (only drafting updates alpha: without probing, k = 0 would be for good). */
+static int64_t choose_k_probe(hone_spec *sp, int64_t avail)
+{
+    int64_t k = choose_k(sp, avail);
+    if (k > 0 || avail < 1 || ++sp->idle >= HONE_SPEC_PROBE_AFTER) {
+        sp->idle = 0;
+        return k > 0 ? k : avail > 0;
+    }
+    return 0;
+}
+
+/* The time of one draft forward, from the n forwards since t0 (none: nothing to learn). */
+static void observe_draft_time(hone_spec *sp, uint64_t t0, int64_t n)
+{
+    if (n <= 0) return;
+    double per = (double)(now_ns() - t0) / (double)n;
+    sp->draft_ns = sp->draft_ns > 0.0 ? sp->draft_ns + SPEC_EWMA * (per - sp->draft_ns) : per;
 }
 
 static void observe_accept(hone_spec *sp, int accepted) { sp->alpha = hone_spec_observe(sp->alpha, accepted); }
@@ -469,11 +536,13 @@ int hone_spec_step(hone_spec *sp, int64_t max_emit, int32_t *out, int64_t *n_out
         k = avail ? choose_k(sp, avail) : 0;
         if (avail && !k) sp->shadow = sp->draft[0];
     } else if (sp->o.kind == HONE_SPEC_DRAFT && kcap > 0) {
-        int64_t want = choose_k(sp, kcap);
+        int64_t want = choose_k_probe(sp, kcap), f0 = sp->st.draft_passes;
         if (want > 0 && (rc = draft_model(sp, want, &k))) return rc;
+        observe_draft_time(sp, t0, sp->st.draft_passes - f0);
     } else if (sp->o.kind == HONE_SPEC_SELF && sp->o.self_layers > 0 && kcap > 0) {
-        int64_t want = choose_k(sp, kcap);
+        int64_t want = choose_k_probe(sp, kcap), f0 = sp->st.draft_passes;
         if (want > 0 && (rc = draft_self(sp, want, &k))) return rc;
+        observe_draft_time(sp, t0, sp->st.draft_passes - f0);
     }
     sp->st.proposed += k;
     /* verify: rows cur, d1 .. dk at positions n0 .. n0 + k, every row's logits */

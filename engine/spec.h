@@ -15,6 +15,7 @@
 #include "backend.h"
 #include "kv_cache.h"
 #include "sampler.h"
+#include "tokenizer.h"
 
 typedef enum {
     HONE_SPEC_NONE = 0,   /* plain decoding: one token per target pass (the reference) */
@@ -62,6 +63,23 @@ typedef struct {
 } hone_spec_stats;
 
 typedef struct hone_spec hone_spec;
+
+/* A draft model (HONE_SPEC_DRAFT, `--draft MODEL`): the GGUF at path opened as a second model
+ * and backend on device with co (so with its own KV pool of co->kv_blocks blocks). Refused
+ * (HONE_EINVAL, naming the first difference) unless its vocabulary is target_tok's
+ * (hone_tokenizer_same_vocab): a draft token id must mean the target's token. */
+typedef struct hone_spec_draft hone_spec_draft;
+int hone_spec_draft_open(hone_spec_draft **out, const char *path, const hone_tokenizer *target_tok, int device,
+                         const hone_ctx_opts *co);
+/* The draft's backend (borrowed: valid until hone_spec_draft_free). */
+hone_backend *hone_spec_draft_backend(const hone_spec_draft *d);
+/* Accepts NULL. */
+void hone_spec_draft_free(hone_spec_draft *d);
+
+/* Passes a draft model or self-speculation choose no draft (adaptive k = 0) before one pass
+ * drafts a single token anyway, so that the acceptance estimate, which only drafting updates,
+ * can recover when the text turns predictable. */
+#define HONE_SPEC_PROBE_AFTER 16
 
 /* Parses "none"/"off", "lookup", "draft", "self" into *out (hone_spec_kind); "exact"/"distribution"
  * into a hone_spec_mode. HONE_EINVAL for anything else. */

@@ -1340,3 +1340,42 @@ int hone_tokenizer_token_type(const hone_tokenizer *t, int32_t id)
 {
     return id >= 0 && id < t->n_vocab ? t->types[id] : -1;
 }
+
+int hone_tokenizer_same_vocab(const hone_tokenizer *a, const hone_tokenizer *b, char *why, size_t cap)
+{
+    char tmp[8];
+    if (!why) {
+        why = tmp;
+        cap = sizeof tmp;
+    }
+    if (cap) why[0] = '\0';
+    if (a->kind != b->kind) {
+        snprintf(why, cap, "tokenizer kinds differ (%s vs %s)", a->kind == HONE_TOKENIZER_SPM ? "spm" : "gpt2",
+                 b->kind == HONE_TOKENIZER_SPM ? "spm" : "gpt2");
+        return 0;
+    }
+    if (a->n_vocab != b->n_vocab) {
+        snprintf(why, cap, "%d tokens vs %d", (int)a->n_vocab, (int)b->n_vocab);
+        return 0;
+    }
+    const struct { const char *name; int32_t x, y; } ids[] = {
+        {"bos", a->bos, b->bos}, {"eos", a->eos, b->eos}, {"eot", a->eot, b->eot},
+        {"unk", a->unk, b->unk}, {"pad", a->pad, b->pad}};
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++)
+        if (ids[i].x != ids[i].y) {
+            snprintf(why, cap, "the %s token is %d vs %d", ids[i].name, (int)ids[i].x, (int)ids[i].y);
+            return 0;
+        }
+    for (int32_t id = 0; id < a->n_vocab; id++) {
+        if (a->tok_len[id] != b->tok_len[id] || memcmp(tok_str(a, id), tok_str(b, id), a->tok_len[id])) {
+            snprintf(why, cap, "token %d is '%.40s' vs '%.40s'", (int)id, tok_str(a, id), tok_str(b, id));
+            return 0;
+        }
+        if (a->types[id] != b->types[id]) {
+            snprintf(why, cap, "token %d ('%.40s') has type %d vs %d", (int)id, tok_str(a, id), (int)a->types[id],
+                     (int)b->types[id]);
+            return 0;
+        }
+    }
+    return 1;
+}

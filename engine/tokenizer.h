@@ -95,6 +95,12 @@ const char *hone_tokenizer_pre(const hone_tokenizer *t);
  * "" when there is none. Borrowed. */
 const char *hone_tokenizer_note(const hone_tokenizer *t);
 
+/* 1 when a and b give every token id the same meaning (a draft model must share its
+ * target's): the same kind, token count, token texts and types, and special ids (bos, eos,
+ * eot, unk, pad). Else 0, with the first difference in why[cap] (may be NULL), e.g.
+ * "token 300 is 'ab' vs 'cd'" or "2048 tokens vs 512". */
+int hone_tokenizer_same_vocab(const hone_tokenizer *a, const hone_tokenizer *b, char *why, size_t cap);
+
 /* Streaming detokenizer: push ids as they are generated and get back only complete UTF-8;
  * an incomplete trailing sequence is held until later tokens finish it. */
 typedef struct hone_detok hone_detok;

@@ -40,6 +40,7 @@ typedef struct {
     double *arr[3];       /* a, b, c for copy and triad: thirds of buf */
     size_t chunk3;        /* elements per thread in each of a, b, c (multiple of MEMBW_BLOCK) */
     int n_threads, reps, copy_triad;
+    clockid_t clock; /* CLOCK_MONOTONIC, or the thread's CPU clock (one thread) */
     pthread_barrier_t barrier;
     pthread_mutex_t gate_mu;  /* the gate: workers wait until every thread exists */
     pthread_cond_t gate_cv;
@@ -53,10 +54,10 @@ typedef struct {
     uint64_t sink; /* the read sum, stored so the sweep cannot be optimised away */
 } membw_worker;
 
-static double now_s(void)
+static double now_s(clockid_t clock)
 {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(clock, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -127,14 +128,14 @@ static void *worker_main(void *arg)
         for (int r = 0; r < sh->reps; r++) {
             pthread_barrier_wait(&sh->barrier);
             size_t slot = ((size_t)ph * (size_t)sh->reps + (size_t)r) * (size_t)nt + (size_t)t;
-            sh->t_start[slot] = now_s();
+            sh->t_start[slot] = now_s(sh->clock);
             if (ph == PHASE_READ)
                 sink += kernel_read(mine, sh->chunk);
             else if (ph == PHASE_COPY)
                 kernel_copy(sh->arr[2] + off3, sh->arr[0] + off3, sh->chunk3);
             else
                 kernel_triad(sh->arr[0] + off3, sh->arr[1] + off3, sh->arr[2] + off3, 3.0, sh->chunk3);
-            sh->t_end[slot] = now_s();
+            sh->t_end[slot] = now_s(sh->clock);
         }
     }
     w->sink = sink;
@@ -174,6 +175,9 @@ int hone_membw_run(hone_membw_result *out, const hone_membw_opts *opts)
         return hone_error_set(HONE_EINVAL, "membw: n_threads %d must be 0 (all CPUs) or 1..1024", o.n_threads);
     if (o.repetitions < 1 || o.repetitions > 10000)
         return hone_error_set(HONE_EINVAL, "membw: repetitions %d must be 1..10000", o.repetitions);
+    if (o.thread_cpu_time && o.n_threads != 1)
+        return hone_error_set(HONE_EINVAL, "membw: thread_cpu_time needs n_threads 1, not %d", o.n_threads);
+    sh.clock = o.thread_cpu_time ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC;
     int nt = o.n_threads;
     if (nt == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -276,7 +280,7 @@ double hone_membw_fma_peak_gflops(void)
     const long iters = 200000;
     double best = 0;
     for (int rep = 0; rep < 3; rep++) {
-        double t0 = now_s();
+        double t0 = now_s(CLOCK_MONOTONIC);
         float sink;
 #if defined(__AVX512F__)
         __m512 acc[12], m = _mm512_set1_ps(0.999999f), k = _mm512_set1_ps(1e-7f);
@@ -306,7 +310,7 @@ double hone_membw_fma_peak_gflops(void)
 #endif
         volatile float keep = sink;
         (void)keep;
-        double s = now_s() - t0;
+        double s = now_s(CLOCK_MONOTONIC) - t0;
         if (s > 0 && flops / s * 1e-9 > best) best = flops / s * 1e-9;
     }
     return best;

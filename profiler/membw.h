@@ -11,10 +11,13 @@ typedef struct {
     int n_threads;       /* 0 = every online CPU; otherwise 1..1024 */
     int repetitions;     /* sweeps timed; the best one is reported; >= 1; default 5 */
     int copy_triad;      /* also time STREAM copy and triad (three arrays of buffer/3) */
+    int thread_cpu_time; /* time each sweep by the thread's CPU clock, not the wall clock (needs
+                          * n_threads == 1): a figure preemption by other tenants cannot lower, to
+                          * compare with kernel timings taken on the same clock (the guard's) */
 } hone_membw_opts;
 
 #define HONE_MEMBW_OPTS_INIT \
-    {.buffer_bytes = (size_t)512 << 20, .n_threads = 0, .repetitions = 5, .copy_triad = 1}
+    {.buffer_bytes = (size_t)512 << 20, .n_threads = 0, .repetitions = 5, .copy_triad = 1, .thread_cpu_time = 0}
 
 typedef struct {
     double read_gbps;    /* sum of every 8-byte word of the buffer: bytes read / time */

@@ -204,7 +204,17 @@ def _set():
     s["tiny-llama-lastpool-f32"] = dict(BASE, pooling=3, family="tiny-llama-lastpool")
     s.update(_quant_set(BASE))
     s.update(_arch_set())
+    s.update(_draft_set())
     return s
+
+
+def _draft_set():
+    """Speculative decoding's draft models for tiny-llama-f32 (tests/engine/test_spec.c)."""
+    # the target's vocabulary, embedding, first layer and head, without its second layer
+    # (weights_layers: drawn as the 2-layer family, so every kept tensor is the target's)
+    return {"tiny-llama-draft-f32": dict(BASE, n_layer=1, weights_layers=2),
+            # the target's weights with two token strings swapped: a draft that must be refused
+            "tiny-llama-vocabswap-f32": dict(BASE, vocab_swap=(300, 301))}
 
 
 def _arch_set():
@@ -390,6 +400,11 @@ def encode_tensor(arr, qtype):
 def write_model(path, spec, vocab, seed, name):
     arch = spec["arch"]
     qtype, ftype = DTYPES[spec["dtype"]]
+    if spec.get("vocab_swap"):
+        a, b = spec["vocab_swap"]
+        vocab = dict(vocab, tokens=list(vocab["tokens"]), token_type=list(vocab["token_type"]))
+        for key in ("tokens", "token_type"):
+            vocab[key][a], vocab[key][b] = vocab[key][b], vocab[key][a]
     n_vocab = len(vocab["tokens"])
     dim = spec.get("dim", spec["n_head"] * spec["head_dim"])
     tmp = path + ".tmp"
@@ -438,7 +453,10 @@ def write_model(path, spec, vocab, seed, name):
     if template:
         w.add_string("tokenizer.chat_template", template)
 
-    for tname, arr in gen_weights(spec, n_vocab, seed).items():
+    drawn = dict(spec, n_layer=spec.get("weights_layers", spec["n_layer"]))
+    for tname, arr in gen_weights(drawn, n_vocab, seed).items():
+        if tname.startswith("blk.") and int(tname.split(".")[1]) >= spec["n_layer"]:
+            continue  # weights_layers: the layers beyond this model's
         data, raw = encode_tensor(arr, qtype)
         w.add_tensor(tname, data, raw_dtype=raw)
 

@@ -14,6 +14,7 @@
 #include "engine/model.h"
 #include "engine/sampler.h"
 #include "engine/spec.h"
+#include "engine/tokenizer.h"
 #include "harness.h"
 
 static char *model_path(const char *name)
@@ -273,6 +274,46 @@ static void test_exact_draft_model(void)
     int64_t acc = 0;
     check_exact(t, d, 0, 30, &acc);
     CHECK_MSG(acc > 0, "the q8_0 draft never agreed with the f32 target");
+    /* a smaller draft: the target's first layer of two (tiny-llama-draft-f32) */
+    snprintf(d, sizeof d, "%s", model_path("tiny-llama-draft-f32.gguf"));
+    acc = 0;
+    check_exact(t, d, 0, 30, &acc);
+    CHECK_MSG(acc > 0, "the 1-layer draft never agreed with the 2-layer target");
+}
+
+/* hone_spec_draft_open: a draft of the same vocabulary opens (and has the target's vocabulary
+ * size); one with two token strings swapped, or another tokenizer, is refused naming the
+ * difference. */
+static void test_draft_vocab(void)
+{
+    hone_model *m = NULL;
+    hone_tokenizer *tok = NULL;
+    hone_spec_draft *d = NULL;
+    hone_ctx_opts co = HONE_CTX_OPTS_INIT;
+    co.n_threads = 1;
+    co.n_ctx = 64;
+    char path[4096];
+    snprintf(path, sizeof path, "%s", model_path("tiny-llama-f32.gguf"));
+    CHECK_EQ_INT(hone_model_load(&m, path), 0);
+    CHECK_EQ_INT(hone_tokenizer_new(&tok, hone_model_gguf(m)), 0);
+    char why[160];
+    CHECK_EQ_INT(hone_tokenizer_same_vocab(tok, tok, why, sizeof why), 1);
+    CHECK_EQ_INT(hone_spec_draft_open(&d, model_path("tiny-llama-draft-f32.gguf"), tok, HONE_DEVICE_CPU, &co), 0);
+    CHECK(d && hone_backend_n_vocab(hone_spec_draft_backend(d)) == hone_tokenizer_n_vocab(tok));
+    hone_spec_draft_free(d);
+    d = NULL;
+    CHECK_EQ_INT(hone_spec_draft_open(&d, model_path("tiny-llama-vocabswap-f32.gguf"), tok, HONE_DEVICE_CPU, &co),
+                 HONE_EINVAL);
+    CHECK(d == NULL);
+    CHECK_MSG(strstr(hone_error_last(), "vocabulary") && strstr(hone_error_last(), "token 300 is"),
+              "message: %s", hone_error_last());
+    CHECK_EQ_INT(hone_spec_draft_open(&d, model_path("tiny-llama-spm-f32.gguf"), tok, HONE_DEVICE_CPU, &co),
+                 HONE_EINVAL);
+    CHECK_MSG(strstr(hone_error_last(), "tokenizer kinds differ"), "message: %s", hone_error_last());
+    CHECK_EQ_INT(hone_spec_draft_open(&d, model_path("no-such-model.gguf"), tok, HONE_DEVICE_CPU, &co) < 0, 1);
+    CHECK(d == NULL);
+    hone_tokenizer_free(tok);
+    hone_model_free(m);
 }
 
 static void test_exact_smollm2(void)
@@ -292,6 +333,10 @@ static void test_exact_smollm2(void)
     check_exact(path, NULL, 0, 24, &acc);
     CHECK(acc > 0);
     check_exact(path, NULL, 15, 12, &acc); /* self-speculation: half of SmolLM2's 30 layers */
+    CHECK(acc > 0);
+    /* a draft model: SmolLM2 drafting for itself (its single-row logits are the verifying
+     * rows' bitwise, so every greedy draft is accepted), greedy fixed k and seeded top-k adaptive */
+    check_exact_cfgs(path, path, 0, 12, 0x1u | 0x8u | CFG_PROMPT(1), &acc);
     CHECK(acc > 0);
 }
 
@@ -432,6 +477,7 @@ static void test_distribution(void)
 }
 
 TEST_MAIN(TEST_CASE(test_uniform_at), TEST_CASE(test_sample_at), TEST_CASE(test_lookup),
-          TEST_CASE(test_exact_tiny), TEST_CASE(test_exact_draft_model), TEST_CASE(test_exact_self),
+          TEST_CASE(test_exact_tiny), TEST_CASE(test_exact_draft_model), TEST_CASE(test_draft_vocab),
+          TEST_CASE(test_exact_self),
           TEST_CASE(test_exact_smollm2), TEST_CASE(test_exact_gemma3),
           TEST_CASE(test_distribution))

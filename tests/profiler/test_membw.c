@@ -15,6 +15,35 @@ static void test_defaults(void)
     CHECK_EQ_INT(o.n_threads, 0);
     CHECK_EQ_INT(o.repetitions, 5);
     CHECK_EQ_INT(o.copy_triad, 1);
+    CHECK_EQ_INT(o.thread_cpu_time, 0);
+}
+
+/* The thread-CPU-clock figure (the guard's roof): one thread only, plausible, and never far
+ * below the wall-clock figure of the same sweep (CPU time is at most the wall time, so the
+ * figure can only be as high or higher, bar the noise between two runs). */
+static void test_thread_cpu_time(void)
+{
+    hone_membw_opts o = HONE_MEMBW_OPTS_INIT;
+    o.buffer_bytes = (size_t)64 << 20;
+    o.repetitions = 3;
+    o.copy_triad = 0;
+    o.n_threads = 1;
+    hone_membw_result wall, cpu;
+    CHECK_EQ_INT(hone_membw_run(&wall, &o), 0);
+    o.thread_cpu_time = 1;
+    int rc = hone_membw_run(&cpu, &o);
+    CHECK_MSG(rc == 0, "%d %s", rc, hone_error_last());
+    fprintf(stderr, "  1 thread read: wall clock %.1f GB/s, thread CPU clock %.1f GB/s\n", wall.read_gbps,
+            cpu.read_gbps);
+    CHECK_MSG(plausible(cpu.read_gbps), "read %.3f GB/s", cpu.read_gbps);
+    CHECK_MSG(cpu.read_gbps > 0.5 * wall.read_gbps, "CPU clock %.2f vs wall clock %.2f GB/s", cpu.read_gbps,
+              wall.read_gbps);
+    CHECK(cpu.copy_gbps == 0.0);
+    o.n_threads = 2;
+    CHECK_EQ_INT(hone_membw_run(&cpu, &o), HONE_EINVAL);
+    CHECK_STR_CONTAINS(hone_error_last(), "thread_cpu_time needs n_threads 1");
+    o.n_threads = 0;
+    CHECK_EQ_INT(hone_membw_run(&cpu, &o), HONE_EINVAL);
 }
 
 static void test_read_copy_triad(void)
@@ -80,5 +109,5 @@ static void test_invalid_opts(void)
     CHECK(gbps == 0.0);
 }
 
-TEST_MAIN(TEST_CASE(test_defaults), TEST_CASE(test_read_copy_triad), TEST_CASE(test_measure_wrapper),
+TEST_MAIN(TEST_CASE(test_defaults), TEST_CASE(test_read_copy_triad), TEST_CASE(test_measure_wrapper), TEST_CASE(test_thread_cpu_time),
           TEST_CASE(test_invalid_opts))
