@@ -51,7 +51,7 @@ static const char tmpl[] =
     "#define KEYS %3$d\n"
     "#define PREFETCH %4$d\n"
     "#define VEXP %5$d\n"
-    "#define MAXK 2048 /* keys whose scores the extra heads keep on the stack */\n"
+    "#define MAXK 8192 /* keys whose scores the extra heads keep on the stack (the guard times 4096) */\n"
     "\n"
     "#ifdef HONE_CPU_SIMD\n"
     "%6$s"

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "app/cli.h"
+#include "app/kv_plan.h"
 #include "candidates/kernel_loader.h"
 #include "engine/backend.h"
 #include "engine/chat.h"
@@ -61,7 +62,8 @@ static const char usage_tail[] =
     "\n"
     "\n"
     "common options: -t THREADS (default: the CPUs this process may use: affinity and cgroup quota),\n"
-    "                --ctx N (context length),\n"
+    "                --ctx N (context length; default: the model's trained one),\n"
+    "                --chunk N (prefill tokens per forward chunk; the logits do not depend on it),\n"
     "                --device auto|cpu|cuda (auto: the GPU when one is usable),\n"
     "                --kernels DIR (approved CPU kernels DIR/cpu/<slot>.c replace the baselines\n"
     "                they differ from, after a self-check; default: the shipped baselines)\n"
@@ -71,6 +73,7 @@ typedef struct {
     const char *model, *prompt, *file, *out, *prompt_tokens, *tokens, *system, *kernels, *draft;
     const char *chat_template; /* --chat-template FILE: renders instead of the GGUF's template */
     int64_t n_predict, steps, n_ctx;
+    int64_t chunk;             /* --chunk: prefill tokens per forward chunk; 0: the engine's */
     int n_threads, chat, no_bos, all_positions, tensors, device, help;
     hone_sampler_params sp;
     hone_spec_opts spec;
@@ -148,6 +151,7 @@ static int parse_int_range(const char *flag, const char *v, int64_t lo, int64_t 
 enum { O_OUT = 256, O_PROMPT_TOKENS, O_TOKENS, O_SYSTEM, O_KERNELS, O_DEVICE, O_STEPS, O_CTX, O_TEMP,
        O_TOP_K, O_TOP_P, O_MIN_P, O_REPEAT, O_SEED, O_CHAT, O_NO_BOS, O_ALL_POS, O_TENSORS, O_CHAT_TEMPLATE,
        O_SPECULATE, O_DRAFT, O_SPEC_K, O_SPEC_MODE, O_SPEC_FIXED, O_SPEC_LAYERS };
+enum { O_CHUNK = 512 }; /* --chunk: the prefill chunk (long-context bitwise tests) */
 
 static const struct option long_opts[] = {
     {"model", required_argument, NULL, 'm'},      {"prompt", required_argument, NULL, 'p'},
@@ -157,6 +161,7 @@ static const struct option long_opts[] = {
     {"tokens", required_argument, NULL, O_TOKENS}, {"system", required_argument, NULL, O_SYSTEM},
     {"kernels", required_argument, NULL, O_KERNELS}, {"device", required_argument, NULL, O_DEVICE},
     {"steps", required_argument, NULL, O_STEPS},  {"ctx", required_argument, NULL, O_CTX},
+    {"chunk", required_argument, NULL, O_CHUNK},
     {"temp", required_argument, NULL, O_TEMP},    {"top-k", required_argument, NULL, O_TOP_K},
     {"top-p", required_argument, NULL, O_TOP_P},  {"min-p", required_argument, NULL, O_MIN_P},
     {"repeat-penalty", required_argument, NULL, O_REPEAT}, {"seed", required_argument, NULL, O_SEED},
@@ -217,6 +222,7 @@ static int parse_options(int argc, char **argv, options *o)
         case 'n': rc = parse_int_range("-n", v, 0, INT32_MAX, &o->n_predict); break;
         case O_STEPS: rc = parse_int_range("--steps", v, 1, INT32_MAX, &o->steps); break;
         case O_CTX: rc = parse_int_range("--ctx", v, 0, 1 << 22, &o->n_ctx); break;
+        case O_CHUNK: rc = parse_int_range("--chunk", v, 1, 4096, &o->chunk); break;
         case 't': rc = parse_int_range("-t", v, 0, 1024, &iv); o->n_threads = (int)iv; break;
         case O_TOP_K: rc = parse_int_range("--top-k", v, 0, INT32_MAX, &iv); o->sp.top_k = (int32_t)iv; break;
         case O_SEED: rc = parse_i64(v, &iv, "--seed"); o->sp.seed = (uint64_t)iv; break;
@@ -274,6 +280,34 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* hone info's KV lines: bytes per token, at full context, a sliding-window-aware cache's
+ * need, and the pool `hone serve` would plan on this machine. */
+static void kv_info(const hone_model *m)
+{
+    const hone_hparams *hp = hone_model_hparams(m);
+    hone_kv_plan p;
+    hone_kv_plan_opts po = HONE_KV_PLAN_OPTS_INIT;
+    if (hone_kv_plan_make(&p, m, &po) != 0) {
+        printf("kv cache      %s\n", hone_error_last());
+        return;
+    }
+    double full = (double)hp->n_ctx_train * (double)p.token_bytes / (1 << 20);
+    printf("kv cache      %lld bytes per token (f32 K and V: %lld layers x %lld KV heads x %lld), "
+           "%.1f MiB at the full context (%lld tokens)\n", (long long)p.token_bytes, (long long)hp->n_layers,
+           (long long)hp->n_kv_heads, (long long)hp->head_dim, full, (long long)hp->n_ctx_train);
+    int64_t n_win = 0, win = 0;
+    for (int64_t l = 0; l < hp->n_layers; l++)
+        if (hone_model_layer_window(m, l) > 0) n_win++, win = hone_model_layer_window(m, l);
+    if (n_win)
+        printf("              sliding window: %lld of %lld layers see %lld keys; a SWA-aware cache would "
+               "need %.1f MiB at the full context (this one keeps every key)\n", (long long)n_win,
+               (long long)hp->n_layers, (long long)win,
+               (double)hone_kv_plan_swa_bytes(m, hp->n_ctx_train) / (1 << 20));
+    printf("serve pool    %lld tokens (%.1f MiB) for a %lld-token context%s%s\n",
+           (long long)(p.kv_blocks * p.block_size), (double)p.pool_bytes / (1 << 20), (long long)p.n_ctx,
+           p.cut ? "; " : "", p.note);
+}
+
 static int cmd_info(const options *o)
 {
     hone_model *m = NULL;
@@ -292,7 +326,8 @@ static int cmd_info(const options *o)
            (long long)hp->head_dim);
     printf("ffn           %lld\n", (long long)hp->ffn);
     printf("vocab         %lld\n", (long long)hp->n_vocab);
-    printf("context       %lld\n", (long long)hp->n_ctx_train);
+    printf("context       %lld (trained; the default of serve and generate)\n", (long long)hp->n_ctx_train);
+    kv_info(m);
     printf("rope          %s layout, base %g, %lld dims\n", hp->rope_neox ? "neox" : "normal",
            (double)hp->rope_base, (long long)hp->n_rot);
     printf("norm eps      %g\n", (double)hp->norm_eps);
@@ -383,6 +418,7 @@ static hone_ctx_opts ctx_options(const options *o)
     hone_ctx_opts co = HONE_CTX_OPTS_INIT;
     co.n_threads = o->n_threads;
     co.n_ctx = o->n_ctx;
+    if (o->chunk > 0) co.chunk = o->chunk;
     return co;
 }
 
@@ -421,6 +457,30 @@ static int prompt_ids(const options *o, const hone_model *m, hone_tokenizer *tok
     return rc;
 }
 
+/* generate's context (--ctx, else the trained one) and a pool for its one request; a prompt
+ * plus -n that does not fit is an error here, before any backend is made. */
+static int generate_plan(const options *o, const hone_model *m, int64_t n, hone_ctx_opts *co)
+{
+    hone_kv_plan p;
+    hone_kv_plan_opts po = HONE_KV_PLAN_OPTS_INIT;
+    int64_t n_ctx = o->n_ctx > 0 ? o->n_ctx : hone_model_hparams(m)->n_ctx_train;
+    if (n + o->n_predict > n_ctx)
+        return hone_error_set(HONE_ERANGE, "context length exceeded: the prompt has %lld tokens and -n asks for "
+                              "%lld more; the context holds %lld (--ctx, at most the model's trained %lld)",
+                              (long long)n, (long long)o->n_predict, (long long)n_ctx,
+                              (long long)hone_model_hparams(m)->n_ctx_train);
+    po.n_ctx = n_ctx;
+    po.block_size = co->kv_block_size;
+    po.tokens = n + o->n_predict + o->spec.k_max + 1; /* the drafts verified past the last token */
+    if (po.tokens > n_ctx + 1) po.tokens = n_ctx + 1;
+    po.free_bytes = hone_kv_plan_device_free_bytes((hone_device)o->device, m);
+    int rc = hone_kv_plan_make(&p, m, &po);
+    if (rc) return rc;
+    co->n_ctx = p.n_ctx;
+    co->kv_blocks = p.kv_blocks;
+    return 0;
+}
+
 static int cmd_generate(const options *o)
 {
     hone_model *m = NULL;
@@ -438,8 +498,11 @@ static int cmd_generate(const options *o)
     hone_ctx_opts co = ctx_options(o);
     hone_spec_opts so = o->spec;
     if (hone_model_load(&m, o->model) || hone_tokenizer_new(&tok, hone_model_gguf(m)) ||
-        prompt_ids(o, m, tok, &ids, &n) ||
-        hone_backend_new(&be, m, (hone_device)o->device, &co) || hone_kernel_loader_serve(&kl, be, m, o->kernels, 0) ||
+        prompt_ids(o, m, tok, &ids, &n) || generate_plan(o, m, n, &co)) {
+        die(NULL);
+        goto done;
+    }
+    if (hone_backend_new(&be, m, (hone_device)o->device, &co) || hone_kernel_loader_serve(&kl, be, m, o->kernels, 0) ||
         (o->draft && hone_spec_draft_open(&draft, o->draft, tok, o->device, &co)) ||
         hone_sampler_new(&smp, &o->sp, (int32_t)hone_model_hparams(m)->n_vocab) ||
         hone_detok_new(&dt, tok, 0)) {

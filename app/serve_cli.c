@@ -13,6 +13,7 @@
 
 #include "agent/tuner.h"
 #include "app/cli.h"
+#include "app/kv_plan.h"
 #include "candidates/kernel_loader.h"
 #include "engine/backend.h"
 #include "engine/error.h"
@@ -299,21 +300,17 @@ int hone_cli_serve(int argc, char **argv)
     if (hone_chat_load_with(&tmpl, hone_model_gguf(m), tok, chat_template)) goto fail;
     have_tmpl = 1;
     const hone_hparams *hp = hone_model_hparams(m);
-    if (co.n_ctx <= 0) co.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
-    int64_t per_seq = (co.n_ctx + co.kv_block_size - 1) / co.kv_block_size + 1;
-    if (kv_blocks == 0) {
-        /* room for 2 full contexts or 512 tokens per batch slot, whichever is more */
-        int64_t tokens = 2 * co.n_ctx > 512 * (int64_t)sco.max_batch ? 2 * co.n_ctx
-                                                                     : 512 * (int64_t)sco.max_batch;
-        kv_blocks = (tokens + co.kv_block_size - 1) / co.kv_block_size;
-    }
-    if (kv_blocks < per_seq) {
-        hone_error_set(HONE_EINVAL, "--kv-blocks %lld is too few: one full-context request needs %lld "
-                       "blocks of %lld tokens", (long long)kv_blocks, (long long)per_seq,
-                       (long long)co.kv_block_size);
-        goto fail;
-    }
-    co.kv_blocks = kv_blocks;
+    hone_kv_plan plan;
+    hone_kv_plan_opts kpo = HONE_KV_PLAN_OPTS_INIT;
+    kpo.n_ctx = co.n_ctx;
+    kpo.block_size = co.kv_block_size;
+    kpo.kv_blocks = kv_blocks;
+    kpo.max_batch = sco.max_batch;
+    kpo.free_bytes = hone_kv_plan_device_free_bytes(device, m);
+    if (hone_kv_plan_make(&plan, m, &kpo)) goto fail;
+    if (plan.cut) fprintf(stderr, "hone serve: %s\n", plan.note);
+    co.n_ctx = plan.n_ctx;
+    co.kv_blocks = kv_blocks = plan.kv_blocks;
     if (hone_backend_new(&be, m, device, &co)) goto fail;
     int on_gpu = hone_backend_device(be) == HONE_DEVICE_CUDA;
     if (hone_kernel_loader_serve(&kl, be, m, kernels_dir, 0)) goto fail;
@@ -375,8 +372,7 @@ int hone_cli_serve(int argc, char **argv)
         hone_tuner_set_self_model(tuner, so.model_id); /* --llm self asks for what it serves */
         if (hone_tuner_start(tuner, self_url, so.api_key)) goto fail;
     }
-    double kv_mib = (double)kv_blocks * (double)co.kv_block_size * (double)hp->n_layers *
-                    (double)(hp->n_kv_heads * hp->head_dim) * 8.0 / (1 << 20);
+    double kv_mib = (double)plan.pool_bytes / (1 << 20);
     fprintf(stderr, "hone serve: model '%s' on %s; ctx %lld, batch %d, step %lld tokens, KV %lld blocks "
             "of %lld tokens (%.0f MiB), prefix cache %s, api key %s\n",
             so.model_id, hone_backend_describe(be), (long long)so.n_ctx, sco.max_batch,

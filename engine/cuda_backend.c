@@ -642,7 +642,7 @@ int hone_cuda_backend_new(hone_backend_i *out_iface, void **out_ctx, const hone_
     b->o = opts ? *opts : dflt;
     const hone_hparams *hp = &b->hp;
     /* the same defaults and limits as hone_ctx_new */
-    if (b->o.n_ctx <= 0) b->o.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (b->o.n_ctx <= 0) b->o.n_ctx = hp->n_ctx_train; /* every context the model supports */
     if (b->o.chunk <= 0) b->o.chunk = 64;
     if (b->o.kv_block_size <= 0) b->o.kv_block_size = 16;
     if (b->o.n_ctx > (int64_t)1 << 24 || b->o.chunk > 4096 || b->o.kv_block_size > 4096) {

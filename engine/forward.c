@@ -699,7 +699,7 @@ int hone_ctx_new(hone_ctx **out, const hone_model *m, const hone_ctx_opts *opts)
     c->hp = *hone_model_hparams(m);
     c->o = opts ? *opts : dflt;
     const hone_hparams *hp = &c->hp;
-    if (c->o.n_ctx <= 0) c->o.n_ctx = hp->n_ctx_train < 4096 ? hp->n_ctx_train : 4096;
+    if (c->o.n_ctx <= 0) c->o.n_ctx = hp->n_ctx_train; /* every context the model supports */
     if (c->o.chunk <= 0) c->o.chunk = 64;
     if (c->o.kv_block_size <= 0) c->o.kv_block_size = 16;
     if (c->o.n_ctx > (int64_t)1 << 24 || c->o.chunk > 4096 || c->o.kv_block_size > 4096) {

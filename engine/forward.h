@@ -13,7 +13,7 @@
 
 typedef struct {
     int n_threads;          /* <= 0: all online CPUs */
-    int64_t n_ctx;          /* positions per sequence; <= 0: min(training context, 4096) */
+    int64_t n_ctx;          /* positions per sequence; <= 0: the training context (GGUF context_length) */
     int64_t chunk;          /* prefill chunk size (tokens per forward call inside) */
     int64_t kv_block_size;  /* tokens per KV block */
     int64_t kv_blocks;      /* blocks in the pool; <= 0: enough for one full-length sequence */

@@ -15,6 +15,11 @@ struct hone_kv_cache {
     int32_t *refs;                /* [n_blocks] */
 };
 
+int64_t hone_kv_cache_token_bytes(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim)
+{
+    return 2 * (int64_t)sizeof(float) * n_layers * n_kv_heads * head_dim;
+}
+
 int hone_kv_cache_new(hone_kv_cache **out, int64_t n_layers, int64_t n_kv_heads, int64_t head_dim,
                       int64_t block_size, int64_t n_blocks)
 {
@@ -36,7 +41,8 @@ int hone_kv_cache_new(hone_kv_cache **out, int64_t n_layers, int64_t n_kv_heads,
     if (!kv->k || !kv->v || !kv->free_list || !kv->refs) {
         hone_kv_cache_free(kv);
         return hone_error_set(HONE_ENOMEM, "out of memory for a KV cache of %zu MiB",
-                              floats * 8 >> 20);
+                              (size_t)(n_blocks * block_size *
+                                       hone_kv_cache_token_bytes(n_layers, n_kv_heads, head_dim)) >> 20);
     }
     /* resident from the start: the pool is touched once here, not page by page as blocks are
      * first used (page faults in the decode step, and an RSS that climbs for as long as the

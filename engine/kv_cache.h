@@ -20,6 +20,11 @@ typedef struct {
 int hone_kv_cache_new(hone_kv_cache **out, int64_t n_layers, int64_t n_kv_heads, int64_t head_dim,
                       int64_t block_size, int64_t n_blocks);
 void hone_kv_cache_free(hone_kv_cache *kv);
+/* Bytes of K and V that one token takes over n_layers layers of [n_kv_heads][head_dim] f32
+ * (2 x 4 x n_layers x n_kv_heads x head_dim): the unit of every KV memory figure (hone info,
+ * serve's pool plan, /metrics).
+ *   hone_kv_cache_token_bytes(30, 3, 64) == 46080  // SmolLM2-135M: 360 MiB at 8192 tokens */
+int64_t hone_kv_cache_token_bytes(int64_t n_layers, int64_t n_kv_heads, int64_t head_dim);
 
 int64_t hone_kv_cache_block_size(const hone_kv_cache *kv);
 int64_t hone_kv_cache_n_blocks(const hone_kv_cache *kv);

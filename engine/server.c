@@ -69,6 +69,9 @@ struct hone_server {
     char load_stage[32];      /* under mu */
     double load_progress;     /* under mu, 0..1 */
     char model_label[128];    /* model_id, safe inside a Prometheus label */
+    /* KV admission (set_ready): a request's prompt + max_tokens are at most tokens_max, the
+     * context or the pool (blocks x block size) whichever is less; token_bytes: K + V per token */
+    int64_t tokens_max, kv_token_bytes;
     int starting;             /* libmicrohttpd's messages while starting go to start_err */
     char start_err[256];
     atomic_ullong next_id;
@@ -472,6 +475,7 @@ typedef struct gen_request {
     int32_t *ids;
     int64_t n_ids;
     int64_t max_tokens;
+    int max_set;                         /* 1: max_tokens (or max_completion_tokens) was given */
     hone_sampler_params sp;
     const char *stop[MAX_STOP];
     int n_stop;
@@ -872,6 +876,26 @@ static int tool_chat_prompt(hone_server *s, cJSON *root, gen_request *g, bad_req
     return chat_encode(s, formatted, g, b);
 }
 
+/* Admission by KV room: prompt i plus the completion must fit s->tokens_max (the context, or
+ * the pool where that is smaller), checked before any work; OpenAI's 400 otherwise. An unset
+ * max_tokens is the room left (completions keep their default cap: choice_max_tokens). */
+static int context_check(const hone_server *s, const gen_request *g, int i, const char *what, bad_request *b)
+{
+    int64_t p = prompt_len(g, i), lim = s->tokens_max > 0 ? s->tokens_max : s->o.n_ctx;
+    if (p >= lim)
+        return bad(b, 400, what, "context_length_exceeded",
+                   "This model's maximum context length is %lld tokens and the KV cache holds %lld tokens "
+                   "per request; the prompt has %lld tokens", (long long)s->o.n_ctx, (long long)lim,
+                   (long long)p);
+    if (g->max_set && p + g->max_tokens > lim)
+        return bad(b, 400, what, "context_length_exceeded",
+                   "This model's maximum context length is %lld tokens. However, you requested %lld tokens "
+                   "(%lld in the %s, %lld in the completion). Please reduce the length of the %s or "
+                   "completion.", (long long)lim, (long long)(p + g->max_tokens), (long long)p, what,
+                   (long long)g->max_tokens, what);
+    return 0;
+}
+
 /* Validates and tokenises a generation request. */
 static int parse_generation(hone_server *s, cJSON *root, int chat, gen_request *g, bad_request *b)
 {
@@ -894,9 +918,9 @@ static int parse_generation(hone_server *s, cJSON *root, int chat, gen_request *
                        model->valuestring, s->o.model_id);
     }
     if (get_number(root, "max_tokens", 0, (double)s->o.n_ctx, 1, &has, &x, b)) return -1;
-    if (has) g->max_tokens = (int64_t)x;
+    if (has) g->max_tokens = (int64_t)x, g->max_set = 1;
     if (get_number(root, "max_completion_tokens", 1, (double)s->o.n_ctx, 1, &has, &x, b)) return -1;
-    if (has) g->max_tokens = (int64_t)x;
+    if (has) g->max_tokens = (int64_t)x, g->max_set = 1;
     if (get_number(root, "temperature", 0, 2, 0, &has, &x, b)) return -1;
     if (has) g->sp.temperature = (float)x;
     if (get_number(root, "top_p", 0, 1, 0, &has, &x, b)) return -1;
@@ -994,6 +1018,7 @@ static int parse_generation(hone_server *s, cJSON *root, int chat, gen_request *
                        "This model's maximum context length is %lld tokens; the prompt has %lld tokens "
                        "(at most %lld leaves room for one generated token)",
                        (long long)s->o.n_ctx, (long long)prompt_len(g, i), (long long)(s->o.n_ctx - 1));
+        if (context_check(s, g, i, what, b)) return -1;
     }
     return 0;
 }
@@ -1616,8 +1641,10 @@ static cJSON *json_parse_body(const char *body, size_t len, bad_request *b)
 static int submit_choice(conn_ctx *cc, const gen_request *g, int i)
 {
     int pi = i / g->n;
+    int64_t lim = cc->srv->tokens_max > 0 ? cc->srv->tokens_max : cc->srv->o.n_ctx;
+    int64_t room = lim - prompt_len(g, pi); /* >= 1 (context_check) */
     hone_request_params p = {.prompt = prompt_ids(g, pi), .n_prompt = prompt_len(g, pi),
-                             .max_tokens = g->max_tokens, .sampling = g->sp, .stop = g->stop,
+                             .max_tokens = g->max_set || g->max_tokens < room ? g->max_tokens : room, .sampling = g->sp, .stop = g->stop,
                              .n_stop = g->n_stop, .ignore_eos = g->ignore_eos};
     p.sampling.seed = g->sp.seed + (uint64_t)(i % g->n);
     p.logprobs = g->logprobs;
@@ -2035,6 +2062,15 @@ static enum MHD_Result handle_metrics(conn_ctx *cc)
     metric(&b, &l, &c, "# HELP hone_spec_tokens_per_pass Tokens emitted per request pass with drafts.\n"
                        "# TYPE hone_spec_tokens_per_pass gauge\nhone_spec_tokens_per_pass %.6f\n",
            st.spec_passes ? (double)st.spec_emitted / (double)st.spec_passes : 0.0);
+    /* long context (issue 18): the KV pool in bytes and what one request may hold */
+    GAUGE("hone_kv_cache_token_bytes", "K and V bytes one token takes, all layers.", s->kv_token_bytes);
+    GAUGE("hone_kv_cache_bytes", "KV cache pool bytes (used or free).",
+          st.kv_blocks_total * st.kv_block_size * s->kv_token_bytes);
+    GAUGE("hone_kv_cache_bytes_used", "KV cache bytes in blocks not free (running sequences and prefix cache).",
+          st.kv_blocks_used * st.kv_block_size * s->kv_token_bytes);
+    GAUGE("hone_context_length", "Context length served (positions per sequence).", s->o.n_ctx);
+    GAUGE("hone_request_tokens_max", "Prompt plus completion tokens one request may have (context or pool).",
+          s->tokens_max);
 #undef COUNTER
 #undef GAUGE
     char names[64][64];
@@ -2572,6 +2608,15 @@ void hone_server_set_ready(hone_server *s, hone_scheduler *sched, const hone_tok
     s->tok = tok;
     s->tmpl = tmpl;
     s->o.n_ctx = late->n_ctx;
+    s->tokens_max = s->o.n_ctx;
+    hone_backend *be = sched ? hone_scheduler_backend(sched) : NULL;
+    if (be) {
+        const hone_hparams *hp = hone_model_hparams(hone_backend_model(be));
+        hone_kv_cache *kv = hone_backend_kv(be);
+        int64_t pool = kv ? hone_kv_cache_n_blocks(kv) * hone_kv_cache_block_size(kv) : 0;
+        if (pool > 0 && pool < s->tokens_max) s->tokens_max = pool;
+        s->kv_token_bytes = hone_kv_cache_token_bytes(hp->n_layers, hp->n_kv_heads, hp->head_dim);
+    }
     s->o.model_id = late->model_id;
     s->o.tuning_json = late->tuning_json;
     s->o.tuning_metrics = late->tuning_metrics;

@@ -380,6 +380,9 @@ static int shapes_rope(const hone_slot_desc *d, const hone_model *m, hone_slot_s
     return l.n;
 }
 
+/* Keys of the long-context cases: a tile and block boundary of every kernel so far. */
+#define LONG_KEYS 4096
+
 /* dims: n, pos0, n_kv, block_size, heads, kv_heads, head_dim (n_blocks derived) */
 static int shapes_attention(const hone_slot_desc *d, const hone_model *m, hone_slot_shape *out, int cap)
 {
@@ -392,6 +395,11 @@ static int shapes_attention(const hone_slot_desc *d, const hone_model *m, hone_s
         PUSH(&l, NULL, 0, -1, 0, 1, 0, 37, 16, h, kv, hd);
         PUSH(&l, NULL, 0, -1, 0, 1, 0, 300, 16, h, kv, hd);
         PUSH(&l, NULL, 0, -1, 0, 1, 0, 1024, 16, REF_HEADS, REF_KV_HEADS, REF_HEAD_DIM);
+        /* long context (issue 18): the gate times 4096 keys (the largest case); parity one key
+         * either side of the 4096 tile and block boundary */
+        PUSH(&l, NULL, 0, -1, 0, 1, 0, LONG_KEYS, 16, REF_HEADS, REF_KV_HEADS, REF_HEAD_DIM);
+        PUSH(&l, NULL, 0, -1, 0, 1, 0, LONG_KEYS - 1, 16, h, kv, hd);
+        PUSH(&l, NULL, 0, -1, 0, 1, 0, LONG_KEYS + 1, 16, 4, 2, 16);
         PUSH(&l, NULL, 0, -1, 0, 1, 0, 5, 3, 4, 2, 7);
         PUSH(&l, NULL, 0, -1, 0, 1, 0, 2, 1, 2, 1, 33);
         PUSH(&l, NULL, 0, -1, 1, 1, 0, 50, 16, 4, 2, 16);
@@ -399,6 +407,10 @@ static int shapes_attention(const hone_slot_desc *d, const hone_model *m, hone_s
         PUSH(&l, NULL, 0, -1, 0, 5, 0, 0, 16, h, kv, hd);
         PUSH(&l, NULL, 0, -1, 0, 3, 20, 0, 16, h, kv, hd);
         PUSH(&l, NULL, 0, -1, 0, REF_CHUNK, 64, 0, 16, REF_HEADS, REF_KV_HEADS, REF_HEAD_DIM);
+        /* long context: chunks whose queries see 4081 .. 4096 keys and 4094 .. 4100 (across the
+         * 4096 boundary) */
+        PUSH(&l, NULL, 0, -1, 0, 16, LONG_KEYS - 16, 0, 16, REF_HEADS, REF_KV_HEADS, REF_HEAD_DIM);
+        PUSH(&l, NULL, 0, -1, 0, 7, LONG_KEYS - 3, 0, 16, h, kv, hd);
         PUSH(&l, NULL, 0, -1, 0, 4, 3, 0, 3, 4, 2, 7);
         PUSH(&l, NULL, 0, -1, 0, 1, 0, 0, 1, 2, 1, 33);
         PUSH(&l, NULL, 0, -1, 1, 6, 10, 0, 16, 4, 2, 16);

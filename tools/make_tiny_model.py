@@ -234,6 +234,9 @@ def _arch_set():
         s[f"tiny-{pre}-f32"] = dict(BASE, n_layer=1, pre=pre, family=f"tiny-{pre}")
     s["tiny-mistral-swa-f32"] = dict(BASE, arch="mistral", tokenizer="spm", template="mistral", swa=5,
                                      family="tiny-mistral-swa")
+    # long context (issue 18): a 16k trained context and a window that 4k-token prefills cross
+    s["tiny-mistral-swa-long-f32"] = dict(BASE, arch="mistral", tokenizer="spm", template="mistral", swa=1500,
+                                          ctx=16384, family="tiny-mistral-swa-long")
     # Llama 3.1-style RoPE: rope_freqs.weight from the llama3 rule (factor 8, low 1, high 4)
     for dt in ("f32", "q8_0"):
         s[f"tiny-llama3-{dt}"] = dict(BASE, dtype=dt, rope_base=500000.0, rope_freqs=True,

@@ -17,6 +17,7 @@
 #include "engine/dtype.h"
 #include "engine/error.h"
 #include "engine/slots.h"
+#include "guard/cases.h"
 #include "harness.h"
 #include "kernel_check.h"
 
@@ -167,6 +168,33 @@ static void test_vector_expf(void)
     free(e);
 }
 
+/* Long context (issue 18): every attention point keeps its heads in flight (MAXK, the keys
+ * whose scores its extra heads hold) at the key count of the case the guard's speed gate times,
+ * so that a point can win there rather than fall back to the baseline row. */
+static void test_attention_reaches_the_timed_keys(void)
+{
+    static const hone_slot_id slots[] = {HONE_SLOT_ATTENTION_DECODE, HONE_SLOT_ATTENTION_PREFILL};
+    for (size_t si = 0; si < 2; si++) {
+        hone_case_set cs;
+        CHECK_EQ_INT(hone_cases_new(&cs, slots[si], NULL, 7), 0);
+        const hone_case *tc = hone_cases_timing(&cs);
+        CHECK(tc != NULL);
+        int64_t keys = tc ? tc->shape.d[2] : 0; /* n_kv (prefill: the last query's, derived) */
+        CHECK_MSG(keys >= 4096, "%s: the gate times %lld keys", hone_slots_name(slots[si]), (long long)keys);
+        hone_search_point pts[64];
+        int n = hone_search_space(slots[si], pts, 64);
+        for (int k = 0; k < n; k++) {
+            char *src = NULL;
+            CHECK_EQ_INT(hone_search_render(slots[si], pts[k], &src), 0);
+            const char *mk = src ? strstr(src, "#define MAXK ") : NULL;
+            CHECK_MSG(mk && atoll(mk + 13) >= keys, "%s point %d: MAXK %lld < %lld timed keys",
+                      hone_slots_name(slots[si]), k, mk ? atoll(mk + 13) : -1LL, (long long)keys);
+            free(src);
+        }
+        hone_cases_free(&cs);
+    }
+}
+
 static void cleanup(void)
 {
     char cmd[128];
@@ -179,6 +207,6 @@ int main(int argc, char **argv)
     if (!mkdtemp(tmpdir)) return 1;
     atexit(cleanup);
     static const harness_case cases[] = {TEST_CASE(test_linear_families), TEST_CASE(test_other_families),
-                                         TEST_CASE(test_vector_expf)};
-    return harness_run(cases, 3, argc, argv);
+                                         TEST_CASE(test_vector_expf), TEST_CASE(test_attention_reaches_the_timed_keys)};
+    return harness_run(cases, 4, argc, argv);
 }
