@@ -457,21 +457,24 @@ static int prompt_ids(const options *o, const hone_model *m, hone_tokenizer *tok
     return rc;
 }
 
-/* generate's context (--ctx, else the trained one) and a pool for its one request; a prompt
- * plus -n that does not fit is an error here, before any backend is made. */
-static int generate_plan(const options *o, const hone_model *m, int64_t n, hone_ctx_opts *co)
+/* The context of a one-request command (generate, logits: --ctx, else the trained one) and a
+ * pool for that request: n prompt tokens, `more` after them (flag: the option that asked) and
+ * `slack` a pass may verify past them. A request that does not fit is an error here, before
+ * any backend is made. */
+static int request_plan(const options *o, const hone_model *m, int64_t n, int64_t more, const char *flag,
+                        int64_t slack, hone_ctx_opts *co)
 {
     hone_kv_plan p;
     hone_kv_plan_opts po = HONE_KV_PLAN_OPTS_INIT;
     int64_t n_ctx = o->n_ctx > 0 ? o->n_ctx : hone_model_hparams(m)->n_ctx_train;
-    if (n + o->n_predict > n_ctx)
-        return hone_error_set(HONE_ERANGE, "context length exceeded: the prompt has %lld tokens and -n asks for "
+    if (n + more > n_ctx)
+        return hone_error_set(HONE_ERANGE, "context length exceeded: the prompt has %lld tokens and %s asks for "
                               "%lld more; the context holds %lld (--ctx, at most the model's trained %lld)",
-                              (long long)n, (long long)o->n_predict, (long long)n_ctx,
+                              (long long)n, flag, (long long)more, (long long)n_ctx,
                               (long long)hone_model_hparams(m)->n_ctx_train);
     po.n_ctx = n_ctx;
     po.block_size = co->kv_block_size;
-    po.tokens = n + o->n_predict + o->spec.k_max + 1; /* the drafts verified past the last token */
+    po.tokens = n + more + slack;
     if (po.tokens > n_ctx + 1) po.tokens = n_ctx + 1;
     po.free_bytes = hone_kv_plan_device_free_bytes((hone_device)o->device, m);
     int rc = hone_kv_plan_make(&p, m, &po);
@@ -498,7 +501,8 @@ static int cmd_generate(const options *o)
     hone_ctx_opts co = ctx_options(o);
     hone_spec_opts so = o->spec;
     if (hone_model_load(&m, o->model) || hone_tokenizer_new(&tok, hone_model_gguf(m)) ||
-        prompt_ids(o, m, tok, &ids, &n) || generate_plan(o, m, n, &co)) {
+        prompt_ids(o, m, tok, &ids, &n) ||
+        request_plan(o, m, n, o->n_predict, "-n", o->spec.k_max + 1 /* drafts verified */, &co)) {
         die(NULL);
         goto done;
     }
@@ -634,7 +638,8 @@ static int cmd_logits(const options *o)
         die(NULL);
         goto done;
     }
-    if (hone_backend_new(&be, m, (hone_device)o->device, &co) || hone_kernel_loader_serve(&kl, be, m, o->kernels, 0)) {
+    if (request_plan(o, m, n_prompt, steps - 1, "--steps", 0, &co) ||
+        hone_backend_new(&be, m, (hone_device)o->device, &co) || hone_kernel_loader_serve(&kl, be, m, o->kernels, 0)) {
         die(NULL);
         goto done;
     }

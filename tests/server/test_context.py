@@ -9,6 +9,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -134,6 +135,13 @@ def test_generate_refuses_before_the_backend(t):
         rc, out, err = run("generate", "-m", sl.TINY, "--prompt-tokens", ids, "-n", str(ctx - 2), "--device", dev)
         t.check(rc != 0 and "context length exceeded" in err and "cuda" not in err.lower().replace("--device", ""),
                 "%s: prompt + -n over the context: rc %d %r" % (dev, rc, err))
+    # hone logits plans the same way: prompt + the steps' fed tokens at most the context
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "l.bin")
+        rc, _, err = run("logits", "-m", sl.TINY, "--prompt-tokens", ids, "--steps", str(ctx - 2), "--out", out)
+        t.check(rc == 0 and os.path.getsize(out) > 0, "logits filling the context: rc %d %s" % (rc, err[-300:]))
+        rc, _, err = run("logits", "-m", sl.TINY, "--prompt-tokens", ids, "--steps", str(ctx - 1), "--out", out)
+        t.check(rc != 0 and "context length exceeded" in err, "logits past the context: rc %d %r" % (rc, err))
 
 
 if __name__ == "__main__":
