@@ -99,8 +99,9 @@ int main(int argc, char **argv)
             int64_t rows = shapes[s][0], cols = shapes[s][1];
             int64_t rb = hone_dtype_row_bytes(kinds[k].dtype, cols);
             size_t wbytes = (size_t)(rows * rb);
-            uint16_t *W = malloc(wbytes + 64);
-            float *X = malloc((size_t)(n * cols) * sizeof *X), *Y = malloc((size_t)(n * rows) * sizeof *Y);
+            uint16_t *W = aligned_alloc(64, (wbytes + 63) / 64 * 64); /* as the engine's arenas */
+            float *X = aligned_alloc(64, (size_t)(n * cols + 15) / 16 * 64);
+            float *Y = aligned_alloc(64, (size_t)(n * rows + 15) / 16 * 64);
             if (!W || !X || !Y) return 1;
             if (kinds[k].dtype == HONE_DTYPE_F32)
                 for (size_t i = 0; i < wbytes / 4; i++) ((float *)W)[i] = (float)(next_u32() % 2001) / 1000 - 1;

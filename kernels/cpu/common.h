@@ -555,6 +555,37 @@ hone_cpu_matvec_simd(float *restrict y, const void *W, const float *restrict x, 
         }                                                                                      \
     } while (0)
 
+/* Rows c0 .. c1 - 1 of W (row_bytes apart) against all n tokens, R x T register tiles. */
+static inline __attribute__((always_inline)) void
+hone_cpu_matmul_rows(float *restrict Y, const void *W, const float *restrict X, int64_t n,
+                     int64_t rows, int64_t cols, int64_t row_bytes, hone_cpu_deqv_fn deqv,
+                     hone_cpu_deq_fn deq, int64_t c0, int64_t c1, int R)
+{
+    int64_t nb = cols / 32, full = nb * 32, n8 = n / 8 * 8;
+    if (R == 3)
+        HONE_CPU_MATMUL_CHUNK(3);
+    else
+        HONE_CPU_MATMUL_CHUNK(2);
+}
+
+/* The f32 dequantisers (defined below), for the rows of the prefill buffer. */
+static inline void hone_cpu_deqv_f32(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi);
+static inline void hone_cpu_deqr_f32(const void *row, int64_t c0, int n, float *out);
+
+/* Stack floats for the dequantised rows of a chunk (96 KiB: L2 resident, and small beside the
+ * 8 MiB stacks of the engine's threads). */
+#define HONE_CPU_MATMUL_BUF 24576
+#define HONE_CPU_MATMUL_BUF_MIN_N 32
+
+/* Y[t][r] = W[r] . X[t] for this share's rows. f32 weights, and any dtype against at most 8
+ * tokens (batched decode, short verification), go straight from the weights: chunks of rows
+ * that fit in half the L2 (each chunk read from memory once, then meeting every token from L2),
+ * 3 x 8 tiles for the float dtypes, 2 x 8 for the quantised ones, whose dequantisation needs
+ * registers of its own. Other dtypes against more than 8 tokens dequantise a chunk of rows once
+ * into a stack buffer of f32 (the exact values deqv gives) and run the f32 tiles on it, so each
+ * weight is dequantised once per call rather than once per tile of 8 tokens (the vector ports
+ * the dequantisation took go to the fma chains). Every (token, row) is the matvec order either
+ * way, so neither the path, the chunk, the tile nor the share changes a bit. */
 static inline __attribute__((always_inline)) void
 hone_cpu_matmul_simd(float *restrict Y, const void *W, const float *restrict X, int64_t n,
                      int64_t rows, int64_t cols, int64_t row_bytes, hone_cpu_deqv_fn deqv,
@@ -562,16 +593,34 @@ hone_cpu_matmul_simd(float *restrict Y, const void *W, const float *restrict X, 
 {
     int64_t r0, r1;
     hone_cpu_share(rows, ith, nth, &r0, &r1);
-    int64_t nb = cols / 32, full = nb * 32, n8 = n / 8 * 8;
-    int64_t chunk = (512 * 1024) / (row_bytes > 0 ? row_bytes : 1);
-    chunk = chunk < 6 ? 6 : chunk / 6 * 6;
     int float_weights = row_bytes >= 2 * cols;
+    int64_t nb = cols / 32, full = nb * 32;
+    if (float_weights || n < HONE_CPU_MATMUL_BUF_MIN_N || 3 * cols > HONE_CPU_MATMUL_BUF) {
+        int64_t chunk = (512 * 1024) / (row_bytes > 0 ? row_bytes : 1);
+        chunk = chunk < 6 ? 6 : chunk / 6 * 6;
+        for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+            int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
+            hone_cpu_matmul_rows(Y, W, X, n, rows, cols, row_bytes, deqv, deq, c0, c1, float_weights ? 3 : 2);
+        }
+        return;
+    }
+    float buf[HONE_CPU_MATMUL_BUF] __attribute__((aligned(64)));
+    int64_t chunk = HONE_CPU_MATMUL_BUF / cols / 3 * 3;
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
         int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
-        if (float_weights)
-            HONE_CPU_MATMUL_CHUNK(3);
-        else
-            HONE_CPU_MATMUL_CHUNK(2);
+        for (int64_t r = c0; r < c1; r++) {
+            const uint8_t *rw = (const uint8_t *)W + r * row_bytes;
+            float *o = buf + (r - c0) * cols;
+            for (int64_t b = 0; b < nb; b++) {
+                __m512 lo, hi;
+                deqv(rw, b, &lo, &hi);
+                _mm512_storeu_ps(o + b * 32, lo);
+                _mm512_storeu_ps(o + b * 32 + 16, hi);
+            }
+            if (full < cols) deq(rw, full, (int)(cols - full), o + full);
+        }
+        hone_cpu_matmul_rows(Y + c0, buf, X, n, rows, cols, cols * (int64_t)sizeof(float),
+                             hone_cpu_deqv_f32, hone_cpu_deqr_f32, 0, c1 - c0, 3);
     }
 }
 
