@@ -570,7 +570,11 @@ static inline __attribute__((always_inline)) void hone_cpu_zmm_sum8(const __m512
     do {                                                                                       \
         int64_t cr = c0 + (c1 - c0) / (R) * (R);                                               \
         for (int64_t t0 = 0; t0 < n8; t0 += 8)                                                 \
-            for (int64_t r = c0; r < cr; r += (R)) HONE_CPU_MATMUL_RXT(R, 8);                  \
+            for (int64_t r = c0; r < cr; r += (R)) {                                           \
+                for (int64_t k = 0; k < pf_lines && pf < pf_end; k++, pf += 64)                \
+                    _mm_prefetch(pf, _MM_HINT_T1);                                             \
+                HONE_CPU_MATMUL_RXT(R, 8);                                                     \
+            }                                                                                  \
         for (int64_t t0 = n8; t0 < n; t0 += 8) { /* tokens left over, every row */             \
             int nt = (int)(n - t0);                                                            \
             for (int64_t r = c0; r < cr; r++) {                                                \
@@ -587,13 +591,20 @@ static inline __attribute__((always_inline)) void hone_cpu_zmm_sum8(const __m512
         }                                                                                      \
     } while (0)
 
-/* Rows c0 .. c1 - 1 of W (row_bytes apart) against all n tokens, R x T register tiles. */
+/* Rows c0 .. c1 - 1 of W (row_bytes apart) against all n tokens, R x 8 register tiles. The
+ * next bytes [next, next + next_bytes) (the weights the caller reads after these) are
+ * prefetched into L2 a slice before each tile, so that reading them from memory overlaps this
+ * chunk's fma chains instead of stalling the next chunk's first tile. */
 static inline __attribute__((always_inline)) void
 hone_cpu_matmul_rows(float *restrict Y, const void *W, const float *restrict X, int64_t n,
                      int64_t rows, int64_t cols, int64_t row_bytes, hone_cpu_deqv_fn deqv,
-                     hone_cpu_deq_fn deq, int64_t c0, int64_t c1, int R)
+                     hone_cpu_deq_fn deq, int64_t c0, int64_t c1, int R, const char *next,
+                     int64_t next_bytes)
 {
     int64_t nb = cols / 32, full = nb * 32, n8 = n / 8 * 8;
+    int64_t tiles = n8 / 8 * ((c1 - c0) / R);
+    const char *pf = next, *pf_end = next + next_bytes;
+    int64_t pf_lines = tiles > 0 ? (next_bytes / 64 + tiles) / tiles : 0;
     if (R == 3)
         HONE_CPU_MATMUL_CHUNK(3);
     else
@@ -609,15 +620,17 @@ static inline void hone_cpu_deqr_f32(const void *row, int64_t c0, int n, float *
 #define HONE_CPU_MATMUL_BUF 24576
 #define HONE_CPU_MATMUL_BUF_MIN_N 32
 
-/* Y[t][r] = W[r] . X[t] for this share's rows. f32 weights, and any dtype against at most 8
- * tokens (batched decode, short verification), go straight from the weights: chunks of rows
- * that fit in half the L2 (each chunk read from memory once, then meeting every token from L2),
- * 3 x 8 tiles for the float dtypes, 2 x 8 for the quantised ones, whose dequantisation needs
- * registers of its own. Other dtypes against more than 8 tokens dequantise a chunk of rows once
- * into a stack buffer of f32 (the exact values deqv gives) and run the f32 tiles on it, so each
- * weight is dequantised once per call rather than once per tile of 8 tokens (the vector ports
- * the dequantisation took go to the fma chains). Every (token, row) is the matvec order either
- * way, so neither the path, the chunk, the tile nor the share changes a bit. */
+/* Y[t][r] = W[r] . X[t] for this share's rows. The float dtypes, and the quantised ones against
+ * fewer than 32 tokens (batched decode, verification), go straight from the weights: chunks of
+ * rows that fit in half the L2 (each chunk read from memory once, then meeting every token from
+ * L2), 3 x 8 tiles for the float dtypes, 2 x 8 for the quantised ones, whose dequantisation
+ * needs registers of its own. Quantised weights against 32 tokens or more (prefill) are
+ * dequantised a chunk of rows at a time into a stack buffer of f32 (the exact values deqv
+ * gives) that the f32 tiles then read, so each weight is dequantised once per call rather than
+ * once per 8-token tile and the vector ports go to the fma chains (one core, n = 64, SmolLM2's
+ * shapes: 1.2-1.3x; below about 24 tokens the buffer's stores cost more than they save, and
+ * f16 / bf16 measured no faster through it, 0.8x on 1536-long rows). Every (token, row) is the
+ * matvec order either way, so neither the path, the chunk, the tile nor the share changes a bit. */
 static inline __attribute__((always_inline)) void
 hone_cpu_matmul_simd(float *restrict Y, const void *W, const float *restrict X, int64_t n,
                      int64_t rows, int64_t cols, int64_t row_bytes, hone_cpu_deqv_fn deqv,
@@ -631,8 +644,9 @@ hone_cpu_matmul_simd(float *restrict Y, const void *W, const float *restrict X, 
         int64_t chunk = (512 * 1024) / (row_bytes > 0 ? row_bytes : 1);
         chunk = chunk < 6 ? 6 : chunk / 6 * 6;
         for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
-            int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
-            hone_cpu_matmul_rows(Y, W, X, n, rows, cols, row_bytes, deqv, deq, c0, c1, float_weights ? 3 : 2);
+            int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1, c2 = c1 + chunk < r1 ? c1 + chunk : r1;
+            hone_cpu_matmul_rows(Y, W, X, n, rows, cols, row_bytes, deqv, deq, c0, c1, float_weights ? 3 : 2,
+                                 (const char *)W + c1 * row_bytes, (c2 - c1) * row_bytes);
         }
         return;
     }
@@ -651,8 +665,10 @@ hone_cpu_matmul_simd(float *restrict Y, const void *W, const float *restrict X, 
             }
             if (full < cols) deq(rw, full, (int)(cols - full), o + full);
         }
+        int64_t c2 = c1 + chunk < r1 ? c1 + chunk : r1;
         hone_cpu_matmul_rows(Y + c0, buf, X, n, rows, cols, cols * (int64_t)sizeof(float),
-                             hone_cpu_deqv_f32, hone_cpu_deqr_f32, 0, c1 - c0, 3);
+                             hone_cpu_deqv_f32, hone_cpu_deqr_f32, 0, c1 - c0, 3,
+                             (const char *)W + c1 * row_bytes, (c2 - c1) * row_bytes);
     }
 }
 
