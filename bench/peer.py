@@ -16,11 +16,12 @@ an order that alternates from round to round. Each side times a prefill of --pro
 The peer is a benchmark-only dependency: install it built for this CPU with
 `tools/setup_peer.sh`. When it is absent the bench says so and prints Hone's figures alone.
 
-Prints JSON: per dtype the median, min and max tokens/s of each side over the rounds, the
-ratio of the medians and the median of the per-round ratios (Hone / llama.cpp), plus the
-machine (CPU, read bandwidth, f32 FMA peak from bench/decode) and the peer's version. Prefill
-is also reported as a fraction of the FMA peak (2 x weights-per-token FLOPs a token, the
-LM head once a prompt, as Hone computes it).
+Prints a table of the medians on stderr (tokens/s of both sides, their ratios, decode's fraction
+of the read roofline and prefill's of the FMA peak) and JSON on stdout: per dtype the median,
+min and max tokens/s of each side over the rounds, the ratio of the medians and the median of
+the per-round ratios (Hone / llama.cpp), plus the machine (CPU, read bandwidth, f32 FMA peak
+from bench/decode) and the peer's version. Prefill is also reported as a fraction of the FMA
+peak (2 x weights-per-token FLOPs a token, the LM head once a prompt, as Hone computes it).
 """
 import argparse
 import json
@@ -109,6 +110,28 @@ def summary(v):
     return {"median": statistics.median(v), "min": min(v), "max": max(v)}
 
 
+def table(results, have_peer):
+    """The per-dtype figures as a text table (medians; ratio = Hone / llama.cpp)."""
+    def num(o, key, fmt):
+        return format(o[key], fmt) if o and o.get(key) is not None else "-"
+    head = ["dtype", "decode hone", "decode llama.cpp", "ratio", "prefill hone", "prefill llama.cpp", "ratio",
+            "decode % of read roofline", "prefill % of FMA peak"]
+    rows = [head]
+    for o in results:
+        d, p = o["decode_tok_s"], o["prefill_tok_s"]
+        rows.append([o["dtype"], num(d["hone"], "median", ".1f"), num(d.get("llama_cpp"), "median", ".1f"),
+                     num(d, "ratio_of_medians", ".2f"), num(p["hone"], "median", ".1f"),
+                     num(p.get("llama_cpp"), "median", ".1f"), num(p, "ratio_of_medians", ".2f"),
+                     format(100 * o["decode_roofline_fraction"], ".0f") + "%",
+                     format(100 * o["prefill_fma_fraction"], ".0f") + "%" if "prefill_fma_fraction" in o else "-"])
+    width = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    lines = ["| " + " | ".join(c.rjust(width[i]) for i, c in enumerate(r)) + " |" for r in rows]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in width) + "|")
+    if not have_peer:
+        lines.append("(llama.cpp columns empty: llama-cpp-python is not installed; tools/setup_peer.sh)")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dtypes", default="f32,f16,bf16,q8_0,q4_0,q4_1")
@@ -175,6 +198,7 @@ def main(argv=None):
            "decode_tokens": a.tokens, "peer": peer_info if have_peer else None,
            "peer_skipped": None if have_peer else f"llama-cpp-python not installed ({why})",
            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "results": results}
+    print(table(results, have_peer), file=sys.stderr)
     text = json.dumps(doc, indent=2)
     if a.out:
         with open(a.out, "w") as f:

@@ -496,6 +496,30 @@ hone_cpu_matvec_simd(float *restrict y, const void *W, const float *restrict x, 
         }                                                                                      \
     } while (0)
 
+/* out[k] = hone_cpu_zmm_sum(a[k]) for k < 8, bit for bit, in 24 vector operations instead of
+ * 64: each level of the fixed tree (l + 8, + 4, + 2, + 1) adds the same two values of every
+ * accumulator, with the same one first (so NaN payloads too), with two accumulators' halves
+ * side by side in one register. After the four levels lane 4k holds a[k], lane 4k + 1 a[k + 4]. */
+static inline __attribute__((always_inline)) void hone_cpu_zmm_sum8(const __m512 a[8], float out[8])
+{
+    __m512 s8[4], s4[2];
+    for (int k = 0; k < 4; k++) /* [a[2k] l + a[2k] l+8 (l < 8), a[2k+1] likewise] */
+        s8[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x44),
+                              _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xee));
+    for (int k = 0; k < 2; k++) /* 128-bit lane j: accumulator 4k + j, l + (l + 4) */
+        s4[k] = _mm512_add_ps(_mm512_shuffle_f32x4(s8[2 * k], s8[2 * k + 1], 0x88),
+                              _mm512_shuffle_f32x4(s8[2 * k], s8[2 * k + 1], 0xdd));
+    /* lane j: [s4_0 + s4_2, s4_1 + s4_3] of accumulator j, then of accumulator j + 4 */
+    __m512 s2 = _mm512_add_ps(_mm512_shuffle_ps(s4[0], s4[1], 0x44), _mm512_shuffle_ps(s4[0], s4[1], 0xee));
+    __m512 s1 = _mm512_add_ps(_mm512_shuffle_ps(s2, s2, 0x88), _mm512_shuffle_ps(s2, s2, 0xdd));
+    float v[16];
+    _mm512_storeu_ps(v, s1);
+    for (int k = 0; k < 4; k++) {
+        out[k] = v[4 * k];
+        out[k + 4] = v[4 * k + 1];
+    }
+}
+
 /* R weight rows against a full tile of T tokens: each block of each row is dequantised once
  * and meets T tokens, and each token's X vector meets R rows, so R*T independent fma chains
  * run per block on 2R + 2T vector loads (R = 4, T = 4: 16 loads for 32 fmas, where one row
@@ -519,11 +543,19 @@ hone_cpu_matvec_simd(float *restrict y, const void *W, const float *restrict x, 
                 }                                                                              \
             }                                                                                  \
         }                                                                                      \
-        for (int i = 0; i < R; i++)                                                            \
-            for (int t = 0; t < T; t++)                                                        \
-                Y[(t0 + t) * rows + r + i] = hone_cpu_zmm_finish(                              \
-                    acc[i][t], (const uint8_t *)W + (r + i) * row_bytes, X + (t0 + t) * cols,  \
-                    full, cols, deq);                                                          \
+        if ((T) == 8 && full == cols) {                                                        \
+            for (int i = 0; i < R; i++) {                                                      \
+                float s8[8];                                                                   \
+                hone_cpu_zmm_sum8(acc[i], s8);                                                 \
+                for (int t = 0; t < 8; t++) Y[(t0 + t) * rows + r + i] = s8[t];                \
+            }                                                                                  \
+        } else {                                                                               \
+            for (int i = 0; i < R; i++)                                                        \
+                for (int t = 0; t < T; t++)                                                    \
+                    Y[(t0 + t) * rows + r + i] = hone_cpu_zmm_finish(                          \
+                        acc[i][t], (const uint8_t *)W + (r + i) * row_bytes,                   \
+                        X + (t0 + t) * cols, full, cols, deq);                                 \
+        }                                                                                      \
     } while (0)
 
 /* The share's rows go in chunks whose weights fit in half the L2 (512 KiB): each chunk is read
@@ -538,7 +570,11 @@ hone_cpu_matvec_simd(float *restrict y, const void *W, const float *restrict x, 
     do {                                                                                       \
         int64_t cr = c0 + (c1 - c0) / (R) * (R);                                               \
         for (int64_t t0 = 0; t0 < n8; t0 += 8)                                                 \
-            for (int64_t r = c0; r < cr; r += (R)) HONE_CPU_MATMUL_RXT(R, 8);                  \
+            for (int64_t r = c0; r < cr; r += (R)) {                                           \
+                for (int64_t k = 0; k < pf_lines && pf < pf_end; k++, pf += 64)                \
+                    _mm_prefetch(pf, _MM_HINT_T1);                                             \
+                HONE_CPU_MATMUL_RXT(R, 8);                                                     \
+            }                                                                                  \
         for (int64_t t0 = n8; t0 < n; t0 += 8) { /* tokens left over, every row */             \
             int nt = (int)(n - t0);                                                            \
             for (int64_t r = c0; r < cr; r++) {                                                \
@@ -555,6 +591,46 @@ hone_cpu_matvec_simd(float *restrict y, const void *W, const float *restrict x, 
         }                                                                                      \
     } while (0)
 
+/* Rows c0 .. c1 - 1 of W (row_bytes apart) against all n tokens, R x 8 register tiles. The
+ * next bytes [next, next + next_bytes) (the weights the caller reads after these) are
+ * prefetched into L2 a slice before each tile, so that reading them from memory overlaps this
+ * chunk's fma chains instead of stalling the next chunk's first tile. */
+static inline __attribute__((always_inline)) void
+hone_cpu_matmul_rows(float *restrict Y, const void *W, const float *restrict X, int64_t n,
+                     int64_t rows, int64_t cols, int64_t row_bytes, hone_cpu_deqv_fn deqv,
+                     hone_cpu_deq_fn deq, int64_t c0, int64_t c1, int R, const char *next,
+                     int64_t next_bytes)
+{
+    int64_t nb = cols / 32, full = nb * 32, n8 = n / 8 * 8;
+    int64_t tiles = n8 / 8 * ((c1 - c0) / R);
+    const char *pf = next, *pf_end = next + next_bytes;
+    int64_t pf_lines = tiles > 0 ? (next_bytes / 64 + tiles) / tiles : 0;
+    if (R == 3)
+        HONE_CPU_MATMUL_CHUNK(3);
+    else
+        HONE_CPU_MATMUL_CHUNK(2);
+}
+
+/* The f32 dequantisers (defined below), for the rows of the prefill buffer. */
+static inline void hone_cpu_deqv_f32(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi);
+static inline void hone_cpu_deqr_f32(const void *row, int64_t c0, int n, float *out);
+
+/* Stack floats for the dequantised rows of a chunk (96 KiB: L2 resident, and small beside the
+ * 8 MiB stacks of the engine's threads). */
+#define HONE_CPU_MATMUL_BUF 24576
+#define HONE_CPU_MATMUL_BUF_MIN_N 32
+
+/* Y[t][r] = W[r] . X[t] for this share's rows. The float dtypes, and the quantised ones against
+ * fewer than 32 tokens (batched decode, verification), go straight from the weights: chunks of
+ * rows that fit in half the L2 (each chunk read from memory once, then meeting every token from
+ * L2), 3 x 8 tiles for the float dtypes, 2 x 8 for the quantised ones, whose dequantisation
+ * needs registers of its own. Quantised weights against 32 tokens or more (prefill) are
+ * dequantised a chunk of rows at a time into a stack buffer of f32 (the exact values deqv
+ * gives) that the f32 tiles then read, so each weight is dequantised once per call rather than
+ * once per 8-token tile and the vector ports go to the fma chains (one core, n = 64, SmolLM2's
+ * shapes: 1.2-1.3x; below about 24 tokens the buffer's stores cost more than they save, and
+ * f16 / bf16 measured no faster through it, 0.8x on 1536-long rows). Every (token, row) is the
+ * matvec order either way, so neither the path, the chunk, the tile nor the share changes a bit. */
 static inline __attribute__((always_inline)) void
 hone_cpu_matmul_simd(float *restrict Y, const void *W, const float *restrict X, int64_t n,
                      int64_t rows, int64_t cols, int64_t row_bytes, hone_cpu_deqv_fn deqv,
@@ -562,16 +638,37 @@ hone_cpu_matmul_simd(float *restrict Y, const void *W, const float *restrict X, 
 {
     int64_t r0, r1;
     hone_cpu_share(rows, ith, nth, &r0, &r1);
-    int64_t nb = cols / 32, full = nb * 32, n8 = n / 8 * 8;
-    int64_t chunk = (512 * 1024) / (row_bytes > 0 ? row_bytes : 1);
-    chunk = chunk < 6 ? 6 : chunk / 6 * 6;
     int float_weights = row_bytes >= 2 * cols;
+    int64_t nb = cols / 32, full = nb * 32;
+    if (float_weights || n < HONE_CPU_MATMUL_BUF_MIN_N || 3 * cols > HONE_CPU_MATMUL_BUF) {
+        int64_t chunk = (512 * 1024) / (row_bytes > 0 ? row_bytes : 1);
+        chunk = chunk < 6 ? 6 : chunk / 6 * 6;
+        for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
+            int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1, c2 = c1 + chunk < r1 ? c1 + chunk : r1;
+            hone_cpu_matmul_rows(Y, W, X, n, rows, cols, row_bytes, deqv, deq, c0, c1, float_weights ? 3 : 2,
+                                 (const char *)W + c1 * row_bytes, (c2 - c1) * row_bytes);
+        }
+        return;
+    }
+    float buf[HONE_CPU_MATMUL_BUF] __attribute__((aligned(64)));
+    int64_t chunk = HONE_CPU_MATMUL_BUF / cols / 3 * 3;
     for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
         int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1;
-        if (float_weights)
-            HONE_CPU_MATMUL_CHUNK(3);
-        else
-            HONE_CPU_MATMUL_CHUNK(2);
+        for (int64_t r = c0; r < c1; r++) {
+            const uint8_t *rw = (const uint8_t *)W + r * row_bytes;
+            float *o = buf + (r - c0) * cols;
+            for (int64_t b = 0; b < nb; b++) {
+                __m512 lo, hi;
+                deqv(rw, b, &lo, &hi);
+                _mm512_storeu_ps(o + b * 32, lo);
+                _mm512_storeu_ps(o + b * 32 + 16, hi);
+            }
+            if (full < cols) deq(rw, full, (int)(cols - full), o + full);
+        }
+        int64_t c2 = c1 + chunk < r1 ? c1 + chunk : r1;
+        hone_cpu_matmul_rows(Y + c0, buf, X, n, rows, cols, cols * (int64_t)sizeof(float),
+                             hone_cpu_deqv_f32, hone_cpu_deqr_f32, 0, c1 - c0, 3,
+                             (const char *)W + c1 * row_bytes, (c2 - c1) * row_bytes);
     }
 }
 

@@ -75,6 +75,13 @@ static int bits_equal(const float *a, const float *b, int64_t n)
 /* Tiles straight from the header: n_rows rows of one kv head with their own lengths. */
 static void test_tiles_match_rows(void)
 {
+#if defined(HONE_CPU_SIMD)
+    fprintf(stderr, "attention tiles: the AVX-512 path\n");
+#elif defined(HONE_CPU_AVX2)
+    fprintf(stderr, "attention tiles: the AVX2 path\n");
+#else
+    fprintf(stderr, "attention tiles: the generic path\n");
+#endif
     static const int64_t hds[] = {32, 64, 128, 256, 96, 48};
     static const int64_t nkvs[] = {1, 7, 16, 17, 33, 100, 257};
     static const int nrows[] = {1, 3, 4, 5, 9, 64};

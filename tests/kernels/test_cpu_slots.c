@@ -452,6 +452,10 @@ static void test_matmul(void)
         mat_case(dt, 5, 1536, 576);
         mat_case(dt, 5, 576, 1536);
         mat_case(dt, 13, 192, 576);
+        /* prefill batches (n >= 32: quantised rows dequantised once into the f32 buffer): token
+         * tiles and leftover tokens, several row chunks with leftover rows, long rows */
+        mat_case(dt, 37, 100, 576);
+        mat_case(dt, 32, 17, 1536);
     }
     mat_case(HONE_DTYPE_Q8_0, 2, 49152, 576);
 }
@@ -477,6 +481,7 @@ static void test_mat_more(void)
         mat_case(dt, 5, 576, 1536);
         mat_case(dt, 0, 1536, bs == 32 ? 576 : 512);
         mat_case(dt, 13, 192, bs == 32 ? 576 : 768);
+        mat_case(dt, 37, 100, bs == 32 ? 576 : 512); /* prefill: the f32 buffer path */
     }
 }
 
