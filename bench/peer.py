@@ -99,11 +99,15 @@ def run_hone(decode, path, a):
 
 
 def run_peer(path, a, threads):
+    """llama.cpp's figures on path, or (None, why) when its child fails (llama-cpp-python 0.3.36
+    segfaults on some files, e.g. a q8_0 conversion with a 64-token batch): that dtype is then
+    reported without the peer instead of ending the run."""
     r = subprocess.run([sys.executable, "-c", PEER_CHILD, path, str(a.prompt), str(a.tokens), str(threads)],
                        capture_output=True, text=True)
     if r.returncode != 0:
-        raise RuntimeError(f"llama.cpp failed on {path}: {r.stderr.strip()[-400:]}")
-    return json.loads(r.stdout.strip().splitlines()[-1])
+        sig = f"signal {-r.returncode}" if r.returncode < 0 else f"exit {r.returncode}"
+        return None, f"llama.cpp failed on {os.path.basename(path)} ({sig}): {r.stderr.strip()[-300:]}"
+    return json.loads(r.stdout.strip().splitlines()[-1]), None
 
 
 def summary(v):
@@ -129,6 +133,9 @@ def table(results, have_peer):
     lines.insert(1, "|" + "|".join("-" * (w + 2) for w in width) + "|")
     if not have_peer:
         lines.append("(llama.cpp columns empty: llama-cpp-python is not installed; tools/setup_peer.sh)")
+    for o in results:
+        if o.get("peer_failed"):
+            lines.append(f"({o['dtype']}: {o['peer_failed'].splitlines()[0]})")
     return "\n".join(lines)
 
 
@@ -155,6 +162,7 @@ def main(argv=None):
     files = model_files(dtypes, a.models)
     hone = {d: [] for d in dtypes}
     peer = {d: [] for d in dtypes}
+    peer_failed = {}
     machine, peer_info, threads = None, None, a.threads
     for rnd in range(a.rounds):
         for dt in dtypes:
@@ -164,8 +172,13 @@ def main(argv=None):
                     h = run_hone(a.decode, files[dt], a)
                     machine, threads = machine or h["machine"], threads or h["threads"]
                     hone[dt].append(h)
-                elif have_peer:
-                    p = run_peer(files[dt], a, threads or os.cpu_count())
+                elif have_peer and dt not in peer_failed:
+                    p, err = run_peer(files[dt], a, threads or os.cpu_count())
+                    if p is None:
+                        peer_failed[dt] = err
+                        peer[dt] = []
+                        print(f"peer: {err}; {dt} is reported without the peer", file=sys.stderr)
+                        continue
                     peer_info = peer_info or {"version": p["version"], "system_info": p["system_info"]}
                     peer[dt].append(p)
             last = hone[dt][-1]
@@ -178,6 +191,8 @@ def main(argv=None):
     results = []
     for dt in dtypes:
         o = {"dtype": dt, "file": files[dt], "rounds": a.rounds}
+        if dt in peer_failed:
+            o["peer_failed"] = peer_failed[dt]
         for phase in ("decode_tok_s", "prefill_tok_s"):
             hv = [r[phase] for r in hone[dt]]
             o[phase] = {"hone": summary(hv)}
@@ -197,6 +212,7 @@ def main(argv=None):
     doc = {"bench": "peer", "machine": machine, "threads": threads, "prompt_tokens": a.prompt,
            "decode_tokens": a.tokens, "peer": peer_info if have_peer else None,
            "peer_skipped": None if have_peer else f"llama-cpp-python not installed ({why})",
+           "peer_failed": peer_failed,
            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "results": results}
     print(table(results, have_peer), file=sys.stderr)
     text = json.dumps(doc, indent=2)
