@@ -582,9 +582,9 @@ static size_t evex_length(const uint8_t *p, size_t left)
  * (VEX.pp F2, or VEX.W1) and most of the 32- and 64-bit mask operations, which GCC emits for
  * AVX-512 tail masks. Only AVX-512's opmask opcodes are measured (Intel SDM vol. 2, "Opmask
  * instructions"): in map 0F, 41-42, 44-47, 4A-4B (kand, kandn, knot, kor, kxnor, kxor, kadd,
- * kunpck) and 98-99 (kortest, ktest) on registers only, 90 (kmov load, or k to k), 91 (kmov
- * store, memory only) and 92-93 (GPR to k, k to GPR, registers only); in map 0F3A, 30-33 (kshiftr, kshiftl)
- * with an imm8. None branches or touches system state; every other VEX byte sequence capstone
+ * kunpck) and 98-99 (kortest, ktest) on registers only, 90 (kmov load, or k to k), 91
+ * (kmov store, memory only) and 92-93 (GPR to k, k to GPR, registers only); in map 0F3A, 30-33
+ * (kshiftr, kshiftl) with an imm8. None branches or touches system state; every other VEX byte sequence capstone
  * cannot decode stays undecodable. */
 static size_t vex_mask_length(const uint8_t *p, size_t left)
 {
@@ -716,9 +716,11 @@ static int check_code(obj *o)
             uint64_t off = at - s->sh_addr;
             int decoded = cs_disasm_iter(h, &code, &left, &addr, in);
             const uint8_t *here = o->b + s->sh_offset + off;
-            size_t evex = decoded ? 0 : evex_length(here, s->sh_size - off);
-            if (!decoded && !evex) evex = vex_mask_length(here, s->sh_size - off);
-            if (!decoded && !evex) {
+            /* an instruction capstone 4 does not know: its length from its fields, or 0 */
+            size_t measured = 0;
+            if (!decoded) measured = evex_length(here, s->sh_size - off);
+            if (!decoded && !measured) measured = vex_mask_length(here, s->sh_size - off);
+            if (!decoded && !measured) {
                 rc = bad(o, "undecodable bytes at 0x%" PRIx64 " in %s", at, sec_name(o, i));
                 break;
             }
@@ -729,9 +731,9 @@ static int check_code(obj *o)
                 ends = in->id == X86_INS_RET || in->id == X86_INS_JMP || in->id == X86_INS_UD2;
             } else { /* an AVX-512 or opmask instruction capstone does not know */
                 ends = 0;
-                code = o->b + s->sh_offset + off + evex;
-                left = s->sh_size - off - evex;
-                addr = at + evex;
+                code = here + measured;
+                left = s->sh_size - off - measured;
+                addr = at + measured;
             }
         }
         /* running off the end would execute the padding or the next section from a point the

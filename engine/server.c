@@ -879,9 +879,19 @@ static int tool_chat_prompt(hone_server *s, cJSON *root, gen_request *g, bad_req
 /* Admission by KV room: prompt i plus the completion must fit s->tokens_max (the context, or
  * the pool where that is smaller), checked before any work; OpenAI's 400 otherwise. An unset
  * max_tokens is the room left (completions keep their default cap: choice_max_tokens). */
+static int64_t request_tokens_max(const hone_server *s)
+{
+    return s->tokens_max > 0 ? s->tokens_max : s->o.n_ctx;
+}
+
 static int context_check(const hone_server *s, const gen_request *g, int i, const char *what, bad_request *b)
 {
-    int64_t p = prompt_len(g, i), lim = s->tokens_max > 0 ? s->tokens_max : s->o.n_ctx;
+    int64_t p = prompt_len(g, i), lim = request_tokens_max(s);
+    if (p >= s->o.n_ctx)
+        return bad(b, 400, what, "context_length_exceeded",
+                   "This model's maximum context length is %lld tokens; the prompt has %lld tokens "
+                   "(at most %lld leaves room for one generated token)",
+                   (long long)s->o.n_ctx, (long long)p, (long long)(s->o.n_ctx - 1));
     if (p >= lim)
         return bad(b, 400, what, "context_length_exceeded",
                    "This model's maximum context length is %lld tokens and the KV cache holds %lld tokens "
@@ -1013,11 +1023,6 @@ static int parse_generation(hone_server *s, cJSON *root, int chat, gen_request *
                    g->n_prompts * g->n, MAX_CHOICES);
     for (int i = 0; i < g->n_prompts; i++) {
         if (prompt_len(g, i) == 0) return bad(b, 400, what, "invalid_value", "the prompt is empty");
-        if (prompt_len(g, i) >= s->o.n_ctx)
-            return bad(b, 400, what, "context_length_exceeded",
-                       "This model's maximum context length is %lld tokens; the prompt has %lld tokens "
-                       "(at most %lld leaves room for one generated token)",
-                       (long long)s->o.n_ctx, (long long)prompt_len(g, i), (long long)(s->o.n_ctx - 1));
         if (context_check(s, g, i, what, b)) return -1;
     }
     return 0;
@@ -1641,11 +1646,10 @@ static cJSON *json_parse_body(const char *body, size_t len, bad_request *b)
 static int submit_choice(conn_ctx *cc, const gen_request *g, int i)
 {
     int pi = i / g->n;
-    int64_t lim = cc->srv->tokens_max > 0 ? cc->srv->tokens_max : cc->srv->o.n_ctx;
-    int64_t room = lim - prompt_len(g, pi); /* >= 1 (context_check) */
+    int64_t room = request_tokens_max(cc->srv) - prompt_len(g, pi); /* >= 1 (context_check) */
     hone_request_params p = {.prompt = prompt_ids(g, pi), .n_prompt = prompt_len(g, pi),
-                             .max_tokens = g->max_set || g->max_tokens < room ? g->max_tokens : room, .sampling = g->sp, .stop = g->stop,
-                             .n_stop = g->n_stop, .ignore_eos = g->ignore_eos};
+                             .max_tokens = g->max_set || g->max_tokens < room ? g->max_tokens : room,
+                             .sampling = g->sp, .stop = g->stop, .n_stop = g->n_stop, .ignore_eos = g->ignore_eos};
     p.sampling.seed = g->sp.seed + (uint64_t)(i % g->n);
     p.logprobs = g->logprobs;
     p.top_logprobs = g->top_logprobs;
