@@ -1,6 +1,7 @@
 /* matvec_q8_0: y[rows] = W[rows][cols] x[cols] (decode). Contract: engine/slots.h.
  * Ideas: q8_0 weights: each block of 32 dequantised exactly (q * d) before use;
- * AVX-512: one row at a time, one zmm of 16 lanes (portable C elsewhere);
+ * AVX-512: 4 rows side by side, their blocks' f16 scales converted ahead (hone_cpu_matvec_staged),
+ * one zmm of 16 lanes per row (portable C elsewhere);
  * f32 activations; 16 fused multiply-add lanes in the fixed order of kernels/cpu/common.h. */
 #include "kernels/cpu/common.h"
 
@@ -14,8 +15,7 @@ void hone_cpu_matvec_q8_0(float *y, const void *W, const float *x, int64_t rows,
                          int ith, int nth)
 {
 #ifdef HONE_CPU_SIMD
-    hone_cpu_matvec_simd(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q8_0, cols), hone_cpu_deqv_q8_0, deq, ith,
-                         nth);
+    hone_cpu_mv_q8_0(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q8_0, cols), deq, ith, nth);
 #else
     hone_cpu_matvec_portable(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q8_0, cols), q8_0, deq, ith, nth);
 #endif

@@ -431,6 +431,14 @@ static void test_matvec(void)
     /* The output projection over the SmolLM2 vocabulary (tied embeddings are q8_0 or f16). */
     mat_case(HONE_DTYPE_Q8_0, 0, 49152, 576);
     mat_case(HONE_DTYPE_F16, 0, 49152, 576);
+    /* The block formats' staged path (scales of 4 rows converted ahead) at its buffer's edge
+     * (HONE_CPU_STAGE_MAX = 1024 scale fields: q4_1 has 2 a block) and past it, where rows
+     * take the unstaged path: the same bits either way. */
+    mat_case(HONE_DTYPE_Q4_0, 0, 7, 8192);
+    mat_case(HONE_DTYPE_Q4_0, 0, 7, 8224);
+    mat_case(HONE_DTYPE_Q4_1, 0, 6, 4096);
+    mat_case(HONE_DTYPE_Q4_1, 0, 6, 4128);
+    mat_case(HONE_DTYPE_Q8_0, 0, 9, 8224);
 }
 
 static void test_matmul(void)
