@@ -935,24 +935,47 @@ static inline void hone_cpu_v_q5(const uint8_t *qs, const uint8_t *qhp, __m512i 
     *hi = _mm512_or_si512(_mm512_srli_epi32(q, 4), hh);
 }
 
+/* q5: the values from the block's scale (and min) as f32, shared by deqv and deqs as for q4. */
+static inline __attribute__((always_inline)) void hone_cpu_vals_q5_0(const hone_block_q5_0 *b, float d,
+                                                                     __m512 *lo, __m512 *hi)
+{
+    __m512 dv = _mm512_set1_ps(d);
+    __m512i l, h, s16 = _mm512_set1_epi32(16);
+    hone_cpu_v_q5(b->qs, b->qh, &l, &h);
+    *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(l, s16)), dv);
+    *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(h, s16)), dv);
+}
+
+static inline __attribute__((always_inline)) void hone_cpu_vals_q5_1(const hone_block_q5_1 *b, float d, float m,
+                                                                     __m512 *lo, __m512 *hi)
+{
+    __m512 dv = _mm512_set1_ps(d), mv = _mm512_set1_ps(m);
+    __m512i l, h;
+    hone_cpu_v_q5(b->qs, b->qh, &l, &h);
+    *lo = _mm512_fmadd_ps(_mm512_cvtepi32_ps(l), dv, mv);
+    *hi = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h), dv, mv);
+}
+
 static inline void hone_cpu_deqv_q5_0(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
 {
     const hone_block_q5_0 *b = (const hone_block_q5_0 *)row + blk;
-    __m512 d = _mm512_set1_ps(hone_cpu_half(b->d));
-    __m512i l, h, s16 = _mm512_set1_epi32(16);
-    hone_cpu_v_q5(b->qs, b->qh, &l, &h);
-    *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(l, s16)), d);
-    *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(h, s16)), d);
+    hone_cpu_vals_q5_0(b, hone_cpu_half(b->d), lo, hi);
 }
 
 static inline void hone_cpu_deqv_q5_1(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
 {
     const hone_block_q5_1 *b = (const hone_block_q5_1 *)row + blk;
-    __m512 d = _mm512_set1_ps(hone_cpu_half(b->d)), m = _mm512_set1_ps(hone_cpu_half(b->m));
-    __m512i l, h;
-    hone_cpu_v_q5(b->qs, b->qh, &l, &h);
-    *lo = _mm512_fmadd_ps(_mm512_cvtepi32_ps(l), d, m);
-    *hi = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h), d, m);
+    hone_cpu_vals_q5_1(b, hone_cpu_half(b->d), hone_cpu_half(b->m), lo, hi);
+}
+
+static inline void hone_cpu_deqs_q5_0(const uint8_t *row, int64_t blk, const float *sc, __m512 *lo, __m512 *hi)
+{
+    hone_cpu_vals_q5_0((const hone_block_q5_0 *)row + blk, sc[0], lo, hi);
+}
+
+static inline void hone_cpu_deqs_q5_1(const uint8_t *row, int64_t blk, const float *sc, __m512 *lo, __m512 *hi)
+{
+    hone_cpu_vals_q5_1((const hone_block_q5_1 *)row + blk, sc[0], sc[1], lo, hi);
 }
 
 /* mxfp4: a 16-entry table (kvalue * d, each the scalar product) picked by nibble, as q4_0. */
