@@ -150,12 +150,17 @@ static void test_dynamic_without_scan(void)
 static void test_good(void)
 {
     setup();
-    /* The matvec candidate is judged on SmolLM2, whose weights stream from memory: its prefetch
-     * is what makes it faster there, and only overhead on the tiny model, which fits in cache
-     * (where the end-to-end gate rightly rejects it). */
-    static const char *const G[][3] = {{"swiglu_vexp.c", "swiglu", MODEL},
-                                       {"rmsnorm_vec.c", "rmsnorm", MODEL},
-                                       {"matvec_q4_1_prefetch.c", "matvec_q4_1", NULL}};
+    /* Correct candidates: each must pass every correctness gate and reach the speed gate. The
+     * rmsnorm one must be accepted (its incumbent is scalar). The other two race incumbents that
+     * already do what they do, so whether they win depends on the machine, and the test asks
+     * only that the verdict agree with the gate's own figures: swiglu_vexp's 8 lanes of f64 exp
+     * against the AVX-512 incumbent's 16 lanes of f32 (0.85x measured on Sapphire Rapids, above
+     * 1.05x on Ice Lake), and matvec_q4_1_prefetch against the staged baseline, which since
+     * 2026-12-03 prefetches too, with 4 rows in flight (0.54-0.65x on Ice Lake). The matvec
+     * candidate is judged on SmolLM2, whose weights stream from memory. */
+    static const char *const G[][4] = {{"swiglu_vexp.c", "swiglu", MODEL, "race"},
+                                       {"rmsnorm_vec.c", "rmsnorm", MODEL, "win"},
+                                       {"matvec_q4_1_prefetch.c", "matvec_q4_1", NULL, "race"}};
     for (size_t i = 0; i < sizeof G / sizeof G[0]; i++) {
         char path[512];
         const char *model = G[i][2] ? G[i][2] : harness_smollm2();
@@ -173,16 +178,14 @@ static void test_good(void)
         }
         fprintf(stderr, "  %-22s -> %s, %s tier, %.2fx [%.2f, %.2f]\n", G[i][0],
                 res.accepted ? "accepted" : res.reason, res.tier, res.speedup, res.ci_low, res.ci_high);
-#ifdef HONE_CPU_SIMD
-        /* with the kernels' AVX-512 paths the incumbent swiglu is itself 16 lanes of f32 vector
-         * exp, and the candidate's 8 lanes of f64 are slower: the speed gate must say so */
-        if (strcmp(G[i][1], "swiglu") == 0) {
-            CHECK_MSG(!res.accepted && (res.code == HONE_GUARD_SLOWER || res.code == HONE_GUARD_INCONCLUSIVE),
-                      "%s on an AVX-512 incumbent: %s", G[i][0], res.accepted ? "accepted" : res.reason);
-            CHECK(res.speedup < 1.05);
+        if (strcmp(G[i][3], "race") == 0 && !res.accepted) {
+            CHECK_MSG(res.code == HONE_GUARD_SLOWER || res.code == HONE_GUARD_INCONCLUSIVE ||
+                          res.code == HONE_GUARD_E2E_REGRESSION,
+                      "%s: refused before the speed gate: %s", G[i][0], res.reason);
+            CHECK_MSG(res.code != HONE_GUARD_SLOWER || res.speedup < 1.05 || res.ci_low <= 1.0,
+                      "%s: called slower at %.2fx [%.2f, %.2f]", G[i][0], res.speedup, res.ci_low, res.ci_high);
             continue;
         }
-#endif
         CHECK_MSG(res.accepted, "%s: %s", G[i][0], res.reason);
         CHECK(res.speedup >= 1.05);
         CHECK(res.ev.model_prompts == 3 && res.ev.reps >= 30);
