@@ -1,7 +1,11 @@
 /* attention_decode: one query per head over the paged KV cache, GQA. Contract: engine/slots.h.
  * Ideas: the share's heads go through hone_cpu_attend_rows (kernels/cpu/common.h) a kv head's
  * query heads at a time, so they share every K and V read; each row's bits are
- * hone_cpu_attend_row's, as in attention_prefill, whatever the share. */
+ * hone_cpu_attend_row's, as in attention_prefill, whatever the share. At long context the
+ * slot is bound by memory: the tiles keep each row's scores from pass 1 so K is read once, and
+ * prefetch the paged K/V rows a step or two ahead (the hardware streamers lose a 256-byte head
+ * at a 768-byte stride at every page). Left: with 9 heads on 2 threads the middle kv head is
+ * read by both (4 kv-head passes for 3); splitting its V columns would save 1/8 of the bytes. */
 #include "kernels/cpu/common.h"
 
 void hone_cpu_attention_decode(float *out, const float *q, const float *k_cache,
