@@ -1524,14 +1524,22 @@ static inline void hone_cpu_attend_row(float *restrict out, const float *restric
  * dims 32, 64, 128, 256) use it from registers; R rows give R independent chains where one row
  * waits on fma and double-add latency. Two passes over the keys: the first computes every
  * score (the same lane-order dot product and tree) and keeps the running max; the second
- * computes each score again (the same instructions, so the same bits: no scratch of n_kv floats
- * per row is needed), exp(score - max) 16 at a time (hone_cpu_expf16 / hone_cpu_expf8x2, the
+ * takes each score back (kept from pass 1, row 0's in the scratch and the others' in
+ * HONE_CPU_ATT_KEEP floats on the stack, where they fit: then pass 2 reads V alone, and K
+ * once in all; where they do not, computed again by the same instructions, so the same bits),
+ * exp(score - max) 16 at a time (hone_cpu_expf16 / hone_cpu_expf8x2, the
  * scalar hone_cpu_expf's bits), adds each exp to the row's double normaliser in key order and
  * accumulates V per dimension in key order with one fma each (the accumulators live in the
  * output row between 16-key steps; storing and reloading a float changes no bit). A row never
- * touches a key at or past its own n_kv. Tested: tests/kernels/test_attend_tiles.c. */
+ * touches a key at or past its own n_kv. A remainder of rows short of R goes as one smaller
+ * group (3 GQA rows on R = 4 share each load), and each step prefetches the K (pass 2: V) rows
+ * HONE_CPU_ATT_AHEAD steps on: at 4k keys decode is bound by memory (SmolLM2-135M's 30 layers,
+ * 2 threads: the slot alone went from ~53 to ~40 ms a token on a loaded 2-core machine, the
+ * K/V rows' first loads stalling before). Tested: tests/kernels/test_attend_tiles.c. */
 #define HONE_CPU_ATT_ROWS 64 /* rows of one tile */
 #define HONE_CPU_ATT_KEYS 16 /* keys a step */
+#define HONE_CPU_ATT_AHEAD 2 /* steps a prefetch runs ahead */
+#define HONE_CPU_ATT_KEEP 16384 /* floats of scores kept on the stack (64 KiB) */
 
 #if defined(HONE_CPU_SIMD) || defined(HONE_CPU_AVX2)
 #define HONE_CPU_ATT_VEC 1
@@ -1696,7 +1704,7 @@ hone_cpu_att_scores(const int NV, const int R, const float *const *q, const hone
 static inline __attribute__((always_inline)) void
 hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const float *const *q,
                    const int64_t *n_kv, const hone_cpu_att_step *st, float scale, float *mx,
-                   double *sum)
+                   double *sum, float *const *keep)
 {
     int nr[4], nk = 0;
 #pragma GCC unroll 4
@@ -1707,10 +1715,16 @@ hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const
     }
     if (nk == 0) return;
     float p[4][HONE_CPU_ATT_KEYS];
-    hone_cpu_att_scores(NV, R, q, st, scale, p);
+    if (keep && pass == 2) {
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) memcpy(p[r], keep[r] + st->j0, (size_t)nr[r] * sizeof(float));
+    } else {
+        hone_cpu_att_scores(NV, R, q, st, scale, p);
+    }
     if (pass == 1) {
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
+            if (keep) memcpy(keep[r] + st->j0, p[r], (size_t)nr[r] * sizeof(float));
             float m = mx[r];
             for (int s = 0; s < nr[r]; s++)
                 if (p[r][s] > m) m = p[r][s];
@@ -1760,7 +1774,7 @@ static inline __attribute__((always_inline)) void
 hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *const *q,
                   const int64_t *n_kv, int n_rows, const float *k_cache, const float *v_cache,
                   const int32_t *block_table, int64_t block_size, int64_t n_kv_heads, int64_t kvh,
-                  float scale)
+                  float scale, float *const *keep)
 {
     float mx[HONE_CPU_ATT_ROWS];
     double sum[HONE_CPU_ATT_ROWS];
@@ -1782,11 +1796,31 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
                 st.v[s] = v_cache + off;
             }
             for (int s = st.nk; s < HONE_CPU_ATT_KEYS; s++) st.k[s] = st.k[0], st.v[s] = st.v[0];
+            /* the K (and in pass 2 V) rows of the step HONE_CPU_ATT_AHEAD steps on, a cache line
+             * at a time: a key's head is 4 * head_dim bytes at a stride of n_kv_heads of them,
+             * a pattern the hardware streamers lose at every 4 KiB page and paging block */
+            for (int64_t j = j0 + HONE_CPU_ATT_AHEAD * HONE_CPU_ATT_KEYS,
+                         je = j + HONE_CPU_ATT_KEYS < nmax ? j + HONE_CPU_ATT_KEYS : nmax;
+                 j < je; j++) {
+                int64_t off = (((int64_t)block_table[j / block_size] * block_size + j % block_size) *
+                                   n_kv_heads + kvh) * head_dim;
+                for (int64_t c = 0; c < head_dim; c += 16) {
+                    if (pass == 1 || !keep) __builtin_prefetch(k_cache + off + c, 0, 3);
+                    if (pass == 2) __builtin_prefetch(v_cache + off + c, 0, 3);
+                }
+            }
+            /* groups of R rows, then the rest as one group of fewer (a GQA group of 3 on R = 4
+             * shares each K and V load three ways); a row's bits do not depend on its group */
+#define HONE_CPU_ATT_GROUP(RR)                                                                     \
+    hone_cpu_att_group(NV, RR, pass, out + r, q + r, n_kv + r, &st, scale, mx + r, sum + r,       \
+                       keep ? keep + r : NULL)
             int r = 0;
-            for (; r + R <= n_rows; r += R)
-                hone_cpu_att_group(NV, R, pass, out + r, q + r, n_kv + r, &st, scale, mx + r, sum + r);
-            for (; r < n_rows; r++)
-                hone_cpu_att_group(NV, 1, pass, out + r, q + r, n_kv + r, &st, scale, mx + r, sum + r);
+            for (; r + R <= n_rows; r += R) HONE_CPU_ATT_GROUP(R);
+            if (R > 3 && n_rows - r == 3) HONE_CPU_ATT_GROUP(3);
+            else if (R > 2 && n_rows - r == 2) HONE_CPU_ATT_GROUP(2);
+            else
+                for (; r < n_rows; r++) HONE_CPU_ATT_GROUP(1);
+#undef HONE_CPU_ATT_GROUP
         }
     for (int r = 0; r < n_rows; r++) {
         hone_cpu_av inv = hone_cpu_av_set1((float)(1.0 / sum[r]));
@@ -1810,8 +1844,19 @@ static inline void hone_cpu_attend_rows(float *const *out, const float *const *q
 #ifdef HONE_CPU_ATT_VEC
 #define HONE_CPU_ATT_TILE(NV, R)                                                                   \
     hone_cpu_att_tile(NV, R, out, q, n_kv, n_rows, k_cache, v_cache, block_table, block_size,      \
-                      n_kv_heads, kvh, scale)
+                      n_kv_heads, kvh, scale, kp)
     if (head_dim % 32 == 0 && head_dim <= 256) {
+        /* each row's scores kept from pass 1 (row 0 in scratch, the others here) where they
+         * fit, so that pass 2 reads V alone */
+        float keep[HONE_CPU_ATT_KEEP], *kr[HONE_CPU_ATT_ROWS], *const *kp = kr;
+        int64_t used = 0;
+        kr[0] = scratch;
+        for (int r = 1; r < n_rows && kp; r++) {
+            int64_t need = n_kv[r] > 0 ? n_kv[r] : 0;
+            if (used + need > HONE_CPU_ATT_KEEP) kp = NULL;
+            kr[r] = keep + used;
+            used += need;
+        }
         switch (head_dim) {
         case 32: HONE_CPU_ATT_TILE(2, 4); break;
         case 64: HONE_CPU_ATT_TILE(4, 4); break;

@@ -83,7 +83,7 @@ static void test_tiles_match_rows(void)
     fprintf(stderr, "attention tiles: the generic path\n");
 #endif
     static const int64_t hds[] = {32, 64, 128, 256, 96, 48};
-    static const int64_t nkvs[] = {1, 7, 16, 17, 33, 100, 257};
+    static const int64_t nkvs[] = {1, 7, 16, 17, 33, 100, 257, 300}; /* 300: 64 rows' scores overflow the kept ones */
     static const int nrows[] = {1, 3, 4, 5, 9, 64};
     for (size_t a = 0; a < sizeof hds / sizeof hds[0]; a++)
         for (size_t b = 0; b < sizeof nkvs / sizeof nkvs[0]; b++)
@@ -156,4 +156,33 @@ static void test_slots_match_rows(void)
         }
 }
 
-TEST_MAIN(TEST_CASE(test_tiles_match_rows), TEST_CASE(test_slots_match_rows))
+/* Decode at long context (SmolLM2-135M's heads: 9 query heads on 3 kv heads of 64), where each
+ * row's scores are kept from pass 1 (4096 + 5 keys) and where the other rows' do not fit
+ * HONE_CPU_ATT_KEEP and pass 2 computes them again (8193 keys): every head against the generic
+ * row, for 1 to 3 threads (the shares split kv heads, and a group's rows, differently). */
+static void test_decode_long_context(void)
+{
+    static const int64_t nkvs[] = {4096 + 5, HONE_CPU_ATT_KEEP / 2 + 1};
+    for (size_t b = 0; b < sizeof nkvs / sizeof nkvs[0]; b++) {
+        int64_t n_kv = nkvs[b], nh = 9, nkvh = 3, hd = 64, bs = 16;
+        cache c = make_cache(n_kv, bs, nkvh, hd, b ? 300.0f : 1.0f);
+        size_t sz = (size_t)(nh * hd);
+        float *q = malloc(sz * sizeof(float)), *want = malloc(sz * sizeof(float));
+        float *got = malloc(sz * sizeof(float)), *scr = malloc((size_t)n_kv * 3 * sizeof(float));
+        for (size_t i = 0; i < sz; i++) q[i] = frand();
+        for (int64_t h = 0; h < nh; h++)
+            hone_cpu_attend_row_generic(want + h * hd, q + h * hd, c.k, c.v, c.bt, n_kv, bs, nkvh,
+                                        h / 3, hd, 0.125f, scr);
+        for (int nth = 1; nth <= 3; nth++) {
+            for (size_t i = 0; i < sz; i++) got[i] = NAN;
+            for (int ith = 0; ith < nth; ith++)
+                hone_cpu_attention_decode(got, q, c.k, c.v, c.bt, n_kv, bs, nh, nkvh, hd, 0.125f,
+                                          scr + ith * n_kv, ith, nth);
+            CHECK_MSG(bits_equal(got, want, (int64_t)sz), "decode n_kv %lld nth %d", (long long)n_kv, nth);
+        }
+        free(q), free(want), free(got), free(scr);
+        free_cache(&c);
+    }
+}
+
+TEST_MAIN(TEST_CASE(test_tiles_match_rows), TEST_CASE(test_slots_match_rows), TEST_CASE(test_decode_long_context))
