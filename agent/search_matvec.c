@@ -6,11 +6,19 @@
 
 static int is_matvec(hone_slot_id s) { return s >= HONE_SLOT_MATVEC_F32 && s <= HONE_SLOT_MATVEC_LAST; }
 
-/* One row at a time, no prefetch (kernels/cpu/common.h, hone_cpu_matvec_simd). */
+/* The shipped schedule (kernels/cpu/common.h): one row at a time with the share prefetched
+ * 4 KiB ahead (hone_cpu_matvec_simd), which this family renders as the point (1, 4096). The
+ * legacy block formats ship hone_cpu_matvec_staged instead (scales converted ahead, 4 rows),
+ * which no point here renders: for them every point, (1, 4096) included, is a rival, and the
+ * point named as theirs is the old one-row schedule without prefetch, slower than both. */
 static hone_search_point incumbent(hone_slot_id slot)
 {
-    (void)slot;
-    hone_search_point p = {{1, 0}};
+    static const int block_formats[] = {HONE_DTYPE_Q8_0, HONE_DTYPE_Q4_0, HONE_DTYPE_Q4_1, HONE_DTYPE_Q5_0,
+                                        HONE_DTYPE_Q5_1};
+    int staged = 0;
+    for (size_t i = 0; i < sizeof block_formats / sizeof block_formats[0]; i++)
+        staged |= (int)slot == hone_slots_matvec_id(block_formats[i]);
+    hone_search_point p = {{1, staged ? 0 : 4096}};
     return p;
 }
 
