@@ -741,37 +741,41 @@ static inline __attribute__((always_inline)) void hone_cpu_vals_q4_1(const hone_
     *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
 }
 
+static inline void hone_cpu_deqv_q8_0(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
+{
+    const hone_block_q8_0 *b = (const hone_block_q8_0 *)row + blk;
+    hone_cpu_vals_q8_0(b, hone_cpu_half(b->d), lo, hi);
+}
+
+static inline void hone_cpu_deqv_q4_0(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
+{
+    const hone_block_q4_0 *b = (const hone_block_q4_0 *)row + blk;
+    hone_cpu_vals_q4_0(b, hone_cpu_half(b->d), lo, hi);
+}
+
+static inline void hone_cpu_deqv_q4_1(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
+{
+    const hone_block_q4_1 *b = (const hone_block_q4_1 *)row + blk;
+    hone_cpu_vals_q4_1(b, hone_cpu_half(b->d), hone_cpu_half(b->m), lo, hi);
+}
+
 /* Block blk of a row from its staged f32 scale sc[0] (and min sc[1]). */
 typedef void (*hone_cpu_deqs_fn)(const uint8_t *row, int64_t blk, const float *sc, __m512 *lo, __m512 *hi);
 
-/* hone_cpu_deqv_<dt> (the scale converted from the block's f16) and hone_cpu_deqs_<dt> (the
- * staged f32 scale) of a legacy block format, through its one body hone_cpu_vals_<dt>: with a
- * scale (HONE_CPU_DEQ_D) or a scale and a min (HONE_CPU_DEQ_DM). */
-#define HONE_CPU_DEQ_D(dt)                                                                        \
-    static inline void hone_cpu_deqv_##dt(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi) \
-    {                                                                                             \
-        const hone_block_##dt *b = (const hone_block_##dt *)row + blk;                            \
-        hone_cpu_vals_##dt(b, hone_cpu_half(b->d), lo, hi);                                       \
-    }                                                                                             \
-    static inline void hone_cpu_deqs_##dt(const uint8_t *row, int64_t blk, const float *sc,       \
-                                          __m512 *lo, __m512 *hi)                                 \
-    {                                                                                             \
-        hone_cpu_vals_##dt((const hone_block_##dt *)row + blk, sc[0], lo, hi);                    \
-    }
-#define HONE_CPU_DEQ_DM(dt)                                                                       \
-    static inline void hone_cpu_deqv_##dt(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi) \
-    {                                                                                             \
-        const hone_block_##dt *b = (const hone_block_##dt *)row + blk;                            \
-        hone_cpu_vals_##dt(b, hone_cpu_half(b->d), hone_cpu_half(b->m), lo, hi);                  \
-    }                                                                                             \
-    static inline void hone_cpu_deqs_##dt(const uint8_t *row, int64_t blk, const float *sc,       \
-                                          __m512 *lo, __m512 *hi)                                 \
-    {                                                                                             \
-        hone_cpu_vals_##dt((const hone_block_##dt *)row + blk, sc[0], sc[1], lo, hi);             \
-    }
-HONE_CPU_DEQ_D(q8_0)
-HONE_CPU_DEQ_D(q4_0)
-HONE_CPU_DEQ_DM(q4_1)
+static inline void hone_cpu_deqs_q8_0(const uint8_t *row, int64_t blk, const float *sc, __m512 *lo, __m512 *hi)
+{
+    hone_cpu_vals_q8_0((const hone_block_q8_0 *)row + blk, sc[0], lo, hi);
+}
+
+static inline void hone_cpu_deqs_q4_0(const uint8_t *row, int64_t blk, const float *sc, __m512 *lo, __m512 *hi)
+{
+    hone_cpu_vals_q4_0((const hone_block_q4_0 *)row + blk, sc[0], lo, hi);
+}
+
+static inline void hone_cpu_deqs_q4_1(const uint8_t *row, int64_t blk, const float *sc, __m512 *lo, __m512 *hi)
+{
+    hone_cpu_vals_q4_1((const hone_block_q4_1 *)row + blk, sc[0], sc[1], lo, hi);
+}
 
 /* Blocks of scales staged per group of rows (two groups in flight). */
 #define HONE_CPU_STAGE_MAX 1024
@@ -952,10 +956,27 @@ static inline __attribute__((always_inline)) void hone_cpu_vals_q5_1(const hone_
     *hi = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h), dv, mv);
 }
 
-HONE_CPU_DEQ_D(q5_0)
-HONE_CPU_DEQ_DM(q5_1)
-#undef HONE_CPU_DEQ_D
-#undef HONE_CPU_DEQ_DM
+static inline void hone_cpu_deqv_q5_0(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
+{
+    const hone_block_q5_0 *b = (const hone_block_q5_0 *)row + blk;
+    hone_cpu_vals_q5_0(b, hone_cpu_half(b->d), lo, hi);
+}
+
+static inline void hone_cpu_deqv_q5_1(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
+{
+    const hone_block_q5_1 *b = (const hone_block_q5_1 *)row + blk;
+    hone_cpu_vals_q5_1(b, hone_cpu_half(b->d), hone_cpu_half(b->m), lo, hi);
+}
+
+static inline void hone_cpu_deqs_q5_0(const uint8_t *row, int64_t blk, const float *sc, __m512 *lo, __m512 *hi)
+{
+    hone_cpu_vals_q5_0((const hone_block_q5_0 *)row + blk, sc[0], lo, hi);
+}
+
+static inline void hone_cpu_deqs_q5_1(const uint8_t *row, int64_t blk, const float *sc, __m512 *lo, __m512 *hi)
+{
+    hone_cpu_vals_q5_1((const hone_block_q5_1 *)row + blk, sc[0], sc[1], lo, hi);
+}
 
 /* mxfp4: a 16-entry table (kvalue * d, each the scalar product) picked by nibble, as q4_0. */
 static inline void hone_cpu_deqv_mxfp4(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)
