@@ -15,7 +15,8 @@ void hone_cpu_matvec_q4_1(float *y, const void *W, const float *x, int64_t rows,
                          int ith, int nth)
 {
 #ifdef HONE_CPU_SIMD
-    hone_cpu_mv_q4_1(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q4_1, cols), deq, ith, nth);
+    hone_cpu_matvec_staged(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q4_1, cols),
+                           (int64_t)sizeof(hone_block_q4_1), 2, hone_cpu_deqs_q4_1, hone_cpu_deqv_q4_1, deq, ith, nth);
 #else
     hone_cpu_matvec_portable(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q4_1, cols), q4_1, deq, ith, nth);
 #endif
