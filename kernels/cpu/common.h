@@ -434,9 +434,15 @@ static inline float hone_cpu_zmm_finish(__m512 acc, const uint8_t *row, const fl
  * weights 4 KiB ahead are prefetched as the blocks go (the hardware prefetcher alone keeps too
  * few lines in flight for one core: SmolLM2 decode on one Ice Lake core, old vs new interleaved
  * x3, f16 28-30 -> 32-35 tok/s, bf16 25-27 -> 33-37, f32 17.1-17.6 -> 17.6-18.7). */
-#ifndef HONE_CPU_MATVEC_PREFETCH
-#define HONE_CPU_MATVEC_PREFETCH 4096
-#endif
+#define HONE_CPU_MATVEC_PREFETCH 4096 /* bytes ahead of the blocks being read */
+
+/* Prefetches the cache lines of [p, p + n) that lie before end (the share's last byte + 1). */
+static inline __attribute__((always_inline)) void hone_cpu_prefetch_span(const uint8_t *p, int64_t n,
+                                                                         const uint8_t *end)
+{
+    for (const uint8_t *e = p + n; p < e && p < end; p += 64) _mm_prefetch((const char *)p, _MM_HINT_T0);
+}
+
 static inline __attribute__((always_inline)) void
 hone_cpu_matvec_simd(float *restrict y, const void *W, const float *restrict x, int64_t rows,
                      int64_t cols, int64_t row_bytes, hone_cpu_deqv_fn deqv, hone_cpu_deq_fn deq,
@@ -451,8 +457,7 @@ hone_cpu_matvec_simd(float *restrict y, const void *W, const float *restrict x, 
         __m512 acc = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             __m512 lo, hi;
-            for (const uint8_t *p = rw + HONE_CPU_MATVEC_PREFETCH + b * step, *e = p + step; p < e && p < end; p += 64)
-                _mm_prefetch((const char *)p, _MM_HINT_T0);
+            hone_cpu_prefetch_span(rw + HONE_CPU_MATVEC_PREFETCH + b * step, step, end);
             deqv(rw, b, &lo, &hi);
             acc = _mm512_fmadd_ps(lo, _mm512_loadu_ps(x + b * 32), acc);
             acc = _mm512_fmadd_ps(hi, _mm512_loadu_ps(x + b * 32 + 16), acc);
@@ -781,8 +786,6 @@ static inline void hone_cpu_deqs_q4_1(const uint8_t *row, int64_t blk, const flo
 /* Blocks of scales staged per group of rows (two groups in flight). */
 #define HONE_CPU_STAGE_MAX 1024
 #define HONE_CPU_STAGE_ROWS 4
-/* How far ahead of the group's blocks the share's weights are prefetched (bytes). */
-#define HONE_CPU_STAGE_PREFETCH 4096
 
 /* The f16 scale fields (fields = 1: d at offset 0; 2: d and m at offsets 0 and 2) of every block
  * of rows r .. r + nr - 1, converted to f32 into sc (fields per block, in block order). The
@@ -796,11 +799,7 @@ hone_cpu_stage_scales(const uint8_t *W, int64_t r, int64_t nr, int64_t row_bytes
     int64_t n = 0;
     for (int64_t i = 0; i < nr; i++) {
         const uint8_t *p = W + (r + i) * row_bytes;
-        if (fields == 2) {
-            for (int64_t b = 0; b < nb; b++, n += 2, p += block_bytes) memcpy(h + n, p, 4);
-        } else {
-            for (int64_t b = 0; b < nb; b++, n++, p += block_bytes) memcpy(h + n, p, 2);
-        }
+        for (int64_t b = 0; b < nb; b++, n += fields, p += block_bytes) memcpy(h + n, p, 2 * (size_t)fields);
     }
     for (int64_t k = 0; k < n; k += 16) {
         __mmask16 m = n - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - k)) - 1);
@@ -808,19 +807,26 @@ hone_cpu_stage_scales(const uint8_t *W, int64_t r, int64_t nr, int64_t row_bytes
     }
 }
 
-/* One row of hone_cpu_matvec_staged (the rows left over from its groups of 4). */
-static inline __attribute__((always_inline)) float
-hone_cpu_staged_row(const uint8_t *rw, const float *restrict x, const float *sc, int64_t nb, int64_t full,
-                    int64_t cols, int fields, hone_cpu_deqs_fn deqs, hone_cpu_deq_fn deq)
+/* R contiguous rows from rw of hone_cpu_matvec_staged against x, side by side, their scales
+ * staged in s (row i's block b at s[(i * nb + b) * fields]): a group of 4, or R = 1 for the
+ * rows left over. Each row's one chain, then hone_cpu_zmm_finish. */
+static inline __attribute__((always_inline)) void
+hone_cpu_staged_rows(const int R, float *restrict y, const uint8_t *rw, const float *restrict x, const float *s,
+                     int64_t row_bytes, int64_t block_bytes, int fields, int64_t nb, int64_t full, int64_t cols,
+                     const uint8_t *end, hone_cpu_deqs_fn deqs, hone_cpu_deq_fn deq)
 {
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[HONE_CPU_STAGE_ROWS];
+    for (int i = 0; i < R; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        __m512 lo, hi;
-        deqs(rw, b, sc + b * fields, &lo, &hi);
-        acc = _mm512_fmadd_ps(lo, _mm512_loadu_ps(x + b * 32), acc);
-        acc = _mm512_fmadd_ps(hi, _mm512_loadu_ps(x + b * 32 + 16), acc);
+        __m512 xl = _mm512_loadu_ps(x + b * 32), xh = _mm512_loadu_ps(x + b * 32 + 16);
+        __m512 lo[HONE_CPU_STAGE_ROWS], hi[HONE_CPU_STAGE_ROWS];
+        hone_cpu_prefetch_span(rw + HONE_CPU_MATVEC_PREFETCH + b * R * block_bytes, R * block_bytes, end);
+        _Pragma("GCC unroll 4") for (int i = 0; i < R; i++)
+            deqs(rw + i * row_bytes, b, s + (i * nb + b) * fields, &lo[i], &hi[i]);
+        _Pragma("GCC unroll 4") for (int i = 0; i < R; i++) acc[i] = _mm512_fmadd_ps(lo[i], xl, acc[i]);
+        _Pragma("GCC unroll 4") for (int i = 0; i < R; i++) acc[i] = _mm512_fmadd_ps(hi[i], xh, acc[i]);
     }
-    return hone_cpu_zmm_finish(acc, rw, x, full, cols, deq);
+    for (int i = 0; i < R; i++) y[i] = hone_cpu_zmm_finish(acc[i], rw + i * row_bytes, x, full, cols, deq);
 }
 
 /* hone_cpu_matvec_simd for the legacy block formats (q8_0, q4_0, q4_1), with the same bits: each
@@ -857,26 +863,12 @@ hone_cpu_matvec_staged(float *restrict y, const void *W, const float *restrict x
         if (nn > 0) hone_cpu_stage_scales(w8, rn, nn, row_bytes, nb, block_bytes, fields, sc[cur ^ 1]);
         const float *s = sc[cur];
         const uint8_t *rw = w8 + r * row_bytes;
-        if (n < R) {
+        if (n == R)
+            hone_cpu_staged_rows(R, y + r, rw, x, s, row_bytes, block_bytes, fields, nb, full, cols, end, deqs, deq);
+        else
             for (int64_t i = 0; i < n; i++)
-                y[r + i] = hone_cpu_staged_row(rw + i * row_bytes, x, s + i * nb * fields, nb, full, cols, fields,
-                                               deqs, deq);
-            r = rn;
-            continue;
-        }
-        __m512 acc[R];
-        for (int i = 0; i < R; i++) acc[i] = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; b++) {
-            __m512 xl = _mm512_loadu_ps(x + b * 32), xh = _mm512_loadu_ps(x + b * 32 + 16), lo[R], hi[R];
-            for (const uint8_t *p = rw + HONE_CPU_STAGE_PREFETCH + b * R * block_bytes, *e = p + R * block_bytes;
-                 p < e && p < end; p += 64)
-                _mm_prefetch((const char *)p, _MM_HINT_T0);
-            _Pragma("GCC unroll 4") for (int i = 0; i < R; i++)
-                deqs(rw + i * row_bytes, b, s + (i * nb + b) * fields, &lo[i], &hi[i]);
-            _Pragma("GCC unroll 4") for (int i = 0; i < R; i++) acc[i] = _mm512_fmadd_ps(lo[i], xl, acc[i]);
-            _Pragma("GCC unroll 4") for (int i = 0; i < R; i++) acc[i] = _mm512_fmadd_ps(hi[i], xh, acc[i]);
-        }
-        for (int i = 0; i < R; i++) y[r + i] = hone_cpu_zmm_finish(acc[i], rw + i * row_bytes, x, full, cols, deq);
+                hone_cpu_staged_rows(1, y + r + i, rw + i * row_bytes, x, s + i * nb * fields, row_bytes, block_bytes,
+                                     fields, nb, full, cols, end, deqs, deq);
         r = rn;
     }
 }
