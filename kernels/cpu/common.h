@@ -1396,7 +1396,16 @@ static inline __m512d hone_cpu_expf8_pd(__m512d xd)
     __m512i ki = _mm512_castpd_si512(kd);
     kd = _mm512_sub_pd(kd, shift);
     __m512d r = _mm512_fmadd_pd(invln2n, xd, _mm512_sub_pd(_mm512_setzero_pd(), kd));
-    __m512i t = _mm512_i64gather_epi64(_mm512_and_si512(ki, _mm512_set1_epi64(31)), (const void *)hone_cpu_exp2f_tab, 8);
+    /* the table entry ki % 32 from registers: two 16-entry permutes (bits 0..3 of the index)
+     * and bit 4 choosing between them; a gather reads the same entry, but costs ~10x more on
+     * CPUs with the gather-data-sampling mitigation (Ice Lake, Tiger Lake: microcode) */
+    const __m512i t0 = _mm512_loadu_si512((const void *)hone_cpu_exp2f_tab),
+                  t1 = _mm512_loadu_si512((const void *)(hone_cpu_exp2f_tab + 8)),
+                  t2 = _mm512_loadu_si512((const void *)(hone_cpu_exp2f_tab + 16)),
+                  t3 = _mm512_loadu_si512((const void *)(hone_cpu_exp2f_tab + 24));
+    __mmask8 upper = _mm512_test_epi64_mask(ki, _mm512_set1_epi64(16));
+    __m512i t = _mm512_mask_blend_epi64(upper, _mm512_permutex2var_epi64(t0, ki, t1),
+                                        _mm512_permutex2var_epi64(t2, ki, t3));
     t = _mm512_add_epi64(t, _mm512_slli_epi64(ki, 47));
     __m512d zz = _mm512_fmadd_pd(_mm512_set1_pd(HONE_CPU_EXPF_C0), r, _mm512_set1_pd(HONE_CPU_EXPF_C1));
     __m512d y = _mm512_fmadd_pd(_mm512_set1_pd(HONE_CPU_EXPF_C2), r, _mm512_set1_pd(1.0));
