@@ -1,7 +1,8 @@
 /* matmul_q4_0: Y[n][rows] = X[n][cols] W^T (prefill). Contract: engine/slots.h.
  * Ideas: q4_0 weights: each block of 32 dequantised exactly ((q - 8) * d) before use;
  * AVX-512: one zmm of 16 lanes per token of the tile (portable C elsewhere);
- * each block dequantised once per tile of 8 tokens; per output the matvec_q4_0 order exactly. */
+ * each block dequantised once per tile of 8 tokens (below 32 tokens from scales staged as f32,
+ * hone_cpu_matmul_staged); per output the matvec_q4_0 order exactly. */
 #include "kernels/cpu/common.h"
 
 static void deq(const void *row, int64_t c0, int n, float *out)
@@ -14,8 +15,9 @@ void hone_cpu_matmul_q4_0(float *Y, const void *W, const float *X, int64_t n, in
                          int64_t cols, int ith, int nth)
 {
 #ifdef HONE_CPU_SIMD
-    hone_cpu_matmul_simd(Y, W, X, n, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q4_0, cols), hone_cpu_deqv_q4_0, deq, ith,
-                         nth);
+    hone_cpu_matmul_staged(Y, W, X, n, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q4_0, cols),
+                           (int64_t)sizeof(hone_block_q4_0), 1, hone_cpu_deqs_q4_0, hone_cpu_deqv_q4_0, deq, ith,
+                           nth);
 #else
     hone_cpu_matmul_portable(Y, W, X, n, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q4_0, cols), q4_0, deq, ith, nth);
 #endif

@@ -466,6 +466,15 @@ static void test_matmul(void)
         mat_case(dt, 32, 17, 1536);
     }
     mat_case(HONE_DTYPE_Q8_0, 2, 49152, 576);
+    /* batched decode (n < 32) of the block formats: each 2 x 8 tile's scales staged as f32 while
+     * 2 rows' scales fit the staging buffer (2 x blocks x fields <= 1024), at that bound and just
+     * past it (the per-block conversion), two full tiles and a leftover row */
+    mat_case(HONE_DTYPE_Q4_1, 16, 7, 576);
+    mat_case(HONE_DTYPE_Q4_1, 9, 3, 8192);
+    mat_case(HONE_DTYPE_Q4_1, 9, 3, 8224);
+    mat_case(HONE_DTYPE_Q4_0, 8, 2, 16384);
+    mat_case(HONE_DTYPE_Q8_0, 8, 2, 16416);
+    mat_case(HONE_DTYPE_Q5_1, 24, 5, 576);
 }
 
 /* The further formats (q5_0 .. mxfp4): matvec and matmul over whole blocks (32 or 256 values),
