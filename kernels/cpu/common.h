@@ -1702,18 +1702,57 @@ static inline __m512 hone_cpu_att_t4(__m512 a, __m512 b) /* per chunk: totals a.
 }
 #endif
 
+#ifndef HONE_CPU_SIMD
+/* The tree of hone_cpu_ymm2_sum (after its first add, lo + hi) for 8 keys at once: each step
+ * adds the same lane pairs in the same operand order as the one-key tree (l + 4, then [0] +
+ * [2], [1] + [3], then [0] + [1]), two to four keys an instruction. */
+static inline __m256 hone_cpu_att_y1(__m256 a, __m256 b) /* [a.s4 | b.s4] */
+{
+    return hone_cpu_v8_add(_mm256_permute2f128_ps(a, b, 0x20), _mm256_permute2f128_ps(a, b, 0x31));
+}
+static inline __m256 hone_cpu_att_y2(__m256 a, __m256 b) /* per half: x.s2a x.s2b y.s2a y.s2b */
+{
+    return hone_cpu_v8_add(_mm256_shuffle_ps(a, b, 0x44), _mm256_shuffle_ps(a, b, 0xEE));
+}
+static inline __m256 hone_cpu_att_y3(__m256 a, __m256 b) /* totals: [a.0 a.1 b.0 b.1 | ...] */
+{
+    return hone_cpu_v8_add(_mm256_shuffle_ps(a, b, 0x88), _mm256_shuffle_ps(a, b, 0xDD));
+}
+
+/* s8 = lo + hi of key k's lane-order dot product with each of the R rows: the first add of
+ * hone_cpu_ymm2_sum. K comes from registers, q from memory (16 ymm hold no 4 rows of q). */
+static inline __attribute__((always_inline)) void
+hone_cpu_att_s8(const int NV, const int R, const float *const *q, const float *k, __m256 *s8)
+{
+    __m256 lo[4], hi[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) lo[r] = hi[r] = _mm256_setzero_ps();
+#pragma GCC unroll 16
+    for (int i = 0; i < NV; i++) {
+        __m256 kl = _mm256_loadu_ps(k + 16 * i), kh = _mm256_loadu_ps(k + 16 * i + 8);
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            lo[r] = hone_cpu_v8_fma(kl, _mm256_loadu_ps(q[r] + 16 * i), lo[r]);
+            hi[r] = hone_cpu_v8_fma(kh, _mm256_loadu_ps(q[r] + 16 * i + 8), hi[r]);
+        }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) s8[r] = hone_cpu_v8_add(lo[r], hi[r]);
+}
+#endif
+
 /* p[r][s] = the score of row r and key s of the step (hone_cpu_zmm_sum of its lane-order dot
  * product, times scale), for all 16 keys (keys past the step's count repeat its first key). */
 static inline __attribute__((always_inline)) void
 hone_cpu_att_scores(const int NV, const int R, const float *const *q, const hone_cpu_att_step *st,
                     float scale, float (*p)[HONE_CPU_ATT_KEYS])
 {
+#ifdef HONE_CPU_SIMD
     hone_cpu_av qv[4][16];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
 #pragma GCC unroll 16
         for (int i = 0; i < NV; i++) qv[r][i] = hone_cpu_av_load(q[r] + 16 * i);
-#ifdef HONE_CPU_SIMD
     /* keys g, g + 4, g + 8, g + 12 reduce to c (their chunks in that order); c of g = 0, 1 and
      * 2, 3 to d; the last step leaves key s in lane s */
     __m512 d[2][4], c[2][4];
@@ -1742,20 +1781,42 @@ hone_cpu_att_scores(const int NV, const int R, const float *const *q, const hone
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) _mm512_storeu_ps(p[r], _mm512_mul_ps(hone_cpu_att_t4(d[0][r], d[1][r]), sv));
 #else
-    for (int s = 0; s < HONE_CPU_ATT_KEYS; s++) {
-        hone_cpu_av a[4];
+    /* keys h, h + 1, h + 2, h + 3 pair with h + 4 .. h + 7 (y1), then meet (y2, y3) so that
+     * key h + s lands in lane s */
+    __m256 sv = _mm256_set1_ps(scale);
+#pragma GCC unroll 2
+    for (int h = 0; h < HONE_CPU_ATT_KEYS; h += 8) {
+        __m256 u[2][4];
+#pragma GCC unroll 2
+        for (int g = 0; g < 2; g++) {
+            __m256 t[2][4];
+#pragma GCC unroll 2
+            for (int e = 0; e < 2; e++) {
+                __m256 a[4], b[4];
+                hone_cpu_att_s8(NV, R, q, st->k[h + 2 * g + e], a);
+                hone_cpu_att_s8(NV, R, q, st->k[h + 2 * g + e + 4], b);
 #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) a[r] = hone_cpu_av_zero();
-#pragma GCC unroll 16
-        for (int i = 0; i < NV; i++) {
-            hone_cpu_av kv = hone_cpu_av_load(st->k[s] + 16 * i);
+                for (int r = 0; r < R; r++) t[e][r] = hone_cpu_att_y1(a[r], b[r]);
+            }
 #pragma GCC unroll 4
-            for (int r = 0; r < R; r++) a[r] = hone_cpu_av_fma(kv, qv[r][i], a[r]);
+            for (int r = 0; r < R; r++) u[g][r] = hone_cpu_att_y2(t[0][r], t[1][r]);
         }
 #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) p[r][s] = hone_cpu_av_sum(a[r]) * scale;
+        for (int r = 0; r < R; r++)
+            _mm256_storeu_ps(p[r] + h, _mm256_mul_ps(hone_cpu_att_y3(u[0][r], u[1][r]), sv));
     }
 #endif
+}
+
+/* n <= 16 scores: a whole step as one vector move (gcc makes a memcpy, of a runtime length or
+ * of 64 bytes, a rep movs on Zen 3: ~8% of a decode step), a short one float by float. */
+static inline void hone_cpu_att_copy(float *dst, const float *src, int n)
+{
+    if (n == HONE_CPU_ATT_KEYS) {
+        hone_cpu_av_store(dst, hone_cpu_av_load(src));
+        return;
+    }
+    for (int s = 0; s < n; s++) dst[s] = src[s];
 }
 
 /* R rows (R <= 4) of a tile through one step of pass 1 (scores, max) or pass 2 (exp, sum, V).
@@ -1777,14 +1838,14 @@ hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const
     float p[4][HONE_CPU_ATT_KEYS];
     if (keep && pass == 2) {
 #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) memcpy(p[r], keep[r] + st->j0, (size_t)nr[r] * sizeof(float));
+        for (int r = 0; r < R; r++) hone_cpu_att_copy(p[r], keep[r] + st->j0, nr[r]);
     } else {
         hone_cpu_att_scores(NV, R, q, st, scale, p);
     }
     if (pass == 1) {
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            if (keep) memcpy(keep[r] + st->j0, p[r], (size_t)nr[r] * sizeof(float));
+            if (keep) hone_cpu_att_copy(keep[r] + st->j0, p[r], nr[r]);
             float m = mx[r];
             for (int s = 0; s < nr[r]; s++)
                 if (p[r][s] > m) m = p[r][s];
@@ -1807,6 +1868,7 @@ hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const
             if (s < nr[r]) sm[r] += p[r][s];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) sum[r] = sm[r];
+#ifdef HONE_CPU_SIMD
     hone_cpu_av o[4][16];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++)
@@ -1828,6 +1890,47 @@ hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const
         if (nr[r])
 #pragma GCC unroll 16
             for (int i = 0; i < NV; i++) hone_cpu_av_store(out[r] + 16 * i, o[r][i]);
+#else
+    /* 16 ymm hold no R rows' accumulators: one row and 64 dimensions (8 chains) at a time, the
+     * same fmas per (row, dimension) in the same key order */
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++)
+        for (int i0 = 0; i0 < NV; i0 += 4) {
+            const int n = NV - i0 < 4 ? NV - i0 : 4;
+            hone_cpu_av o[4];
+#pragma GCC unroll 4
+            for (int i = 0; i < n; i++)
+                o[i] = st->j0 ? hone_cpu_av_load(out[r] + 16 * (i0 + i)) : hone_cpu_av_zero();
+            for (int s = 0; s < nr[r]; s++) {
+                const float *v = st->v[s] + 16 * i0;
+                hone_cpu_av pv = hone_cpu_av_set1(p[r][s]);
+#pragma GCC unroll 4
+                for (int i = 0; i < n; i++) o[i] = hone_cpu_av_fma(pv, hone_cpu_av_load(v + 16 * i), o[i]);
+            }
+#pragma GCC unroll 4
+            for (int i = 0; i < n; i++)
+                if (nr[r]) hone_cpu_av_store(out[r] + 16 * (i0 + i), o[i]);
+        }
+#endif
+}
+
+/* The cache offsets (in floats) of kv head kvh's rows for keys j0 .. j0 + n - 1: one division
+ * for the step, then the paging blocks walked (a division per key cost ~15% of the step). */
+static inline void hone_cpu_att_offsets(int64_t *off, int64_t j0, int n, const int32_t *block_table,
+                                        int64_t block_size, int64_t n_kv_heads, int64_t kvh,
+                                        int64_t head_dim)
+{
+    if (n <= 0) return;
+    int64_t b = j0 / block_size, slot = j0 - b * block_size, stride = n_kv_heads * head_dim;
+    if (slot + n <= block_size) { /* the step inside one block (block sizes of 16k) */
+        int64_t o = ((int64_t)block_table[b] * block_size + slot) * stride + kvh * head_dim;
+        for (int s = 0; s < n; s++) off[s] = o + s * stride;
+        return;
+    }
+    for (int s = 0; s < n; s++) {
+        off[s] = (((int64_t)block_table[b] * block_size + slot) * n_kv_heads + kvh) * head_dim;
+        if (++slot == block_size) slot = 0, b++;
+    }
 }
 
 static inline __attribute__((always_inline)) void
@@ -1849,26 +1952,24 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
             hone_cpu_att_step st;
             st.j0 = j0;
             st.nk = nmax - j0 < HONE_CPU_ATT_KEYS ? (int)(nmax - j0) : HONE_CPU_ATT_KEYS;
+            int64_t off[HONE_CPU_ATT_KEYS];
+            hone_cpu_att_offsets(off, j0, st.nk, block_table, block_size, n_kv_heads, kvh, head_dim);
             for (int s = 0; s < st.nk; s++) {
-                int64_t j = j0 + s, blk = block_table[j / block_size], slot = j % block_size;
-                int64_t off = ((blk * block_size + slot) * n_kv_heads + kvh) * head_dim;
-                st.k[s] = k_cache + off;
-                st.v[s] = v_cache + off;
+                st.k[s] = k_cache + off[s];
+                st.v[s] = v_cache + off[s];
             }
             for (int s = st.nk; s < HONE_CPU_ATT_KEYS; s++) st.k[s] = st.k[0], st.v[s] = st.v[0];
             /* the K (and in pass 2 V) rows of the step HONE_CPU_ATT_AHEAD steps on, a cache line
              * at a time: a key's head is 4 * head_dim bytes at a stride of n_kv_heads of them,
              * a pattern the hardware streamers lose at every 4 KiB page and paging block */
-            for (int64_t j = j0 + HONE_CPU_ATT_AHEAD * HONE_CPU_ATT_KEYS,
-                         je = j + HONE_CPU_ATT_KEYS < nmax ? j + HONE_CPU_ATT_KEYS : nmax;
-                 j < je; j++) {
-                int64_t off = (((int64_t)block_table[j / block_size] * block_size + j % block_size) *
-                                   n_kv_heads + kvh) * head_dim;
+            int64_t ja = j0 + HONE_CPU_ATT_AHEAD * HONE_CPU_ATT_KEYS;
+            int na = ja < nmax ? (nmax - ja < HONE_CPU_ATT_KEYS ? (int)(nmax - ja) : HONE_CPU_ATT_KEYS) : 0;
+            hone_cpu_att_offsets(off, ja, na, block_table, block_size, n_kv_heads, kvh, head_dim);
+            for (int s = 0; s < na; s++)
                 for (int64_t c = 0; c < head_dim; c += 16) {
-                    if (pass == 1 || !keep) __builtin_prefetch(k_cache + off + c, 0, 3);
-                    if (pass == 2) __builtin_prefetch(v_cache + off + c, 0, 3);
+                    if (pass == 1 || !keep) __builtin_prefetch(k_cache + off[s] + c, 0, 3);
+                    if (pass == 2) __builtin_prefetch(v_cache + off[s] + c, 0, 3);
                 }
-            }
             /* groups of R rows, then the rest as one group of fewer (a GQA group of 3 on R = 4
              * shares each K and V load three ways); a row's bits do not depend on its group */
 #define HONE_CPU_ATT_GROUP(RR)                                                                     \
