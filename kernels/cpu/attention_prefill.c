@@ -1,6 +1,7 @@
 /* attention_prefill: causal attention for a chunk of n queries over the paged KV cache, GQA.
  * Contract: engine/slots.h. Ideas: the (token, head) rows of one kv head, tokens then its query
- * heads, go through hone_cpu_attend_rows (kernels/cpu/common.h) 64 at a time, each with its own
+ * heads, go through hone_cpu_attend_rows (kernels/cpu/common.h) 64 at a time (fewer at long
+ * context, so that the tile keeps their scores; see below), each with its own
  * causal length pos0 + t + 1, so they share every K and V read and a prefilled row equals the
  * decoded one bit for bit. Tiles are dealt to the threads in turn (later tokens cost more). */
 #include "kernels/cpu/common.h"
@@ -11,14 +12,20 @@ void hone_cpu_attention_prefill(float *out, const float *q, const float *k_cache
                                 int64_t n_kv_heads, int64_t head_dim, float scale, float *scratch,
                                 int ith, int nth)
 {
-    int64_t group = n_heads / n_kv_heads, rows = n * group;
-    int64_t per = (rows + HONE_CPU_ATT_ROWS - 1) / HONE_CPU_ATT_ROWS;
+    int64_t group = n_heads / n_kv_heads, rows = n * group, tile = HONE_CPU_ATT_ROWS;
+    /* a tile keeps its rows' scores from pass 1 only where they fit (HONE_CPU_ATT_KEEP floats
+     * beside row 0's in scratch), else pass 2 computes them again: half again the fmas and a
+     * second read of K. At long context fewer rows a tile that keep theirs cost less than the
+     * K and V reads the bigger tile shares (those come from L3 at these sizes). */
+    int64_t keep_rows = 1 + HONE_CPU_ATT_KEEP / (pos0 + n);
+    if (keep_rows < tile) tile = keep_rows >= 8 ? keep_rows / 4 * 4 : keep_rows >= 4 ? 4 : tile;
+    int64_t per = (rows + tile - 1) / tile;
     float *o[HONE_CPU_ATT_ROWS];
     const float *qr[HONE_CPU_ATT_ROWS];
     int64_t nk[HONE_CPU_ATT_ROWS];
     for (int64_t it = ith; it < n_kv_heads * per; it += nth) {
-        int64_t kvh = it / per, i0 = it % per * HONE_CPU_ATT_ROWS;
-        int64_t i1 = i0 + HONE_CPU_ATT_ROWS < rows ? i0 + HONE_CPU_ATT_ROWS : rows;
+        int64_t kvh = it / per, i0 = it % per * tile;
+        int64_t i1 = i0 + tile < rows ? i0 + tile : rows;
         int m = (int)(i1 - i0);
         for (int r = 0; r < m; r++) {
             int64_t t = (i0 + r) / group, h = kvh * group + (i0 + r) % group;

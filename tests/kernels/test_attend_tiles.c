@@ -185,4 +185,35 @@ static void test_decode_long_context(void)
     }
 }
 
-TEST_MAIN(TEST_CASE(test_tiles_match_rows), TEST_CASE(test_slots_match_rows), TEST_CASE(test_decode_long_context))
+/* Prefill at long context: attention_prefill narrows its tiles so that each row's scores are
+ * kept (64 rows a tile at 600 keys, 52 at 1k, 8 at 4k, 4 at 9k) until even 4 rows' do not fit,
+ * then 64-row tiles compute them again (17k keys): every (token, head) row against the generic
+ * row, for 1 to 3 threads, the chunk's tokens straddling tile boundaries. */
+static void test_prefill_long_context(void)
+{
+    static const int64_t pos0s[] = {600, 1000, 4100, 9000, 17000};
+    for (size_t b = 0; b < sizeof pos0s / sizeof pos0s[0]; b++) {
+        int64_t n = 21, pos0 = pos0s[b], n_kv = pos0 + n, nh = 9, nkvh = 3, hd = 64, bs = 16;
+        cache c = make_cache(n_kv, bs, nkvh, hd, b == 2 ? 300.0f : 1.0f);
+        size_t sz = (size_t)(n * nh * hd);
+        float *q = malloc(sz * sizeof(float)), *want = malloc(sz * sizeof(float));
+        float *got = malloc(sz * sizeof(float)), *scr = malloc((size_t)n_kv * 3 * sizeof(float));
+        for (size_t i = 0; i < sz; i++) q[i] = frand();
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t h = 0; h < nh; h++)
+                hone_cpu_attend_row_generic(want + (t * nh + h) * hd, q + (t * nh + h) * hd, c.k, c.v,
+                                            c.bt, pos0 + t + 1, bs, nkvh, h / 3, hd, 0.125f, scr);
+        for (int nth = 1; nth <= 3; nth++) {
+            for (size_t i = 0; i < sz; i++) got[i] = NAN;
+            for (int ith = 0; ith < nth; ith++)
+                hone_cpu_attention_prefill(got, q, c.k, c.v, c.bt, n, pos0, bs, nh, nkvh, hd, 0.125f,
+                                           scr + ith * n_kv, ith, nth);
+            CHECK_MSG(bits_equal(got, want, (int64_t)sz), "prefill pos0 %lld nth %d", (long long)pos0, nth);
+        }
+        free(q), free(want), free(got), free(scr);
+        free_cache(&c);
+    }
+}
+
+TEST_MAIN(TEST_CASE(test_tiles_match_rows), TEST_CASE(test_slots_match_rows), TEST_CASE(test_decode_long_context),
+          TEST_CASE(test_prefill_long_context))
