@@ -118,42 +118,47 @@ static void test_tiles_match_rows(void)
             }
 }
 
-/* The slots: every (token, head) row against the generic row, for every thread count. */
+/* The slots: every (token, head) row of a prefill chunk against the generic row, and the last
+ * token decoded alone against its prefilled row, for every thread count. */
+static void check_slots(int64_t hd, int64_t nkvh, int64_t group, int64_t n, int64_t pos0, float spread,
+                        float scale)
+{
+    int64_t nh = nkvh * group, bs = 16, n_kv = pos0 + n;
+    cache c = make_cache(n_kv, bs, nkvh, hd, spread);
+    size_t sz = (size_t)(n * nh * hd);
+    float *q = malloc(sz * sizeof(float)), *want = malloc(sz * sizeof(float));
+    float *got = malloc(sz * sizeof(float)), *scr = malloc((size_t)n_kv * 3 * sizeof(float));
+    for (size_t i = 0; i < sz; i++) q[i] = frand();
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < nh; h++)
+            hone_cpu_attend_row_generic(want + (t * nh + h) * hd, q + (t * nh + h) * hd, c.k, c.v, c.bt,
+                                        pos0 + t + 1, bs, nkvh, h / group, hd, scale, scr);
+    for (int nth = 1; nth <= 3; nth++) {
+        for (size_t i = 0; i < sz; i++) got[i] = NAN;
+        for (int ith = 0; ith < nth; ith++)
+            hone_cpu_attention_prefill(got, q, c.k, c.v, c.bt, n, pos0, bs, nh, nkvh, hd, scale,
+                                       scr + ith * n_kv, ith, nth);
+        CHECK_MSG(bits_equal(got, want, (int64_t)sz), "prefill hd %lld group %lld pos0 %lld nth %d",
+                  (long long)hd, (long long)group, (long long)pos0, nth);
+        float *d = got;
+        for (int ith = 0; ith < nth; ith++)
+            hone_cpu_attention_decode(d, q + (n - 1) * nh * hd, c.k, c.v, c.bt, n_kv, bs, nh, nkvh, hd,
+                                      scale, scr + ith * n_kv, ith, nth);
+        CHECK_MSG(bits_equal(d, want + (n - 1) * nh * hd, nh * hd), "decode hd %lld group %lld pos0 %lld nth %d",
+                  (long long)hd, (long long)group, (long long)pos0, nth);
+    }
+    free(q), free(want), free(got), free(scr);
+    free_cache(&c);
+}
+
 static void test_slots_match_rows(void)
 {
     static const int64_t hds[] = {64, 128, 32, 256, 48};
     static const int64_t groups[] = {3, 1, 4, 8};
     for (size_t a = 0; a < sizeof hds / sizeof hds[0]; a++)
-        for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
-            int64_t hd = hds[a], nkvh = g % 2 ? 3 : 2, nh = nkvh * groups[g], bs = 16;
-            int64_t n = 23 + (int64_t)g * 19, pos0 = 37 + (int64_t)a * 11, n_kv = pos0 + n;
-            cache c = make_cache(n_kv, bs, nkvh, hd, g == 2 ? 300.0f : 1.0f);
-            size_t sz = (size_t)(n * nh * hd);
-            float *q = malloc(sz * sizeof(float)), *want = malloc(sz * sizeof(float));
-            float *got = malloc(sz * sizeof(float)), *scr = malloc((size_t)n_kv * 3 * sizeof(float));
-            for (size_t i = 0; i < sz; i++) q[i] = frand();
-            for (int64_t t = 0; t < n; t++)
-                for (int64_t h = 0; h < nh; h++)
-                    hone_cpu_attend_row_generic(want + (t * nh + h) * hd, q + (t * nh + h) * hd, c.k, c.v, c.bt,
-                                                pos0 + t + 1, bs, nkvh, h / groups[g], hd, 0.0883f, scr);
-            for (int nth = 1; nth <= 3; nth++) {
-                for (size_t i = 0; i < sz; i++) got[i] = NAN;
-                for (int ith = 0; ith < nth; ith++)
-                    hone_cpu_attention_prefill(got, q, c.k, c.v, c.bt, n, pos0, bs, nh, nkvh, hd, 0.0883f,
-                                               scr + ith * n_kv, ith, nth);
-                CHECK_MSG(bits_equal(got, want, (int64_t)sz), "prefill hd %lld group %lld nth %d",
-                          (long long)hd, (long long)groups[g], nth);
-                /* the last token decoded alone equals its prefilled row */
-                float *d = got;
-                for (int ith = 0; ith < nth; ith++)
-                    hone_cpu_attention_decode(d, q + (n - 1) * nh * hd, c.k, c.v, c.bt, n_kv, bs, nh, nkvh, hd,
-                                              0.0883f, scr + ith * n_kv, ith, nth);
-                CHECK_MSG(bits_equal(d, want + (n - 1) * nh * hd, nh * hd), "decode hd %lld group %lld nth %d",
-                          (long long)hd, (long long)groups[g], nth);
-            }
-            free(q), free(want), free(got), free(scr);
-            free_cache(&c);
-        }
+        for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++)
+            check_slots(hds[a], g % 2 ? 3 : 2, groups[g], 23 + (int64_t)g * 19, 37 + (int64_t)a * 11,
+                        g == 2 ? 300.0f : 1.0f, 0.0883f);
 }
 
 /* Decode at long context (SmolLM2-135M's heads: 9 query heads on 3 kv heads of 64), where each
@@ -187,32 +192,13 @@ static void test_decode_long_context(void)
 
 /* Prefill at long context: attention_prefill narrows its tiles so that each row's scores are
  * kept (64 rows a tile at 600 keys, 52 at 1k, 8 at 4k, 4 at 9k) until even 4 rows' do not fit,
- * then 64-row tiles compute them again (17k keys): every (token, head) row against the generic
- * row, for 1 to 3 threads, the chunk's tokens straddling tile boundaries. */
+ * then 64-row tiles compute them again (17k keys): SmolLM2's heads (9 on 3 kv heads of 64), the
+ * chunk's tokens straddling tile boundaries. */
 static void test_prefill_long_context(void)
 {
     static const int64_t pos0s[] = {600, 1000, 4100, 9000, 17000};
-    for (size_t b = 0; b < sizeof pos0s / sizeof pos0s[0]; b++) {
-        int64_t n = 21, pos0 = pos0s[b], n_kv = pos0 + n, nh = 9, nkvh = 3, hd = 64, bs = 16;
-        cache c = make_cache(n_kv, bs, nkvh, hd, b == 2 ? 300.0f : 1.0f);
-        size_t sz = (size_t)(n * nh * hd);
-        float *q = malloc(sz * sizeof(float)), *want = malloc(sz * sizeof(float));
-        float *got = malloc(sz * sizeof(float)), *scr = malloc((size_t)n_kv * 3 * sizeof(float));
-        for (size_t i = 0; i < sz; i++) q[i] = frand();
-        for (int64_t t = 0; t < n; t++)
-            for (int64_t h = 0; h < nh; h++)
-                hone_cpu_attend_row_generic(want + (t * nh + h) * hd, q + (t * nh + h) * hd, c.k, c.v,
-                                            c.bt, pos0 + t + 1, bs, nkvh, h / 3, hd, 0.125f, scr);
-        for (int nth = 1; nth <= 3; nth++) {
-            for (size_t i = 0; i < sz; i++) got[i] = NAN;
-            for (int ith = 0; ith < nth; ith++)
-                hone_cpu_attention_prefill(got, q, c.k, c.v, c.bt, n, pos0, bs, nh, nkvh, hd, 0.125f,
-                                           scr + ith * n_kv, ith, nth);
-            CHECK_MSG(bits_equal(got, want, (int64_t)sz), "prefill pos0 %lld nth %d", (long long)pos0, nth);
-        }
-        free(q), free(want), free(got), free(scr);
-        free_cache(&c);
-    }
+    for (size_t b = 0; b < sizeof pos0s / sizeof pos0s[0]; b++)
+        check_slots(64, 3, 3, 21, pos0s[b], b == 2 ? 300.0f : 1.0f, 0.125f);
 }
 
 TEST_MAIN(TEST_CASE(test_tiles_match_rows), TEST_CASE(test_slots_match_rows), TEST_CASE(test_decode_long_context),
