@@ -191,7 +191,7 @@ static void test_decode_long_context(void)
 }
 
 /* Prefill at long context: attention_prefill narrows its tiles so that each row's scores are
- * kept (64 rows a tile at 600 keys, 52 at 1k, 8 at 4k, 4 at 9k) until even 4 rows' do not fit,
+ * kept (52 rows a tile at 600 keys, 32 at 1k, 8 at 4k, 4 at 9k) until even 4 rows' do not fit,
  * then 64-row tiles compute them again (17k keys): SmolLM2's heads (9 on 3 kv heads of 64), the
  * chunk's tokens straddling tile boundaries. */
 static void test_prefill_long_context(void)
