@@ -1612,6 +1612,7 @@ static inline hone_cpu_av hone_cpu_av_zero(void) { return _mm512_setzero_ps(); }
 static inline hone_cpu_av hone_cpu_av_set1(float x) { return _mm512_set1_ps(x); }
 static inline hone_cpu_av hone_cpu_av_fma(hone_cpu_av a, hone_cpu_av b, hone_cpu_av c) { return _mm512_fmadd_ps(a, b, c); }
 static inline hone_cpu_av hone_cpu_av_mul(hone_cpu_av a, hone_cpu_av b) { return _mm512_mul_ps(a, b); }
+static inline hone_cpu_av hone_cpu_av_sub(hone_cpu_av a, hone_cpu_av b) { return _mm512_sub_ps(a, b); }
 static inline float hone_cpu_av_sum(hone_cpu_av a) { return hone_cpu_zmm_sum(a); }
 static inline void hone_cpu_av_exp(float *x) { _mm512_storeu_ps(x, hone_cpu_expf16(_mm512_loadu_ps(x))); }
 #else
@@ -1628,6 +1629,10 @@ static inline hone_cpu_av hone_cpu_av_fma(hone_cpu_av a, hone_cpu_av b, hone_cpu
 static inline hone_cpu_av hone_cpu_av_mul(hone_cpu_av a, hone_cpu_av b)
 {
     return (hone_cpu_av){_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
+}
+static inline hone_cpu_av hone_cpu_av_sub(hone_cpu_av a, hone_cpu_av b)
+{
+    return (hone_cpu_av){_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)};
 }
 static inline float hone_cpu_av_sum(hone_cpu_av a) { return hone_cpu_ymm2_sum(a.lo, a.hi); }
 
@@ -1856,7 +1861,10 @@ hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
         if (!nr[r]) continue;
-        for (int s = 0; s < HONE_CPU_ATT_KEYS; s++) p[r][s] = s < nr[r] ? p[r][s] - mx[r] : 0.0f;
+        if (nr[r] == HONE_CPU_ATT_KEYS) /* the same subtractions, 16 at once */
+            hone_cpu_av_store(p[r], hone_cpu_av_sub(hone_cpu_av_load(p[r]), hone_cpu_av_set1(mx[r])));
+        else
+            for (int s = 0; s < HONE_CPU_ATT_KEYS; s++) p[r][s] = s < nr[r] ? p[r][s] - mx[r] : 0.0f;
         hone_cpu_av_exp(p[r]);
     }
     double sm[4];
