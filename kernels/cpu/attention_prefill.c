@@ -18,7 +18,7 @@ void hone_cpu_attention_prefill(float *out, const float *q, const float *k_cache
      * second read of K. At long context fewer rows a tile that keep theirs cost less than the
      * K and V reads the bigger tile shares (those come from L3 at these sizes). */
     int64_t keep_rows = 1 + HONE_CPU_ATT_KEEP / (pos0 + n);
-    if (keep_rows < tile) tile = keep_rows >= 8 ? keep_rows / 4 * 4 : keep_rows >= 4 ? 4 : tile;
+    if (keep_rows < tile && keep_rows >= 4) tile = keep_rows / 4 * 4;
     int64_t per = (rows + tile - 1) / tile;
     float *o[HONE_CPU_ATT_ROWS];
     const float *qr[HONE_CPU_ATT_ROWS];

@@ -1902,7 +1902,8 @@ hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const
     /* 16 ymm hold no R rows' accumulators: one row and 64 dimensions (8 chains) at a time, the
      * same fmas per (row, dimension) in the same key order */
 #pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
+    for (int r = 0; r < R; r++) {
+        if (!nr[r]) continue;
         for (int i0 = 0; i0 < NV; i0 += 4) {
             const int n = NV - i0 < 4 ? NV - i0 : 4;
             hone_cpu_av o[4];
@@ -1916,28 +1917,27 @@ hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const
                 for (int i = 0; i < n; i++) o[i] = hone_cpu_av_fma(pv, hone_cpu_av_load(v + 16 * i), o[i]);
             }
 #pragma GCC unroll 4
-            for (int i = 0; i < n; i++)
-                if (nr[r]) hone_cpu_av_store(out[r] + 16 * (i0 + i), o[i]);
+            for (int i = 0; i < n; i++) hone_cpu_av_store(out[r] + 16 * (i0 + i), o[i]);
         }
+    }
 #endif
 }
 
 /* The cache offsets (in floats) of kv head kvh's rows for keys j0 .. j0 + n - 1: one division
- * for the step, then the paging blocks walked (a division per key cost ~15% of the step). */
+ * for the step, then a key's row a stride on from the last, and the block table read again only
+ * where the step enters the next paging block (a division per key cost ~15% of the step). */
 static inline void hone_cpu_att_offsets(int64_t *off, int64_t j0, int n, const int32_t *block_table,
                                         int64_t block_size, int64_t n_kv_heads, int64_t kvh,
                                         int64_t head_dim)
 {
     if (n <= 0) return;
     int64_t b = j0 / block_size, slot = j0 - b * block_size, stride = n_kv_heads * head_dim;
-    if (slot + n <= block_size) { /* the step inside one block (block sizes of 16k) */
-        int64_t o = ((int64_t)block_table[b] * block_size + slot) * stride + kvh * head_dim;
-        for (int s = 0; s < n; s++) off[s] = o + s * stride;
-        return;
-    }
+    int64_t o = ((int64_t)block_table[b] * block_size + slot) * stride + kvh * head_dim;
     for (int s = 0; s < n; s++) {
-        off[s] = (((int64_t)block_table[b] * block_size + slot) * n_kv_heads + kvh) * head_dim;
-        if (++slot == block_size) slot = 0, b++;
+        off[s] = o;
+        o += stride;
+        if (++slot == block_size && s + 1 < n) /* (past the step's last key no block is read) */
+            slot = 0, o = (int64_t)block_table[++b] * block_size * stride + kvh * head_dim;
     }
 }
 

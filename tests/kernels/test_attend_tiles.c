@@ -163,8 +163,9 @@ static void test_slots_match_rows(void)
 
 /* Decode at long context (SmolLM2-135M's heads: 9 query heads on 3 kv heads of 64), where each
  * row's scores are kept from pass 1 (4096 + 5 keys) and where the other rows' do not fit
- * HONE_CPU_ATT_KEEP and pass 2 computes them again (8193 keys): every head against the generic
- * row, for 1 to 3 threads (the shares split kv heads, and a group's rows, differently). */
+ * HONE_CPU_ATT_KEEP and pass 2 computes them again (HONE_CPU_ATT_KEEP / 2 + 1 keys): every head
+ * against the generic row, for 1 to 3 threads (the shares split kv heads, and a group's rows,
+ * differently). */
 static void test_decode_long_context(void)
 {
     static const int64_t nkvs[] = {4096 + 5, HONE_CPU_ATT_KEEP / 2 + 1};
