@@ -171,11 +171,12 @@ def test_prefix_affinity_and_failover(t):
             k = 0
             while not stop.is_set():
                 p = PREFIXES[(c + k) % len(PREFIXES)]
+                t0 = time.time()
                 try:
                     status, who, _ = complete(lb, p + " more %d" % k)
                 except Exception as e:  # a reset reaching the client is a failure too
                     status, who = repr(e), None
-                results.append((time.time(), p, status, who))
+                results.append((t0, p, status, who, time.time()))
                 k += 1
 
         threads = [threading.Thread(target=client, args=(c,)) for c in range(4)]
@@ -193,7 +194,9 @@ def test_prefix_affinity_and_failover(t):
         be = lb.backend_row()
         retried = int(be.get("wretr") or 0) + int(be.get("wredis") or 0)
         failed = [r for r in results if r[2] != 200]
-        before = [r for r in results if r[0] < t_kill]
+        # by when each request was sent and answered: one sent before DOWN may have been retried
+        # and redispatched (option redispatch picks any survivor), so "after" starts at DOWN
+        before = [r for r in results if r[4] < t_kill]
         after = [r for r in results if r[0] > t_down]
         print("  %d requests (%d before the kill, %d after DOWN), %d failed, %d retried or redispatched; "
               "%s DOWN %.2f s after the kill" % (len(results), len(before), len(after), len(failed), retried,
