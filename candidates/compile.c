@@ -153,19 +153,23 @@ static int content_key(char out[65], const char *cc, const char *src, size_t len
     char ident[512], hdr_path[4200];
     int rc = compiler_identity(ident, sizeof ident, cc);
     if (rc) return rc;
-    snprintf(hdr_path, sizeof hdr_path, "%s/kernels/cpu/common.h", root);
-    char *hdr = NULL;
-    size_t hlen = 0;
-    if (hone_file_read(hdr_path, &hdr, &hlen) != 0) hlen = 0; /* no such header: nothing to hash */
-    const char *parts[] = {"hone-cpu-compile-1", cc, ident, HONE_COMPILE_CPU_FLAGS, root};
+    const char *parts[] = {"hone-cpu-compile-2", cc, ident, HONE_COMPILE_CPU_FLAGS, root};
     hone_sha256_ctx c;
     hone_sha256_init(&c);
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) hone_sha256_update(&c, parts[i], strlen(parts[i]) + 1);
-    hone_sha256_update(&c, hdr ? hdr : "", hlen);
-    hone_sha256_update(&c, "", 1);
+    /* the root's headers a kernel may include (guard/scan.c's list), each NUL-ended */
+    static const char *const headers[] = {"kernels/cpu/common.h", "engine/dtype.h", "engine/kv_layout.h"};
+    for (size_t i = 0; i < sizeof headers / sizeof *headers; i++) {
+        snprintf(hdr_path, sizeof hdr_path, "%s/%s", root, headers[i]);
+        char *hdr = NULL;
+        size_t hlen = 0;
+        if (hone_file_read(hdr_path, &hdr, &hlen) != 0) hlen = 0; /* no such header: nothing to hash */
+        hone_sha256_update(&c, hdr ? hdr : "", hlen);
+        hone_sha256_update(&c, "", 1);
+        free(hdr);
+    }
     hone_sha256_update(&c, src, len);
     hone_sha256_final_hex(&c, out);
-    free(hdr);
     return 0;
 }
 

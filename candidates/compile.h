@@ -40,7 +40,9 @@ typedef struct {
 /* What a CPU compile produced. log is owned: hone_compile_cpu_result_clear frees it. */
 typedef struct {
     char key[65];           /* SHA-256 over the source bytes, HONE_COMPILE_CPU_FLAGS, the include
-                               root and its kernels/cpu/common.h, the compiler's name and the
+                               root and the headers a kernel may include from it
+                               (kernels/cpu/common.h, engine/dtype.h, engine/kv_layout.h), the
+                               compiler's name and the
                                first line of its --version: the cache key */
     char so_hash[65];       /* SHA-256 of the object's bytes (what the evidence records) */
     size_t so_bytes;        /* the object's size */

@@ -108,9 +108,11 @@ int hone_kernel_loader_compile(char *so_path, size_t cap, const char *src_path,
 }
 
 /* Served = vetted: the object's hash against candidate.so_hash of the evidence the review commit
- * put beside the kernel (DIR/cpu/<slot>.evidence.json). 0 when it matches or no hash was recorded
- * (no evidence file, or evidence from before the guard recorded it); else an error saying why. */
-static int check_evidence(const char *kernel_path, const char *so_hash)
+ * put beside the kernel (DIR/cpu/<slot>.evidence.json), and the contract revision it was judged
+ * against (slot_rev, 1 when the evidence predates the field) against slot id's now. 0 when both
+ * match or no hash was recorded (no evidence file, or evidence from before the guard recorded
+ * it); else an error saying why. */
+static int check_evidence(const char *kernel_path, const char *so_hash, hone_slot_id id)
 {
     char ev_path[4300];
     size_t n = strlen(kernel_path);
@@ -122,8 +124,18 @@ static int check_evidence(const char *kernel_path, const char *so_hash)
     free(txt);
     if (!j) return hone_error_set(HONE_EFORMAT, "its evidence %s is not JSON", ev_path);
     const cJSON *h = cJSON_GetObjectItem(cJSON_GetObjectItem(j, "candidate"), "so_hash");
-    int rc = 0;
-    if (cJSON_IsString(h) && strcmp(h->valuestring, so_hash) != 0)
+    const cJSON *rv = cJSON_GetObjectItem(j, "slot_rev");
+    int rc = 0, rev = cJSON_IsNumber(rv) ? rv->valueint : 1;
+    if (rv && !cJSON_IsNumber(rv))
+        rc = hone_error_set(HONE_EFORMAT, "its evidence %s has a slot_rev that is not a number", ev_path);
+    else if (rev != hone_slots_rev(id))
+        rc = hone_error_set(HONE_EFORMAT,
+                            "it was vetted against revision %d of the %s contract, which is now at "
+                            "revision %d (engine/slots.h%s): tune it again", rev, hone_slots_name(id),
+                            hone_slots_rev(id),
+                            id == HONE_SLOT_ATTENTION_DECODE || id == HONE_SLOT_ATTENTION_PREFILL
+                                ? "; the KV cache's layout, engine/kv_layout.h" : "");
+    else if (cJSON_IsString(h) && strcmp(h->valuestring, so_hash) != 0)
         rc = hone_error_set(HONE_EFORMAT,
                             "the compiled object is not the one the guard vetted: sha256 %.16s here, "
                             "%.16s in %s (another compiler, flags or -march?)", so_hash, h->valuestring, ev_path);
@@ -261,7 +273,7 @@ static int load_one(hone_kernel_loader *l, hone_slot_table *t, hone_slot_id id, 
     hone_compile_cpu_result cr;
     int rc = compile_cached(&cr, so, sizeof so, path, o);
     if (rc == HONE_ENOMEM) { hone_compile_cpu_result_clear(&cr); return rc; }
-    if (!rc && (rc = check_evidence(path, cr.so_hash))) hone_compile_cpu_result_clear(&cr);
+    if (!rc && (rc = check_evidence(path, cr.so_hash, id))) hone_compile_cpu_result_clear(&cr);
     if (rc) {
         snprintf(reason, sizeof reason, "%s", hone_error_last());
         rc = refuse(l, id, path, reason, cr.log && *cr.log ? cr.log : NULL, o);

@@ -2,7 +2,7 @@
  * kernels of kernels/cuda/ compiled at run time by NVRTC (engine/cuda_kernels.c).
  *
  *   memory: one device arena per model: the weights as shipped, the paged KV pools
- *           ([n_layers][n_blocks][block_size][n_kv_heads * head_dim] f32, the layout of
+ *           ([n_layers][n_blocks][n_kv_heads][block_size][head_dim] f32, the layout of
  *           engine/kv_cache.h), activations, attention scratch, logits and the step parameters;
  *           block bookkeeping (free list, reference counts, block tables) is a hone_kv_cache
  *           with one float of host storage per token slot: only its allocator is used;
@@ -73,7 +73,7 @@ typedef struct {
     size_t arena_bytes;
     dweight tok_embd, output_norm, output;
     dlayer *layers;       /* [n_layers] */
-    float *kc, *vc;       /* [n_layers][n_blocks][block_size][n_kv_heads * head_dim] */
+    float *kc, *vc;       /* [n_layers][n_blocks][n_kv_heads][block_size][head_dim] */
     hone_kv_cache *book;  /* block allocator and reference counts only */
     /* activations for one piece (<= chunk tokens) */
     float *x, *h, *proj;  /* [chunk][dim] */
@@ -206,10 +206,10 @@ static int op_rope(cuda_backend *b, float *x, int64_t n, int64_t heads)
 
 static int op_kv_store(cuda_backend *b, int64_t layer, int64_t n)
 {
-    int64_t row = b->hp.n_kv_heads * b->hp.head_dim, bs = b->o.kv_block_size;
+    int64_t kvh = b->hp.n_kv_heads, hd = b->hp.head_dim, row = kvh * hd, bs = b->o.kv_block_size;
     float *kc = b->kc + layer * b->o.kv_blocks * bs * row, *vc = b->vc + layer * b->o.kv_blocks * bs * row;
     int32_t *blocks = P_BLOCKS(b), *pos = P_POS(b);
-    void *args[] = {&kc, &vc, &b->k, &b->v, &blocks, &pos, &n, &bs, &row};
+    void *args[] = {&kc, &vc, &b->k, &b->v, &blocks, &pos, &n, &bs, &kvh, &hd};
     return k_launch(b, HONE_CUDA_KV_STORE, row, n, args);
 }
 

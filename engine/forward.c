@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "error.h"
+#include "kv_layout.h"
 #include "layers.h"
 
 /* A run: consecutive batch rows of one sequence at consecutive positions. */
@@ -199,17 +200,20 @@ static void att_windowed(hone_ctx *c, int64_t layer, const att_run *run, int64_t
 {
     const hone_hparams *hp = &c->hp;
     int64_t bs = hone_kv_cache_block_size(c->kv), qd = hp->n_heads * hp->head_dim;
-    int64_t row = hp->n_kv_heads * hp->head_dim;
+    int64_t kvh = hp->n_kv_heads, hd = hp->head_dim, row = kvh * hd;
     const float *kc = hone_kv_cache_k(c->kv, layer), *vc = hone_kv_cache_v(c->kv, layer);
     float *wk = c->wk + ith * c->win * row, *wv = c->wv + ith * c->win * row;
     static const int32_t one_block[1] = {0};
     for (int64_t t = 0; t < run->n; t++) {
         int64_t pos = run->pos0 + t, first = pos + 1 > win ? pos + 1 - win : 0, n_kv = pos + 1 - first;
-        for (int64_t j = 0; j < n_kv; j++) {
-            int64_t p = first + j, off = ((int64_t)run->seq->blocks[p / bs] * bs + p % bs) * row;
-            memcpy(wk + j * row, kc + off, (size_t)row * sizeof(float));
-            memcpy(wv + j * row, vc + off, (size_t)row * sizeof(float));
-        }
+        /* into one block of win slots, laid out as the cache's blocks (engine/kv_layout.h) */
+        for (int64_t j = 0; j < n_kv; j++)
+            for (int64_t h = 0; h < kvh; h++) {
+                int64_t from = hone_kv_offset(run->seq->blocks, first + j, bs, kvh, h, hd);
+                int64_t to = hone_kv_offset(one_block, j, win, kvh, h, hd);
+                memcpy(wk + to, kc + from, (size_t)hd * sizeof(float));
+                memcpy(wv + to, vc + from, (size_t)hd * sizeof(float));
+            }
         int64_t rq = (run->t0 + t) * qd;
         HONE_SLOTS_FN(&c->slots, HONE_SLOT_ATTENTION_DECODE, hone_slot_attention_decode_fn)(
             c->att + rq, c->q + rq, wk, wv, one_block, n_kv, win, hp->n_heads, hp->n_kv_heads,
@@ -283,14 +287,15 @@ static void op_attention(hone_ctx *c, int64_t layer, const att_run *runs, int64_
 static void store_kv(hone_ctx *c, int64_t layer, hone_kv_seq *const *seqs, const int32_t *pos,
                      int64_t n)
 {
-    int64_t row = c->hp.n_kv_heads * c->hp.head_dim, bs = hone_kv_cache_block_size(c->kv);
+    int64_t kvh = c->hp.n_kv_heads, hd = c->hp.head_dim, row = kvh * hd;
+    int64_t bs = hone_kv_cache_block_size(c->kv);
     float *kc = hone_kv_cache_k(c->kv, layer), *vc = hone_kv_cache_v(c->kv, layer);
-    for (int64_t t = 0; t < n; t++) {
-        int64_t p = pos[t];
-        int64_t off = ((int64_t)seqs[t]->blocks[p / bs] * bs + p % bs) * row;
-        memcpy(kc + off, c->k + t * row, (size_t)row * sizeof(float));
-        memcpy(vc + off, c->v + t * row, (size_t)row * sizeof(float));
-    }
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < kvh; h++) {
+            int64_t off = hone_kv_offset(seqs[t]->blocks, pos[t], bs, kvh, h, hd);
+            memcpy(kc + off, c->k + t * row + h * hd, (size_t)hd * sizeof(float));
+            memcpy(vc + off, c->v + t * row + h * hd, (size_t)hd * sizeof(float));
+        }
 }
 
 /* ---- the layer sequence's operations on the CPU (engine/layers.h) ---- */

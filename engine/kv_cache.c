@@ -9,7 +9,7 @@
 struct hone_kv_cache {
     int64_t n_layers, row;        /* row = n_kv_heads * head_dim floats per token */
     int64_t block_size, n_blocks;
-    float *k, *v;                 /* [n_layers][n_blocks][block_size][row] */
+    float *k, *v;                 /* [n_layers][n_blocks][n_kv_heads][block_size][head_dim] */
     int32_t *free_list;           /* [n_blocks] */
     int64_t n_free;
     int32_t *refs;                /* [n_blocks] */

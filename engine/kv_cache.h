@@ -29,7 +29,7 @@ int64_t hone_kv_cache_token_bytes(int64_t n_layers, int64_t n_kv_heads, int64_t 
 int64_t hone_kv_cache_block_size(const hone_kv_cache *kv);
 int64_t hone_kv_cache_n_blocks(const hone_kv_cache *kv);
 int64_t hone_kv_cache_n_free(const hone_kv_cache *kv);
-/* Layer pools: [n_blocks][block_size][n_kv_heads][head_dim]. */
+/* Layer pools: [n_blocks][n_kv_heads][block_size][head_dim] (engine/kv_layout.h). */
 float *hone_kv_cache_k(hone_kv_cache *kv, int64_t layer);
 float *hone_kv_cache_v(hone_kv_cache *kv, int64_t layer);
 

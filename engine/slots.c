@@ -650,9 +650,9 @@ static int shapes_fused(const hone_slot_desc *d, const hone_model *m, hone_slot_
 #define ATTN_ARGS_HEAD                                                                              \
     T_OUT("out", A_N, A_HEADS, A_HD), T_IN("q", -1, 1, 12, A_N, A_HEADS, A_HD),                     \
     {.name = "k_cache", .ctype = "const float *", .role = HONE_SLOT_ARG_KV,                         \
-     .dims = L(A_NBLOCKS, A_BS, A_KVH, A_HD), .lo = -1, .hi = 1, .bound = A_NKV, .ref = 4},         \
+     .dims = L(A_NBLOCKS, A_KVH, A_BS, A_HD), .lo = -1, .hi = 1, .bound = A_NKV, .ref = 4},         \
     {.name = "v_cache", .ctype = "const float *", .role = HONE_SLOT_ARG_KV,                         \
-     .dims = L(A_NBLOCKS, A_BS, A_KVH, A_HD), .lo = -1, .hi = 1, .bound = A_NKV, .ref = 4},         \
+     .dims = L(A_NBLOCKS, A_KVH, A_BS, A_HD), .lo = -1, .hi = 1, .bound = A_NKV, .ref = 4},         \
     {.name = "block_table", .ctype = "const int32_t *", .role = HONE_SLOT_ARG_BLOCKS, .dims = L(A_NBLOCKS)}
 #define ATTN_ARGS_TAIL                                                                              \
     T_DIM("block_size", A_BS), T_DIM("n_heads", A_HEADS), T_DIM("n_kv_heads", A_KVH),               \
@@ -738,11 +738,13 @@ static const hone_slot_desc builtin[HONE_SLOT_COUNT] = {
         .cost = cost_rope, .shapes = shapes_rope, .invoke = invoke_rope,
         .cpu_baseline = (void *)hone_cpu_rope},
     [HONE_SLOT_ATTENTION_DECODE] = {
-        .name = "attention_decode", .kind = HONE_SLOT_KIND_ATTENTION_DECODE, .dtype = -1,
+        .name = "attention_decode", .kind = HONE_SLOT_KIND_ATTENTION_DECODE, .dtype = -1, .rev = 2,
         .math = "One query per head over the paged cache: out[h][d] = sum_j softmax_j(scale * q[h] . "
                 "K[j][kvh]) V[j][kvh][d] over keys j < n_kv, kvh = h / (n_heads / n_kv_heads); key j "
                 "lives in block block_table[j / block_size] at slot j % block_size, a block holding "
-                "[block_size][n_kv_heads][head_dim] f32; scratch: this share's >= n_kv floats.",
+                "[n_kv_heads][block_size][head_dim] f32 (one kv head's rows of a block contiguous: "
+                "key j of kv head kvh at ((block_table[j / block_size] * n_kv_heads + kvh) * "
+                "block_size + j % block_size) * head_dim); scratch: this share's >= n_kv floats.",
         .fn_type = "hone_slot_attention_decode_fn", .n_args = 12,
         .args = {ATTN_ARGS_HEAD,
                  {.name = "n_kv", .ctype = "int64_t", .role = HONE_SLOT_ARG_DIM, .dims = {A_NKV, HONE_SLOT_END},
@@ -755,7 +757,7 @@ static const hone_slot_desc builtin[HONE_SLOT_COUNT] = {
         .cost = cost_attention, .derive = derive_attention, .shapes = shapes_attention,
         .invoke = invoke_attention_decode, .cpu_baseline = (void *)hone_cpu_attention_decode},
     [HONE_SLOT_ATTENTION_PREFILL] = {
-        .name = "attention_prefill", .kind = HONE_SLOT_KIND_ATTENTION_PREFILL, .dtype = -1,
+        .name = "attention_prefill", .kind = HONE_SLOT_KIND_ATTENTION_PREFILL, .dtype = -1, .rev = 2,
         .math = "Causal attention for n queries at positions pos0 .. pos0+n-1 (their K/V already in "
                 "the cache): query t sees keys j <= pos0 + t; q[n][n_heads][head_dim], out likewise; "
                 "each (t, h) row bitwise equal to attention_decode with n_kv = pos0 + t + 1; "
@@ -872,6 +874,12 @@ const char *hone_slots_name(int id)
 {
     const hone_slot_desc *d = hone_slots_desc(id);
     return d ? d->name : "unknown";
+}
+
+int hone_slots_rev(int id)
+{
+    const hone_slot_desc *d = hone_slots_desc(id);
+    return !d ? -1 : d->rev > 0 ? d->rev : 1;
 }
 
 int hone_slots_from_name(const char *name)
@@ -1207,18 +1215,17 @@ static void fill_blocks(uint64_t *st, int32_t *bt, int64_t n)
     }
 }
 
-/* A paged cache [n_blocks][block_size][rest...]: NaN everywhere (slots no key should be read
- * from), then the first `valid` keys, found through the block table, in [lo, hi). */
+/* A paged cache [n_blocks][kv_heads][block_size][head_dim] (engine/kv_layout.h): NaN
+ * everywhere (slots no key should be read from), then the first `valid` keys, found through
+ * the block table, in [lo, hi), key by key and a key's heads in order. */
 static void fill_kv(uint64_t *st, const hone_slot_arg *g, const hone_slot_shape *s, float *kv,
                     const int32_t *bt)
 {
     int64_t total = hone_slots_dims_prod(g->dims, s);
-    int64_t bs = s->d[g->dims[1]], per_pos = total / (s->d[g->dims[0]] * bs);
+    int64_t kvh = s->d[g->dims[1]], bs = s->d[g->dims[2]], hd = s->d[g->dims[3]];
     for (int64_t i = 0; i < total; i++) kv[i] = NAN;
-    for (int64_t j = 0; j < s->d[g->bound]; j++) {
-        int64_t off = ((int64_t)bt[j / bs] * bs + j % bs) * per_pos;
-        fill_f(st, kv + off, per_pos, g->lo, g->hi, 0);
-    }
+    for (int64_t j = 0; j < s->d[g->bound]; j++)
+        for (int64_t h = 0; h < kvh; h++) fill_f(st, kv + hone_kv_offset(bt, j, bs, kvh, h, hd), hd, g->lo, g->hi, 0);
 }
 
 /* Where a block format keeps its f16 d. */

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "dtype.h"
+#include "kv_layout.h"
 #include "model.h"
 
 /* The rules above, as the prompt gives them to an LLM (one text). */
@@ -63,7 +64,9 @@ typedef void (*hone_slot_rope_freqs_fn)(float *x, const int32_t *pos, const floa
 
 /* The paged KV cache of one layer: token j of a sequence lives in block
  * block_table[j / block_size] at slot j % block_size; a block holds
- * [block_size][n_kv_heads][head_dim] f32 for K (k_cache) and likewise for V (v_cache). */
+ * [n_kv_heads][block_size][head_dim] f32 for K (k_cache) and likewise for V (v_cache), so
+ * token j's row of kv head kvh starts at hone_kv_offset(block_table, j, block_size,
+ * n_kv_heads, kvh, head_dim) (engine/kv_layout.h). */
 
 /* One query per head: out[h][d] = sum_j softmax_j(scale * q[h] . K[j][kvh]) V[j][kvh][d]
  * over keys j < n_kv, with kvh = h / (n_heads / n_kv_heads). q[n_heads][head_dim],
@@ -204,7 +207,7 @@ typedef enum {
     HONE_SLOT_ARG_NORM,     /* float[dims]: read-only weights of a norm, about 1 */
     HONE_SLOT_ARG_WEIGHT,   /* the slot's dtype, rows = product of all dims but the last */
     HONE_SLOT_ARG_INDEX,    /* int32[dims]: ids or positions in [0, bound) */
-    HONE_SLOT_ARG_KV,       /* float[n_blocks][block_size][kv_heads][head_dim]: a paged cache,
+    HONE_SLOT_ARG_KV,       /* float[n_blocks][kv_heads][block_size][head_dim]: a paged cache,
                              * keys < valid filled through the block table `ref` */
     HONE_SLOT_ARG_BLOCKS,   /* int32[dims]: a block table (a permutation of the blocks) */
     HONE_SLOT_ARG_SCRATCH,  /* float[dims]: this share's own workspace */
@@ -261,6 +264,9 @@ struct hone_slot_desc {
     hone_slot_kind kind;
     int32_t dtype;              /* the weight dtype, -1 for none */
     const char *math;           /* the contract in words: math, layout, aliasing */
+    int rev;                    /* the contract's revision (0: 1); a kernel written for another
+                                 * is refused (its evidence's slot_rev, candidates/kernel_loader.c).
+                                 * Attention: 2, the KV layout of engine/kv_layout.h */
     const char *fn_type;        /* "hone_slot_matvec_fn" */
     int n_args;
     hone_slot_arg args[HONE_SLOT_MAX_ARGS];   /* in signature order, then (int ith, int nth) */
@@ -305,6 +311,10 @@ int hone_slots_register(const hone_slot_desc *d);
 
 /* "matvec_q4_1", "attention_decode", ... (the names of kernels/<backend>/<slot>.*). */
 const char *hone_slots_name(int id);
+/* The revision of slot id's contract (hone_slot_desc.rev; 1 where none is set, -1 for no such
+ * slot): recorded in the evidence, matched by the kernel loader.
+ *   hone_slots_rev(HONE_SLOT_ATTENTION_DECODE) == 2, hone_slots_rev(HONE_SLOT_ADD) == 1 */
+int hone_slots_rev(int id);
 /* Parses a slot name; -1 if unknown. */
 int hone_slots_from_name(const char *name);
 /* The C symbol a CPU kernel file defines for the slot: "hone_cpu_<slot>". */

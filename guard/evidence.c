@@ -11,6 +11,7 @@
 
 #include "candidates/compile.h"
 #include "engine/error.h"
+#include "engine/slots.h"
 
 const double hone_evidence_quantile_at[HONE_EVIDENCE_NQ] = {0, 0.10, 0.25, 0.50, 0.75, 0.90, 1.0};
 
@@ -201,6 +202,9 @@ int hone_evidence_to_json(char **out, const hone_evidence *ev, const char *slot,
     cJSON *root = cJSON_CreateObject(), *cand, *speed, *kp, *mp;
     if (!root) return hone_error_set(HONE_ENOMEM, "out of memory");
     json_str(root, "slot", slot);
+    /* the contract the candidate was judged against (engine/slots.h hone_slots_rev) */
+    int sid = slot ? hone_slots_from_name(slot) : -1;
+    if (sid >= 0) cJSON_AddNumberToObject(root, "slot_rev", hone_slots_rev(sid));
     json_str(root, "backend", backend);
     if ((cand = cJSON_AddObjectToObject(root, "candidate"))) {
         json_str(cand, "hash", ev->candidate_hash);

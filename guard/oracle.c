@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "engine/dtype.h"
+#include "engine/kv_layout.h"
 
 static double half_to_double(uint16_t h) { return (double)hone_fp16_to_f32(h); }
 
@@ -312,8 +313,7 @@ static void attend_row(double *out, const float *q, const float *k_cache, const 
 {
     double mx = -INFINITY;
     for (int64_t j = 0; j < n_kv; j++) {
-        int64_t blk = block_table[j / block_size], slot = j % block_size;
-        const float *k = k_cache + ((blk * block_size + slot) * n_kv_heads + kvh) * head_dim;
+        const float *k = k_cache + hone_kv_offset(block_table, j, block_size, n_kv_heads, kvh, head_dim);
         double s = 0.0;
         for (int64_t d = 0; d < head_dim; d++) s += (double)q[d] * (double)k[d];
         w[j] = s * (double)scale;
@@ -326,8 +326,7 @@ static void attend_row(double *out, const float *q, const float *k_cache, const 
     }
     for (int64_t d = 0; d < head_dim; d++) out[d] = 0.0;
     for (int64_t j = 0; j < n_kv; j++) {
-        int64_t blk = block_table[j / block_size], slot = j % block_size;
-        const float *v = v_cache + ((blk * block_size + slot) * n_kv_heads + kvh) * head_dim;
+        const float *v = v_cache + hone_kv_offset(block_table, j, block_size, n_kv_heads, kvh, head_dim);
         double p = w[j] / sum;
         for (int64_t d = 0; d < head_dim; d++) out[d] += p * (double)v[d];
     }
@@ -510,8 +509,7 @@ void hone_oracle_bound_attention(double *b, const float *q, const float *k_cache
             const float *qr = q + r * head_dim;
             double mx = -INFINITY, sum = 0.0, dmax = 0.0;
             for (int64_t j = 0; j < n_kv; j++) {
-                int64_t blk = block_table[j / block_size], slot = j % block_size;
-                const float *k = k_cache + ((blk * block_size + slot) * n_kv_heads + kvh) * head_dim;
+                const float *k = k_cache + hone_kv_offset(block_table, j, block_size, n_kv_heads, kvh, head_dim);
                 double dot = 0.0, mag = 0.0;
                 for (int64_t d = 0; d < head_dim; d++) {
                     dot += (double)qr[d] * (double)k[d];
@@ -531,8 +529,7 @@ void hone_oracle_bound_attention(double *b, const float *q, const float *k_cache
             double *o = b + r * head_dim;
             for (int64_t d = 0; d < head_dim; d++) o[d] = 0.0;
             for (int64_t j = 0; j < n_kv; j++) {
-                int64_t blk = block_table[j / block_size], slot = j % block_size;
-                const float *v = v_cache + ((blk * block_size + slot) * n_kv_heads + kvh) * head_dim;
+                const float *v = v_cache + hone_kv_offset(block_table, j, block_size, n_kv_heads, kvh, head_dim);
                 double p = s[j] / sum;
                 for (int64_t d = 0; d < head_dim; d++) o[d] += p * fabs((double)v[d]) * (dj[j] + common);
             }

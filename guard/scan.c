@@ -22,7 +22,8 @@
 
 static const char *const C_HEADERS[] = {"<stdint.h>", "<stddef.h>", "<math.h>", "<string.h>",
                                         "<float.h>", "<stdbool.h>", "<immintrin.h>",
-                                        "\"kernels/cpu/common.h\"", "\"engine/dtype.h\"", NULL};
+                                        "\"kernels/cpu/common.h\"", "\"engine/dtype.h\"",
+                                        "\"engine/kv_layout.h\"", NULL};
 
 typedef struct { const char *name; const char *what; } banned;
 

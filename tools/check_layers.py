@@ -6,7 +6,8 @@ point at its own layer or one below it. Layers, bottom to top:
 
 engine/dtype.{h,c} count as kernels: the weight dtypes are the vocabulary the kernels are written
 in (kernels/cpu/common.h includes engine/dtype.h) and include nothing themselves; CMake builds
-dtype.c into hone_kernels for the same reason.
+dtype.c into hone_kernels for the same reason. engine/kv_layout.h (the paged KV cache's layout,
+which kernels/cpu/common.h includes too) counts as kernels likewise.
 
 An include is resolved as the compiler does for these targets: the including file's folder,
 then the tree's root, then engine/ (both are include directories). Includes that resolve to no
@@ -21,7 +22,7 @@ import sys
 LAYERS = ["kernels", "engine", "profiler", "candidates", "guard", "agent", "app"]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 # files whose layer is not their folder's (see above)
-FILE_LAYER = {"engine/dtype.h": "kernels", "engine/dtype.c": "kernels"}
+FILE_LAYER = {"engine/dtype.h": "kernels", "engine/dtype.c": "kernels", "engine/kv_layout.h": "kernels"}
 INCLUDE_DIRS = ["", "engine"]
 SOURCE_EXT = (".c", ".h", ".cu", ".cuh")
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')

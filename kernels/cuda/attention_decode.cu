@@ -1,7 +1,7 @@
 // attention_decode: one query per head over the paged KV cache, GQA. Contract: engine/slots.h
 // and kernels/cuda/README.md.
 //   out: [n_heads][head_dim] f32; q: [n_heads][head_dim] f32; k_cache, v_cache: one layer's
-//   pools [n_blocks][block_size][n_kv_heads][head_dim] f32; block_table: the sequence's block
+//   pools [n_blocks][n_kv_heads][block_size][head_dim] f32; block_table: the sequence's block
 //   ids; n_kv: ONE int32 in device memory (keys j < *n_kv), so a captured decode graph attends
 //   over the step's length; scratch: [n_heads][scratch_stride] f32 (stride >= *n_kv);
 //   kv head of head h: h / (n_heads / n_kv_heads).

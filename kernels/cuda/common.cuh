@@ -403,6 +403,16 @@ __device__ __forceinline__ void hone_matmul(float *Y, const hone_u8 *W, const fl
 
 #define HONE_ATT_UNROLL 4
 
+/* The paged KV cache's layout, as engine/kv_layout.h (NVRTC sees this header alone): block b
+ * holds [n_kv_heads][block_size][head_dim] f32; the first float of token j's row of kv head
+ * kvh. */
+__device__ __forceinline__ hone_i64 hone_kv_offset(const hone_i32 *block_table, hone_i64 j,
+                                                   hone_i64 block_size, hone_i64 n_kv_heads,
+                                                   hone_i64 kvh, hone_i64 head_dim)
+{
+    return (((hone_i64)block_table[j / block_size] * n_kv_heads + kvh) * block_size + j % block_size) * head_dim;
+}
+
 /* One attention row, computed by a whole block: out[d] = sum_j softmax_j(scale q . K_j) V_j[d]
  * over keys j < n_kv of the paged cache (kv head kvh), the CPU's hone_cpu_attend_row step by
  * step: (1) one thread per key computes its score in the 16-lane order, times scale, into
@@ -418,8 +428,7 @@ __device__ __forceinline__ void hone_attend_row(float *out, const float *q, cons
 {
     float mx = -__int_as_float(0x7f800000);
     for (hone_i64 j = threadIdx.x; j < n_kv; j += blockDim.x) {
-        hone_i64 blk = block_table[j / block_size], slot = j % block_size;
-        const float *k = k_cache + ((blk * block_size + slot) * n_kv_heads + kvh) * head_dim;
+        const float *k = k_cache + hone_kv_offset(block_table, j, block_size, n_kv_heads, kvh, head_dim);
         float acc[HONE_LANES];
 #pragma unroll
         for (int l = 0; l < HONE_LANES; l++) acc[l] = 0.0f;
@@ -449,8 +458,7 @@ __device__ __forceinline__ void hone_attend_row(float *out, const float *q, cons
 #pragma unroll
             for (int u = 0; u < HONE_ATT_UNROLL; u++) {
                 hone_i64 jj = j + u;
-                hone_i64 blk = block_table[jj / block_size], slot = jj % block_size;
-                vv[u] = v_cache[((blk * block_size + slot) * n_kv_heads + kvh) * head_dim + d];
+                vv[u] = v_cache[hone_kv_offset(block_table, jj, block_size, n_kv_heads, kvh, head_dim) + d];
                 pp[u] = scores[jj];
             }
 #pragma unroll

@@ -2,6 +2,7 @@
  * installed (the slot pointer changes, the outputs and the model's logits match); one that does
  * not compile, does not define the slot or computes the wrong thing is refused with a clear
  * reason and the baseline keeps serving. */
+#include <cjson/cJSON.h>
 #include <stdarg.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -507,21 +508,47 @@ static void test_every_baseline_copy_is_bitwise(void)
     kdir_free(&k);
 }
 
+/* src compiled as the guard compiles it (another path, another name: k's store/source.c). */
+static void guard_compile(hone_compile_cpu_result *r, const kdir *k, const char *src)
+{
+    char gdir[4300], gsrc[4400], gso[4400];
+    snprintf(gdir, sizeof gdir, "%s/store", k->root);
+    mkdir(gdir, 0755);
+    write_file(gdir, "source.c", src);
+    snprintf(gsrc, sizeof gsrc, "%s/source.c", gdir);
+    snprintf(gso, sizeof gso, "%s/candidate.so", gdir);
+    CHECK_EQ_INT(hone_compile_cpu(r, gsrc, gso, NULL), 0);
+    CHECK_EQ_INT((int)strlen(r->so_hash), 64);
+}
+
+/* With evidence beside k's kernel of slot id: refused for a reason containing why, and the
+ * baseline serves. */
+static void check_refused(const kdir *k, hone_slot_id id, const char *evidence, const char *why)
+{
+    char name[128];
+    snprintf(name, sizeof name, "%s.evidence.json", hone_slots_name(id));
+    write_file(k->cpu, name, evidence);
+    hone_kernel_loader_opts o = opts_for(k);
+    hone_slot_table t, base;
+    hone_slots_cpu_baseline(&t);
+    base = t;
+    hone_kernel_loader *l = NULL;
+    CHECK_EQ_INT(hone_kernel_loader_new(&l, &t, &o), 0);
+    CHECK_EQ_INT(hone_kernel_loader_state(l, id), HONE_KERNEL_REFUSED);
+    CHECK_STR_CONTAINS(hone_kernel_loader_detail(l, id), why);
+    CHECK(t.fn[id] == base.fn[id]);
+    hone_kernel_loader_free(l);
+}
+
 /* Served = vetted: the object compiled as the guard compiles it (another path, another name) has
  * the same SHA-256 as the loader's; evidence with another hash refuses the kernel. */
 static void test_evidence_object_hash(void)
 {
     kdir k = kdir_new();
     write_file(k.cpu, "matvec_f32.c", good_matvec);
-    char gdir[4300], gsrc[4400], gso[4400], ev[600];
-    snprintf(gdir, sizeof gdir, "%s/store", k.root);
-    mkdir(gdir, 0755);
-    write_file(gdir, "source.c", good_matvec);
-    snprintf(gsrc, sizeof gsrc, "%s/source.c", gdir);
-    snprintf(gso, sizeof gso, "%s/candidate.so", gdir);
+    char ev[600];
     hone_compile_cpu_result r;
-    CHECK_EQ_INT(hone_compile_cpu(&r, gsrc, gso, NULL), 0);
-    CHECK_EQ_INT((int)strlen(r.so_hash), 64);
+    guard_compile(&r, &k, good_matvec);
 
     /* the evidence as the review commit writes it beside the kernel */
     hone_evidence rev = HONE_EVIDENCE_INIT;
@@ -544,22 +571,64 @@ static void test_evidence_object_hash(void)
 
     /* evidence for another object: refused, the baseline serves */
     snprintf(ev, sizeof ev, "{\"candidate\": {\"so_hash\": \"%064d\"}}\n", 0);
-    write_file(k.cpu, "matvec_f32.evidence.json", ev);
+    check_refused(&k, HONE_SLOT_MATVEC_F32, ev, "not the one the guard vetted");
+    /* unreadable evidence is refused too */
+    check_refused(&k, HONE_SLOT_MATVEC_F32, "{not json", "is not JSON");
+    hone_compile_cpu_result_clear(&r);
+    kdir_free(&k);
+}
+
+/* A kernel vetted against another revision of its slot's contract is refused: the attention
+ * slots are at revision 2 (the KV layout of engine/kv_layout.h), and evidence without slot_rev
+ * (written before the field, under the old layout) is revision 1. The kernel is a byte-different
+ * copy of the baseline, so the loader compiles it and reads its evidence. */
+static void test_evidence_contract_rev(void)
+{
+    kdir k = kdir_new();
+    char path[4400];
+    snprintf(path, sizeof path, "%s/kernels/cpu/attention_decode.c", HONE_SOURCE_DIR);
+    char *base_src = read_text(path);
+    CHECK(base_src != NULL);
+    if (!base_src) return;
+    size_t n = strlen(base_src) + 64;
+    char *src = malloc(n);
+    snprintf(src, n, "%s/* a reviewed copy */\n", base_src);
+    free(base_src);
+    write_file(k.cpu, "attention_decode.c", src);
+    hone_compile_cpu_result r;
+    guard_compile(&r, &k, src);
+    CHECK_EQ_INT(hone_slots_rev(HONE_SLOT_ATTENTION_DECODE), 2);
+    CHECK_EQ_INT(hone_slots_rev(HONE_SLOT_ADD), 1);
+
+    /* evidence as the guard writes it now: slot_rev 2, installed */
+    hone_evidence ev = HONE_EVIDENCE_INIT;
+    ev.so_hash = r.so_hash;
+    char *json = NULL;
+    CHECK_EQ_INT(hone_evidence_to_json(&json, &ev, "attention_decode", "cpu"), 0);
+    cJSON *parsed = json ? cJSON_Parse(json) : NULL;
+    CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(parsed, "slot_rev")) == 2.0);
+    cJSON_Delete(parsed);
+    if (json) write_file(k.cpu, "attention_decode.evidence.json", json);
+    free(json);
+    hone_kernel_loader_opts o = opts_for(&k);
+    hone_slot_table t;
     hone_slots_cpu_baseline(&t);
-    hone_slot_table base = t;
+    hone_kernel_loader *l = NULL;
     CHECK_EQ_INT(hone_kernel_loader_new(&l, &t, &o), 0);
-    CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_MATVEC_F32), HONE_KERNEL_REFUSED);
-    CHECK_STR_CONTAINS(hone_kernel_loader_detail(l, HONE_SLOT_MATVEC_F32), "not the one the guard vetted");
-    CHECK(t.fn[HONE_SLOT_MATVEC_F32] == base.fn[HONE_SLOT_MATVEC_F32]);
+    CHECK_MSG(hone_kernel_loader_state(l, HONE_SLOT_ATTENTION_DECODE) == HONE_KERNEL_INSTALLED, "%s",
+              hone_kernel_loader_detail(l, HONE_SLOT_ATTENTION_DECODE));
     hone_kernel_loader_free(l);
 
-    /* unreadable evidence is refused too */
-    write_file(k.cpu, "matvec_f32.evidence.json", "{not json");
-    CHECK_EQ_INT(hone_kernel_loader_new(&l, &t, &o), 0);
-    CHECK_EQ_INT(hone_kernel_loader_state(l, HONE_SLOT_MATVEC_F32), HONE_KERNEL_REFUSED);
-    CHECK_STR_CONTAINS(hone_kernel_loader_detail(l, HONE_SLOT_MATVEC_F32), "is not JSON");
-    hone_kernel_loader_free(l);
+    /* the same object's evidence from before slot_rev: refused, the baseline serves */
+    char old[600];
+    snprintf(old, sizeof old, "{\"slot\": \"attention_decode\", \"candidate\": {\"so_hash\": \"%s\"}}\n", r.so_hash);
+    check_refused(&k, HONE_SLOT_ATTENTION_DECODE, old,
+                  "revision 1 of the attention_decode contract, which is now at revision 2 (engine/slots.h; "
+                  "the KV cache's layout, engine/kv_layout.h)");
+    /* a slot_rev that is not a number is refused too */
+    check_refused(&k, HONE_SLOT_ATTENTION_DECODE, "{\"slot_rev\": \"2\"}", "not a number");
     hone_compile_cpu_result_clear(&r);
+    free(src);
     kdir_free(&k);
 }
 
@@ -626,4 +695,4 @@ static void test_source_path(void)
 TEST_MAIN(TEST_CASE(test_source_path), TEST_CASE(test_verifier_refuses), TEST_CASE(test_installs_good_kernel), TEST_CASE(test_baseline_copy_is_not_compiled),
           TEST_CASE(test_refusals), TEST_CASE(test_compile_and_check_api), TEST_CASE(test_model_logits),
           TEST_CASE(test_cli_kernels_flag), TEST_CASE(test_every_baseline_copy_is_bitwise),
-          TEST_CASE(test_evidence_object_hash))
+          TEST_CASE(test_evidence_object_hash), TEST_CASE(test_evidence_contract_rev))

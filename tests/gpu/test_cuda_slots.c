@@ -416,9 +416,10 @@ typedef struct {
     int64_t n_blocks, floats;
 } paged_kv;
 
-static paged_kv make_cache(int64_t n_kv, int64_t bs, int64_t row)
+static paged_kv make_cache(int64_t n_kv, int64_t bs, int64_t kvh, int64_t hd)
 {
     paged_kv c;
+    int64_t row = kvh * hd;
     c.n_blocks = (n_kv + bs - 1) / bs + 2;
     c.floats = c.n_blocks * bs * row;
     c.k = xmalloc((size_t)c.floats * sizeof(float));
@@ -433,13 +434,14 @@ static paged_kv make_cache(int64_t n_kv, int64_t bs, int64_t row)
     uint32_t nb = 0x7fedcba9u;
     memcpy(&nan, &nb, 4);
     for (int64_t i = 0; i < c.floats; i++) c.k[i] = c.v[i] = nan;
-    for (int64_t j = 0; j < n_kv; j++) {
-        int64_t off = ((int64_t)c.bt[j / bs] * bs + j % bs) * row;
-        for (int64_t i = 0; i < row; i++) {
-            c.k[off + i] = rnd_f(-1, 1);
-            c.v[off + i] = rnd_f(-1, 1);
+    for (int64_t j = 0; j < n_kv; j++)
+        for (int64_t h = 0; h < kvh; h++) {
+            int64_t off = hone_kv_offset(c.bt, j, bs, kvh, h, hd);
+            for (int64_t i = 0; i < hd; i++) {
+                c.k[off + i] = rnd_f(-1, 1);
+                c.v[off + i] = rnd_f(-1, 1);
+            }
         }
-    }
     return c;
 }
 
@@ -451,8 +453,8 @@ static void test_attention(void)
                                      {6, 2, 24, 7, 2100}};
     for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
         int64_t heads = cfg[c][0], kvh = cfg[c][1], hd = cfg[c][2], bs = cfg[c][3], n_kv = cfg[c][4];
-        int64_t row = kvh * hd, qd = heads * hd;
-        paged_kv kv = make_cache(n_kv, bs, row);
+        int64_t qd = heads * hd;
+        paged_kv kv = make_cache(n_kv, bs, kvh, hd);
         float scale = (float)(1.0 / sqrt((double)hd));
         float *dk = dev_dup(kv.k, (size_t)kv.floats * sizeof(float)), *dv = dev_dup(kv.v, (size_t)kv.floats * sizeof(float));
         int32_t *dbt = dev_dup(kv.bt, (size_t)kv.n_blocks * sizeof(int32_t));
@@ -500,8 +502,8 @@ static void test_attention(void)
 
 static void test_kv_store(void)
 {
-    int64_t bs = 16, row = 192, n = 5, n_kv = 40;
-    paged_kv kv = make_cache(n_kv, bs, row);
+    int64_t bs = 16, kvh = 3, hd = 64, row = kvh * hd, n = 5, n_kv = 40;
+    paged_kv kv = make_cache(n_kv, bs, kvh, hd);
     int64_t pos0 = n_kv - n;
     float *k = rnd_vec(n * row, -1, 1), *v = rnd_vec(n * row, -1, 1);
     int32_t pos[5];
@@ -512,16 +514,17 @@ static void test_kv_store(void)
     cudaMemcpy(dvc, kv.v, pool, cudaMemcpyHostToDevice);
     float *dk = dev_dup(k, (size_t)(n * row) * sizeof(float)), *dv = dev_dup(v, (size_t)(n * row) * sizeof(float));
     int32_t *dbt = dev_dup(kv.bt, (size_t)kv.n_blocks * sizeof(int32_t)), *dpos = dev_dup(pos, sizeof pos);
-    void *args[] = {&dkc, &dvc, &dk, &dv, &dbt, &dpos, &n, &bs, &row};
+    void *args[] = {&dkc, &dvc, &dk, &dv, &dbt, &dpos, &n, &bs, &kvh, &hd};
     launch(HONE_CUDA_KV_STORE, row, n, args);
     float *gk = xmalloc(pool), *gv = xmalloc(pool);
     dev_take(dkc, gk, pool, "kv_store k");
     dev_take(dvc, gv, pool, "kv_store v");
-    for (int64_t t = 0; t < n; t++) {
-        int64_t p = pos[t], off = ((int64_t)kv.bt[p / bs] * bs + p % bs) * row;
-        memcpy(kv.k + off, k + t * row, (size_t)row * sizeof(float));
-        memcpy(kv.v + off, v + t * row, (size_t)row * sizeof(float));
-    }
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t h = 0; h < kvh; h++) { /* the CPU engine's store_kv (engine/forward.c) */
+            int64_t off = hone_kv_offset(kv.bt, pos[t], bs, kvh, h, hd);
+            memcpy(kv.k + off, k + t * row + h * hd, (size_t)hd * sizeof(float));
+            memcpy(kv.v + off, v + t * row + h * hd, (size_t)hd * sizeof(float));
+        }
     CHECK(memcmp(gk, kv.k, pool) == 0);
     CHECK(memcmp(gv, kv.v, pool) == 0);
     cudaFree(dk); cudaFree(dv); cudaFree(dbt); cudaFree(dpos);

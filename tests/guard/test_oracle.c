@@ -296,8 +296,10 @@ static void test_attention(void)
     double d = (double)kb[1] - (double)kb[0];
     CHECK_NEAR(o, 4 / (1 + exp(d)) + 8 * exp(d) / (1 + exp(d)), 1e-13);
     /* GQA: 2 kv heads, 4 query heads: heads 0, 1 read kv head 0, heads 2, 3 kv head 1.
-     * One key, so out = V of that kv head. */
-    const float kg[2] = {0, 0}, vg[2] = {5, -7};
+     * One key, so out = V of that kv head; at block_size 16 kv head 1's rows of block 0 start
+     * 16 x head_dim floats in (engine/kv_layout.h: [n_kv_heads][block_size][head_dim]). */
+    float kg[32] = {0}, vg[32] = {0};
+    vg[0] = 5, vg[16] = -7;
     const float qg[4] = {1, 2, 3, 4};
     const int32_t bt0 = 0;
     double og[4];

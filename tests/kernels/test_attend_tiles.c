@@ -55,13 +55,14 @@ static cache make_cache(int64_t n_kv, int64_t bs, int64_t nkvh, int64_t hd, floa
         used[c.bt[b]] = 1;
     }
     free(used);
-    for (int64_t j = 0; j < n_kv; j++) {
-        float *k = c.k + (c.bt[j / bs] * bs + j % bs) * row, *v = c.v + (c.bt[j / bs] * bs + j % bs) * row;
-        for (int64_t i = 0; i < row; i++) {
-            k[i] = frand() * (j % 7 == 3 ? spread : 1.0f);
-            v[i] = frand();
+    for (int64_t j = 0; j < n_kv; j++)
+        for (int64_t h = 0; h < nkvh; h++) {
+            float *k = c.k + hone_kv_offset(c.bt, j, bs, nkvh, h, hd), *v = c.v + hone_kv_offset(c.bt, j, bs, nkvh, h, hd);
+            for (int64_t i = 0; i < hd; i++) {
+                k[i] = frand() * (j % 7 == 3 ? spread : 1.0f);
+                v[i] = frand();
+            }
         }
-    }
     return c;
 }
 

@@ -803,13 +803,14 @@ static paged_kv make_cache(int64_t n_kv, int64_t bs, int64_t n_kv_heads, int64_t
     }
     poison(c.k, c.n_blocks * per_block);
     poison(c.v, c.n_blocks * per_block);
-    for (int64_t j = 0; j < n_kv; j++) {
-        int64_t off = ((int64_t)c.bt[j / bs] * bs + j % bs) * n_kv_heads * hd;
-        for (int64_t i = 0; i < n_kv_heads * hd; i++) {
-            c.k[off + i] = rnd_f(-1, 1);
-            c.v[off + i] = rnd_f(-1, 1);
+    for (int64_t j = 0; j < n_kv; j++)
+        for (int64_t h = 0; h < n_kv_heads; h++) {
+            int64_t off = hone_kv_offset(c.bt, j, bs, n_kv_heads, h, hd);
+            for (int64_t i = 0; i < hd; i++) {
+                c.k[off + i] = rnd_f(-1, 1);
+                c.v[off + i] = rnd_f(-1, 1);
+            }
         }
-    }
     return c;
 }
 
@@ -842,7 +843,7 @@ static void attn_bound(double *bound, const float *q, const paged_kv *c, int64_t
             const float *qr = q + (t * nh + h) * hd;
             double mx = -INFINITY, dmax = 0.0;
             for (int64_t j = 0; j < nkv; j++) {
-                const float *k = c->k + (((int64_t)c->bt[j / bs] * bs + j % bs) * nkvh + kvh) * hd;
+                const float *k = c->k + hone_kv_offset(c->bt, j, bs, nkvh, kvh, hd);
                 double dot = 0.0, a = 0.0;
                 for (int64_t d = 0; d < hd; d++) {
                     dot += (double)qr[d] * k[d];
@@ -866,7 +867,7 @@ static void attn_bound(double *bound, const float *q, const paged_kv *c, int64_t
             for (int64_t d = 0; d < hd; d++) b[d] = 0.0;
             double vmax = 0.0;
             for (int64_t j = 0; j < nkv; j++) {
-                const float *v = c->v + (((int64_t)c->bt[j / bs] * bs + j % bs) * nkvh + kvh) * hd;
+                const float *v = c->v + hone_kv_offset(c->bt, j, bs, nkvh, kvh, hd);
                 double p = s[j] / sum;
                 for (int64_t d = 0; d < hd; d++) {
                     b[d] += p * fabs((double)v[d]);

@@ -28,7 +28,7 @@ void hone_cpu_attention_decode(float *out, const float *q, const float *k_cache,
         int64_t kvh = h / group;
         float mx = -INFINITY;
         for (int64_t j = 0; j < n_kv; j++) {
-            int64_t at = ((int64_t)block_table[j / block_size] * block_size + j % block_size) * n_kv_heads + kvh;
+            int64_t at = ((int64_t)block_table[j / block_size] * n_kv_heads + kvh) * block_size + j % block_size;
             const float *k = k_cache + at * head_dim;
             float acc[16] = {0};
             for (int64_t d = 0; d < head_dim; d++) acc[d % 16] = fmaf(k[d], qh[d], acc[d % 16]);
@@ -43,7 +43,7 @@ void hone_cpu_attention_decode(float *out, const float *q, const float *k_cache,
         for (int64_t d = 0; d < head_dim; d++) {
             float o = 0.0f;
             for (int64_t j = 0; j < n_kv; j++) {
-                int64_t at = ((int64_t)block_table[j / block_size] * block_size + j % block_size) * n_kv_heads + kvh;
+                int64_t at = ((int64_t)block_table[j / block_size] * n_kv_heads + kvh) * block_size + j % block_size;
                 o = fmaf(scratch[j], v_cache[at * head_dim + d], o);
             }
             oh[d] = o;
