@@ -146,6 +146,9 @@ int hone_compile_cpu_compiler(char *out, size_t cap)
     return rc;
 }
 
+const char *const hone_compile_cpu_root_headers[] = {"kernels/cpu/common.h", "engine/dtype.h",
+                                                     "engine/kv_layout.h", NULL};
+
 /* The content key (see hone_compile_cpu_result.key); each part NUL-terminated so that no two
  * different inputs concatenate to the same bytes. */
 static int content_key(char out[65], const char *cc, const char *src, size_t len, const char *root)
@@ -157,10 +160,9 @@ static int content_key(char out[65], const char *cc, const char *src, size_t len
     hone_sha256_ctx c;
     hone_sha256_init(&c);
     for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) hone_sha256_update(&c, parts[i], strlen(parts[i]) + 1);
-    /* the root's headers a kernel may include (guard/scan.c's list), each NUL-ended */
-    static const char *const headers[] = {"kernels/cpu/common.h", "engine/dtype.h", "engine/kv_layout.h"};
-    for (size_t i = 0; i < sizeof headers / sizeof *headers; i++) {
-        snprintf(hdr_path, sizeof hdr_path, "%s/%s", root, headers[i]);
+    /* the root's headers a kernel may include, each NUL-ended */
+    for (int i = 0; hone_compile_cpu_root_headers[i]; i++) {
+        snprintf(hdr_path, sizeof hdr_path, "%s/%s", root, hone_compile_cpu_root_headers[i]);
         char *hdr = NULL;
         size_t hlen = 0;
         if (hone_file_read(hdr_path, &hdr, &hlen) != 0) hlen = 0; /* no such header: nothing to hash */

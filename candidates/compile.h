@@ -22,6 +22,10 @@
     "-std=c11 -O3 -march=native -D_GNU_SOURCE -fno-jump-tables -fPIC -shared -nostartfiles "     \
     "-Wl,-z,now -Wall -Wextra"
 
+/* The include root's headers a CPU kernel may include, NULL-ended: the guard's scan allows
+ * exactly these as "..." includes (guard/scan.c), and the cache key hashes their text. */
+extern const char *const hone_compile_cpu_root_headers[];
+
 /* The largest object accepted: the file, every section (.bss included) and the loaded sections
  * together. A kernel is a few KiB; a 256 MiB table is not a kernel. */
 #define HONE_COMPILE_CPU_MAX_BYTES ((size_t)16 << 20)
@@ -40,10 +44,9 @@ typedef struct {
 /* What a CPU compile produced. log is owned: hone_compile_cpu_result_clear frees it. */
 typedef struct {
     char key[65];           /* SHA-256 over the source bytes, HONE_COMPILE_CPU_FLAGS, the include
-                               root and the headers a kernel may include from it
-                               (kernels/cpu/common.h, engine/dtype.h, engine/kv_layout.h), the
-                               compiler's name and the
-                               first line of its --version: the cache key */
+                               root and hone_compile_cpu_root_headers' text in it, the
+                               compiler's name and the first line of its --version: the cache
+                               key */
     char so_hash[65];       /* SHA-256 of the object's bytes (what the evidence records) */
     size_t so_bytes;        /* the object's size */
     int cached;             /* 1: an object under this key was already there (not recompiled) */

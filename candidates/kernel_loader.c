@@ -128,14 +128,13 @@ static int check_evidence(const char *kernel_path, const char *so_hash, hone_slo
     int rc = 0, rev = cJSON_IsNumber(rv) ? rv->valueint : 1;
     if (rv && !cJSON_IsNumber(rv))
         rc = hone_error_set(HONE_EFORMAT, "its evidence %s has a slot_rev that is not a number", ev_path);
-    else if (rev != hone_slots_rev(id))
+    else if (rev != hone_slots_rev(id)) {
+        const char *why = hone_slots_desc(id)->rev_why;
         rc = hone_error_set(HONE_EFORMAT,
                             "it was vetted against revision %d of the %s contract, which is now at "
-                            "revision %d (engine/slots.h%s): tune it again", rev, hone_slots_name(id),
-                            hone_slots_rev(id),
-                            id == HONE_SLOT_ATTENTION_DECODE || id == HONE_SLOT_ATTENTION_PREFILL
-                                ? "; the KV cache's layout, engine/kv_layout.h" : "");
-    else if (cJSON_IsString(h) && strcmp(h->valuestring, so_hash) != 0)
+                            "revision %d (engine/slots.h%s%s): tune it again", rev, hone_slots_name(id),
+                            hone_slots_rev(id), why ? "; " : "", why ? why : "");
+    } else if (cJSON_IsString(h) && strcmp(h->valuestring, so_hash) != 0)
         rc = hone_error_set(HONE_EFORMAT,
                             "the compiled object is not the one the guard vetted: sha256 %.16s here, "
                             "%.16s in %s (another compiler, flags or -march?)", so_hash, h->valuestring, ev_path);

@@ -739,6 +739,7 @@ static const hone_slot_desc builtin[HONE_SLOT_COUNT] = {
         .cpu_baseline = (void *)hone_cpu_rope},
     [HONE_SLOT_ATTENTION_DECODE] = {
         .name = "attention_decode", .kind = HONE_SLOT_KIND_ATTENTION_DECODE, .dtype = -1, .rev = 2,
+        .rev_why = "the KV cache's layout, engine/kv_layout.h",
         .math = "One query per head over the paged cache: out[h][d] = sum_j softmax_j(scale * q[h] . "
                 "K[j][kvh]) V[j][kvh][d] over keys j < n_kv, kvh = h / (n_heads / n_kv_heads); key j "
                 "lives in block block_table[j / block_size] at slot j % block_size, a block holding "
@@ -758,6 +759,7 @@ static const hone_slot_desc builtin[HONE_SLOT_COUNT] = {
         .invoke = invoke_attention_decode, .cpu_baseline = (void *)hone_cpu_attention_decode},
     [HONE_SLOT_ATTENTION_PREFILL] = {
         .name = "attention_prefill", .kind = HONE_SLOT_KIND_ATTENTION_PREFILL, .dtype = -1, .rev = 2,
+        .rev_why = "the KV cache's layout, engine/kv_layout.h",
         .math = "Causal attention for n queries at positions pos0 .. pos0+n-1 (their K/V already in "
                 "the cache): query t sees keys j <= pos0 + t; q[n][n_heads][head_dim], out likewise; "
                 "each (t, h) row bitwise equal to attention_decode with n_kv = pos0 + t + 1; "

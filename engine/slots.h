@@ -267,6 +267,7 @@ struct hone_slot_desc {
     int rev;                    /* the contract's revision (0: 1); a kernel written for another
                                  * is refused (its evidence's slot_rev, candidates/kernel_loader.c).
                                  * Attention: 2, the KV layout of engine/kv_layout.h */
+    const char *rev_why;        /* what revision rev changed, said in that refusal (NULL: none) */
     const char *fn_type;        /* "hone_slot_matvec_fn" */
     int n_args;
     hone_slot_arg args[HONE_SLOT_MAX_ARGS];   /* in signature order, then (int ith, int nth) */

@@ -20,10 +20,9 @@
 #include "engine/error.h"
 #include "engine/file.h"
 
+/* the system headers a C candidate may include; its "..." includes: hone_compile_cpu_root_headers */
 static const char *const C_HEADERS[] = {"<stdint.h>", "<stddef.h>", "<math.h>", "<string.h>",
-                                        "<float.h>", "<stdbool.h>", "<immintrin.h>",
-                                        "\"kernels/cpu/common.h\"", "\"engine/dtype.h\"",
-                                        "\"engine/kv_layout.h\"", NULL};
+                                        "<float.h>", "<stdbool.h>", "<immintrin.h>", NULL};
 
 typedef struct { const char *name; const char *what; } banned;
 
@@ -178,6 +177,11 @@ static int scan_directives(const char *src, const char *s, char *why, size_t cap
                 int ok = 0;
                 for (int i = 0; C_HEADERS[i]; i++)
                     if (strcmp(hdr, C_HEADERS[i]) == 0) ok = 1;
+                /* a "..." include: one of the include root's headers, by its name between the quotes */
+                for (int i = 0; hdr[0] == '"' && h > 2 && hdr[h - 1] == '"' && hone_compile_cpu_root_headers[i]; i++)
+                    if (strlen(hone_compile_cpu_root_headers[i]) == (size_t)(h - 2) &&
+                        strncmp(hdr + 1, hone_compile_cpu_root_headers[i], (size_t)(h - 2)) == 0)
+                        ok = 1;
                 if (!ok) rc = fail(why, cap, line, "header %s not allowed%s", hdr[0] ? hdr : "(macro)", "");
                 else if (defined)
                     rc = fail(why, cap, line, "#include %s after a #define or #undef (a macro could rewrite the header)%s",

@@ -1494,7 +1494,6 @@ static inline void hone_cpu_attend_row_simd(float *restrict out, const float *re
     int nv = (int)(head_dim / 16);
     __m512 qv[MAXV], o[MAXV];
     for (int i = 0; i < nv; i++) qv[i] = _mm512_loadu_ps(q + 16 * i);
-    int64_t row = head_dim; /* a kv head's consecutive keys in a block (engine/kv_layout.h) */
     /* keys walked block by block of the paged cache (one table lookup a block, no division a
      * key); a key's score and its place in the sums do not depend on the walk */
 #define HONE_KV_BLOCK(cache, b0) ((cache) + hone_kv_block_offset(block_table[(b0) / block_size], block_size, n_kv_heads, kvh, head_dim))
@@ -1505,7 +1504,8 @@ static inline void hone_cpu_attend_row_simd(float *restrict out, const float *re
         int64_t nk = n_kv - b0 < block_size ? n_kv - b0 : block_size, s = 0;
         float *sc = scores + b0;
         for (; s + 4 <= nk; s += 4) {
-            const float *k0 = kb + s * row, *k1 = k0 + row, *k2 = k1 + row, *k3 = k2 + row;
+            /* a kv head's consecutive keys in a block are head_dim apart (engine/kv_layout.h) */
+            const float *k0 = kb + s * head_dim, *k1 = k0 + head_dim, *k2 = k1 + head_dim, *k3 = k2 + head_dim;
             __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
             for (int i = 0; i < nv; i++) {
                 a0 = _mm512_fmadd_ps(_mm512_loadu_ps(k0 + 16 * i), qv[i], a0);
@@ -1519,7 +1519,7 @@ static inline void hone_cpu_attend_row_simd(float *restrict out, const float *re
             sc[s + 3] = hone_cpu_zmm_sum(a3) * scale;
         }
         for (; s < nk; s++) {
-            const float *k = kb + s * row;
+            const float *k = kb + s * head_dim;
             __m512 a = _mm512_setzero_ps();
             for (int i = 0; i < nv; i++) a = _mm512_fmadd_ps(_mm512_loadu_ps(k + 16 * i), qv[i], a);
             sc[s] = hone_cpu_zmm_sum(a) * scale;
@@ -1546,7 +1546,7 @@ static inline void hone_cpu_attend_row_simd(float *restrict out, const float *re
         const float *vb = HONE_KV_BLOCK(v_cache, b0);
         int64_t nk = n_kv - b0 < block_size ? n_kv - b0 : block_size;
         for (int64_t s = 0; s < nk; s++) {
-            const float *v = vb + s * row;
+            const float *v = vb + s * head_dim;
             __m512 p = _mm512_set1_ps(scores[b0 + s]);
             for (int i = 0; i < nv; i++) o[i] = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 16 * i), o[i]);
         }

@@ -85,6 +85,13 @@ static void test_inline_sources(void)
         {"/* fopen */ const char *f(void) { return \"__asm__ system\"; }\n", NULL},
         {"int f(void) { return undefined_thing; }\n", NULL}, /* the compile gate's to refuse */
         {"#include \"kernels/cpu/common.h\"\n#if\n#endif\n", "the preprocessor failed"},
+        /* "..." includes: the include root's headers by exact name (hone_compile_cpu_root_headers) */
+        {"#include \"engine/kv_layout.h\"\n#include \"engine/dtype.h\"\n", NULL},
+        {"#include \"engine/model.h\"\n", "header \"engine/model.h\" not allowed"},
+        {"#include \"engine/dtype.hx\"\n", "header \"engine/dtype.hx\" not allowed"},
+        {"#include \"./engine/dtype.h\"\n", "header \"./engine/dtype.h\" not allowed"},
+        {"#include \"engine/dtype.h\n", "not allowed"},
+        {"#include <engine/dtype.h>\n", "header <engine/dtype.h> not allowed"},
     };
     for (size_t i = 0; i < sizeof S / sizeof S[0]; i++) {
         char why[512];
