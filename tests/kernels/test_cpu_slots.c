@@ -464,6 +464,11 @@ static void test_matmul(void)
          * tiles and leftover tokens, several row chunks with leftover rows, long rows */
         mat_case(dt, 37, 100, 576);
         mat_case(dt, 32, 17, 1536);
+        /* rows longer than 768 values go through in pieces of 24 blocks, the accumulators
+         * carried between pieces: four pieces (the last of 4 blocks) over several row chunks
+         * with a leftover group; a piece count that leaves a tail not a multiple of 32 */
+        mat_case(dt, 24, 45, 2432);
+        if (!is_block(dt)) mat_case(dt, 16, 40, 1000);
     }
     mat_case(HONE_DTYPE_Q8_0, 2, 49152, 576);
     /* batched decode (n < 32) of the block formats: each 2 x 8 tile's scales staged as f32 while
