@@ -42,7 +42,7 @@ static void upper(const char *s, char *out, size_t cap)
 int hone_search_linear_render(const char *tmpl, hone_slot_id slot, hone_search_point p, char **out_src)
 {
     *out_src = NULL;
-    static const int lo[] = {1, 0}, hi[] = {16, 8192};
+    static const int lo[] = {1, 0}, hi[] = {16, 32768};
     int rc = hone_search_check_range(p, lo, hi, 2);
     if (rc) return rc;
     const char *dt = hone_search_linear_dtype(slot);

@@ -7,7 +7,7 @@
 static int is_matvec(hone_slot_id s) { return s >= HONE_SLOT_MATVEC_F32 && s <= HONE_SLOT_MATVEC_LAST; }
 
 /* The shipped schedule (kernels/cpu/common.h): one row at a time with the share prefetched
- * 4 KiB ahead (hone_cpu_matvec_simd), which this family renders as the point (1, 4096). The
+ * 16 KiB ahead (hone_cpu_matvec_simd), which this family renders as the point (1, 16384). The
  * legacy block formats ship hone_cpu_matvec_staged instead (scales converted ahead, 4 rows),
  * which no point here renders: for them every point, (1, 4096) included, is a rival, and the
  * point named as theirs is the old one-row schedule without prefetch, slower than both. */
@@ -18,7 +18,7 @@ static hone_search_point incumbent(hone_slot_id slot)
     int staged = 0;
     for (size_t i = 0; i < sizeof block_formats / sizeof block_formats[0]; i++)
         staged |= (int)slot == hone_slots_matvec_id(block_formats[i]);
-    hone_search_point p = {{1, staged ? 0 : 4096}};
+    hone_search_point p = {{1, staged ? 0 : 16384}};
     return p;
 }
 
@@ -26,14 +26,14 @@ static int space(hone_slot_id slot, hone_search_point *pts, int cap)
 {
     int n = 0;
     hone_search_point inc = incumbent(slot);
-    /* most promising first (measured on a 2-core AMD EPYC): far prefetch keeps more DRAM
-     * requests in flight per core than the hardware prefetcher does */
-    static const int first[][2] = {{2, 8192}, {4, 8192}, {1, 8192}, {8, 8192}};
+    /* most promising first (measured on a 2-core AMD EPYC and a 2-core Sapphire Rapids): far
+     * prefetch keeps more DRAM requests in flight per core than the hardware prefetcher does */
+    static const int first[][2] = {{2, 16384}, {4, 16384}, {2, 8192}, {4, 8192}, {1, 32768}, {1, 8192}, {8, 8192}};
     for (size_t i = 0; i < sizeof first / sizeof first[0]; i++)
         hone_search_space_add(pts, &n, cap, (hone_search_point){{first[i][0], first[i][1]}}, inc);
-    static const int pf[] = {8192, 4096, 2048, 1024, 0};
+    static const int pf[] = {32768, 16384, 8192, 4096, 2048, 1024, 0};
     static const int rows[] = {4, 8, 2, 1};
-    for (size_t j = 0; j < 5; j++)
+    for (size_t j = 0; j < sizeof pf / sizeof pf[0]; j++)
         for (size_t i = 0; i < 4; i++)
             hone_search_space_add(pts, &n, cap, (hone_search_point){{rows[i], pf[j]}}, inc);
     if (n < cap) pts[n++] = inc;

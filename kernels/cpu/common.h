@@ -432,8 +432,12 @@ static inline float hone_cpu_zmm_finish(__m512 acc, const uint8_t *row, const fl
  * 1-3 KiB long, decoded f32 at 94 tok/s, one row at a time at 107-110 (same bits). The share's
  * weights 4 KiB ahead are prefetched as the blocks go (the hardware prefetcher alone keeps too
  * few lines in flight for one core: SmolLM2 decode on one Ice Lake core, old vs new interleaved
- * x3, f16 28-30 -> 32-35 tok/s, bf16 25-27 -> 33-37, f32 17.1-17.6 -> 17.6-18.7). */
-#define HONE_CPU_MATVEC_PREFETCH 4096 /* bytes ahead of the blocks being read */
+ * x3, f16 28-30 -> 32-35 tok/s, bf16 25-27 -> 33-37, f32 17.1-17.6 -> 17.6-18.7). 16 KiB ahead,
+ * not 4: on the 2-core Sapphire Rapids two cores streaming a layer's seven matrices (5-25 us a
+ * call) kept too few lines in flight at 4 KiB (SmolLM2 decode, 2 threads, 3 interleaved pairs:
+ * q8_0 127-129 -> 148-151 tok/s, q4_1 171-173 -> 198-222, q4_0 219-230 -> 239-245, f16 101-102
+ * -> 106-108; f32 unchanged; 8 and 32 KiB measured between and equal in a harness). */
+#define HONE_CPU_MATVEC_PREFETCH 16384 /* bytes ahead of the blocks being read */
 
 /* Prefetches the cache lines of [p, p + n) that lie before end (the share's last byte + 1). */
 static inline __attribute__((always_inline)) void hone_cpu_prefetch_span(const uint8_t *p, int64_t n,

@@ -77,10 +77,13 @@ static void test_linear_families(void)
         }
     }
     CHECK_EQ_INT(checked, 3 * 12 + 2 * (HONE_SLOT_MATVEC_LAST - HONE_SLOT_MATVEC_Q4_1));
-    /* the points of the old single-table proposer, unchanged */
+    /* the matvec space: rows in flight x prefetch distances 0 .. 32 KiB, far prefetch first;
+     * the staged block formats' incumbent (the one-row point without prefetch) last */
     hone_search_point pts[64];
-    CHECK_EQ_INT(hone_search_space(HONE_SLOT_MATVEC_Q4_1, pts, 64), 20);
-    CHECK(pts[0].v[0] == 2 && pts[0].v[1] == 8192 && pts[19].v[0] == 1 && pts[19].v[1] == 0);
+    CHECK_EQ_INT(hone_search_space(HONE_SLOT_MATVEC_Q4_1, pts, 64), 28);
+    CHECK(pts[0].v[0] == 2 && pts[0].v[1] == 16384 && pts[27].v[0] == 1 && pts[27].v[1] == 0);
+    CHECK_EQ_INT(hone_search_space(HONE_SLOT_MATVEC_F16, pts, 64), 28);
+    CHECK(pts[27].v[0] == 1 && pts[27].v[1] == 16384); /* the shipped schedule's point */
     CHECK_EQ_INT(hone_search_space(HONE_SLOT_MATMUL_F16, pts, 64), 12);
     CHECK(pts[0].v[0] == 12 && pts[0].v[1] == 8192 && pts[11].v[0] == 8 && pts[11].v[1] == 8192);
 }
