@@ -3,7 +3,7 @@
 
   bench/peer.py [--dtypes f32,f16,bf16,q8_0,q4_0,q4_1] [--rounds 5] [--prompt 64]
                 [--tokens 64] [-t THREADS] [--decode BUILD/bench/decode] [--models DIR]
-                [--out FILE.json]
+                [--peer-ubatch 512] [--peer-flash-attn] [--out FILE.json]
 
 For every dtype the files are SmolLM2-135M-Instruct's Q4_1 GGUF (tools/find_smollm2.py) or a
 conversion of it (tools/convert_gguf.py, cached under --models, default build/bench-models),
@@ -11,7 +11,10 @@ and both engines read the same file. Each round runs, for every dtype, Hone (`be
 -m FILE --reps 1`, its JSON) and llama.cpp (the `llama-cpp-python` package, in a child
 process of its own so that neither engine's memory or threads linger in the other's run), in
 an order that alternates from round to round. Each side times a prefill of --prompt tokens
-(the same token ids, one batch) and --tokens single-token decode steps after a warm-up run.
+(the same token ids, one batch: Hone runs it in its chunks, llama.cpp in physical batches of
+--peer-ubatch, its own default 512) and --tokens single-token decode steps after a warm-up run.
+The peer's configuration is in the JSON (peer_config); --peer-flash-attn is its fastest
+prefill of long prompts on the CPU, and its slowest decode.
 
 The peer is a benchmark-only dependency: install it built for this CPU with
 `tools/setup_peer.sh`. When it is absent the bench says so and prints Hone's figures alone.
@@ -38,8 +41,9 @@ import json, sys, time
 import llama_cpp
 from llama_cpp import Llama
 path, n_prompt, n_tokens, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+ubatch, flash_attn = min(int(sys.argv[5]), n_prompt), sys.argv[6] == "1"
 m = Llama(model_path=path, n_ctx=n_prompt + n_tokens + 8, n_threads=threads, n_threads_batch=threads,
-          n_batch=n_prompt, n_ubatch=n_prompt, verbose=False)
+          n_batch=n_prompt, n_ubatch=ubatch, flash_attn=flash_attn, verbose=False)
 vocab = m.n_vocab()
 prompt = [(i * 7919 + 13) % vocab for i in range(n_prompt)]
 out = {}
@@ -102,8 +106,8 @@ def run_peer(path, a, threads):
     """llama.cpp's figures on path, or (None, why) when its child fails (llama-cpp-python 0.3.36
     segfaults on some files, e.g. a q8_0 conversion with a 64-token batch): that dtype is then
     reported without the peer instead of ending the run."""
-    r = subprocess.run([sys.executable, "-c", PEER_CHILD, path, str(a.prompt), str(a.tokens), str(threads)],
-                       capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-c", PEER_CHILD, path, str(a.prompt), str(a.tokens), str(threads),
+                        str(a.peer_ubatch), "1" if a.peer_flash_attn else "0"], capture_output=True, text=True)
     if r.returncode != 0:
         sig = f"signal {-r.returncode}" if r.returncode < 0 else f"exit {r.returncode}"
         return None, f"llama.cpp failed on {os.path.basename(path)} ({sig}): {r.stderr.strip()[-300:]}"
@@ -148,11 +152,16 @@ def main(argv=None):
     ap.add_argument("-t", "--threads", type=int, default=0, help="0: as many as Hone picks (the CPUs it may use)")
     ap.add_argument("--decode", default=os.path.join(ROOT, "build", "bench", "decode"))
     ap.add_argument("--models", default=os.environ.get("HONE_BENCH_DIR", os.path.join(ROOT, "build", "bench-models")))
+    ap.add_argument("--peer-ubatch", type=int, default=512,
+                    help="llama.cpp's physical batch (its own default, 512; a shorter prompt goes as one)")
+    ap.add_argument("--peer-flash-attn", action="store_true",
+                    help="llama.cpp with flash attention (off by default in this version; on the CPU it "
+                         "prefills long prompts faster and decodes slower)")
     ap.add_argument("--out")
     a = ap.parse_args(argv)
     dtypes = [d for d in a.dtypes.split(",") if d]
-    if a.rounds < 1 or a.prompt < 1 or a.tokens < 1:
-        ap.error("--rounds, --prompt and --tokens must be >= 1")
+    if a.rounds < 1 or a.prompt < 1 or a.tokens < 1 or a.peer_ubatch < 1:
+        ap.error("--rounds, --prompt, --tokens and --peer-ubatch must be >= 1")
     if not os.access(a.decode, os.X_OK):
         sys.exit(f"peer: {a.decode} not built (cmake --build build)")
     have_peer, why = peer_available()
@@ -211,6 +220,7 @@ def main(argv=None):
         results.append(o)
     doc = {"bench": "peer", "machine": machine, "threads": threads, "prompt_tokens": a.prompt,
            "decode_tokens": a.tokens, "peer": peer_info if have_peer else None,
+           "peer_config": {"n_ubatch": min(a.peer_ubatch, a.prompt), "flash_attn": a.peer_flash_attn},
            "peer_skipped": None if have_peer else f"llama-cpp-python not installed ({why})",
            "peer_failed": peer_failed,
            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "results": results}
