@@ -1624,7 +1624,7 @@ static inline void hone_cpu_attend_row(float *restrict out, const float *restric
 #define HONE_CPU_ATT_ROWS 64 /* rows of one tile */
 #define HONE_CPU_ATT_KEYS 16 /* keys a step */
 #define HONE_CPU_ATT_AHEAD 2 /* steps a prefetch runs ahead */
-#define HONE_CPU_ATT_KEEP 32768 /* floats of scores kept on the stack (128 KiB) */
+#define HONE_CPU_ATT_KEEP 131072 /* floats of scores kept on the stack (512 KiB) */
 
 #if defined(HONE_CPU_SIMD) || defined(HONE_CPU_AVX2)
 #define HONE_CPU_ATT_VEC 1

@@ -192,13 +192,13 @@ static void test_decode_long_context(void)
     }
 }
 
-/* Prefill at long context: attention_prefill narrows its tiles so that each row's scores are
- * kept (52 rows a tile at 600 keys, 32 at 1k, 8 at 4k, 4 at 9k) until even 4 rows' do not fit,
- * then 64-row tiles compute them again (17k keys): SmolLM2's heads (9 on 3 kv heads of 64), the
- * chunk's tokens straddling tile boundaries. */
+/* Prefill at long context: attention_prefill narrows its 32-row tiles so that each row's
+ * scores are kept (32 rows a tile up to 4k keys, 12 at 9k, 8 at 17k) until even 4 rows' do not
+ * fit, then 32-row tiles compute them again (45k keys): SmolLM2's heads (9 on 3 kv heads of 64),
+ * the chunk's tokens straddling tile boundaries. */
 static void test_prefill_long_context(void)
 {
-    static const int64_t pos0s[] = {600, 1000, 4100, 9000, 17000};
+    static const int64_t pos0s[] = {600, 1000, 4100, 9000, 17000, 45000};
     for (size_t b = 0; b < sizeof pos0s / sizeof pos0s[0]; b++)
         check_slots(64, 3, 3, 21, pos0s[b], b == 2 ? 300.0f : 1.0f, 0.125f);
 }
