@@ -1996,14 +1996,18 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
              * at a time: a kv head's rows of a paging block are contiguous (engine/kv_layout.h),
              * but the blocks lie anywhere, and the hardware streamers start again at each one
              * (Zen 3, 4k keys: without these prefetches decode is 1.15x slower; 1, 2, 4 or 8
-             * steps ahead are within 5% of each other) */
+             * steps ahead are within 5% of each other). Into L2, not L1: on Sapphire Rapids an
+             * L1 prefetch holds a fill buffer until its line arrives, and a step's 64 of them
+             * queued behind 16 buffers (SmolLM2 q4_0, 2 threads, interleaved pairs: decode at
+             * 4k context 50-54 -> 55-59 tok/s (3), at 1k 129-132 -> 140-142 (2); 4 and 8 ahead
+             * into L1 were slower still) */
             int64_t ja = j0 + HONE_CPU_ATT_AHEAD * HONE_CPU_ATT_KEYS;
             int na = ja < nmax ? (nmax - ja < HONE_CPU_ATT_KEYS ? (int)(nmax - ja) : HONE_CPU_ATT_KEYS) : 0;
             hone_cpu_att_offsets(off, ja, na, block_table, block_size, n_kv_heads, kvh, head_dim);
             for (int s = 0; s < na; s++)
                 for (int64_t c = 0; c < head_dim; c += 16) {
-                    if (pass == 1 || !keep) __builtin_prefetch(k_cache + off[s] + c, 0, 3);
-                    if (pass == 2) __builtin_prefetch(v_cache + off[s] + c, 0, 3);
+                    if (pass == 1 || !keep) __builtin_prefetch(k_cache + off[s] + c, 0, 2);
+                    if (pass == 2) __builtin_prefetch(v_cache + off[s] + c, 0, 2);
                 }
             /* groups of R rows, then the rest as one group of fewer (a GQA group of 3 on R = 4
              * shares each K and V load three ways); a row's bits do not depend on its group */
