@@ -7,7 +7,7 @@
 static int is_matvec(hone_slot_id s) { return s >= HONE_SLOT_MATVEC_F32 && s <= HONE_SLOT_MATVEC_LAST; }
 
 /* The shipped schedule (kernels/cpu/common.h): one row at a time with the share prefetched
- * 16 KiB ahead (hone_cpu_matvec_simd), which this family renders as the point (1, 16384). The
+ * 16 KiB ahead into L2 (hone_cpu_matvec_simd), which this family renders as the point (1, 16384). The
  * legacy block formats ship hone_cpu_matvec_staged instead (scales converted ahead, 4 rows),
  * which no point here renders: for them every point, (1, 4096) included, is a rival, and the
  * point named as theirs is the old one-row schedule without prefetch, slower than both. */
@@ -74,7 +74,7 @@ static const char matvec_tmpl[] =
     "            __m512 xlo = _mm512_loadu_ps(x + b * 32), xhi = _mm512_loadu_ps(x + b * 32 + 16);\n"
     "            for (int i = 0; i < ROWS; i++) {\n"
     "                __m512 lo, hi;\n"
-    "                if (PREFETCH) _mm_prefetch((const char *)row[i] + b * bb + PREFETCH, _MM_HINT_T0);\n"
+    "                if (PREFETCH) _mm_prefetch((const char *)row[i] + b * bb + PREFETCH, _MM_HINT_T1);\n"
     "                hone_cpu_deqv_%1$s(row[i], b, &lo, &hi);\n"
     "                acc[i] = _mm512_fmadd_ps(lo, xlo, acc[i]);\n"
     "                acc[i] = _mm512_fmadd_ps(hi, xhi, acc[i]);\n"

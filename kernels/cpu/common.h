@@ -436,7 +436,11 @@ static inline float hone_cpu_zmm_finish(__m512 acc, const uint8_t *row, const fl
  * not 4: on the 2-core Sapphire Rapids two cores streaming a layer's seven matrices (5-25 us a
  * call) kept too few lines in flight at 4 KiB (SmolLM2 decode, 2 threads, 3 interleaved pairs:
  * q8_0 127-129 -> 148-151 tok/s, q4_1 171-173 -> 198-222, q4_0 219-230 -> 239-245, f16 101-102
- * -> 106-108; f32 unchanged; 8 and 32 KiB measured between and equal in a harness). */
+ * -> 106-108; f32 unchanged; 8 and 32 KiB measured between and equal in a harness). The float
+ * formats' one-row stream (hone_cpu_matvec_simd) prefetches into L2, the staged block formats'
+ * into L1: an L1 prefetch holds one of 16 fill buffers until its line arrives (3 interleaved
+ * pairs, L2 against L1: f16 102-104 -> 106-116 tok/s, bf16 99-102 -> 104-111, f32 51-53 -> 54;
+ * q4_0 / q4_1 measured 3-7% slower into L2 in a harness of a layer's shapes). */
 #define HONE_CPU_MATVEC_PREFETCH 16384 /* bytes ahead of the blocks being read */
 
 /* Prefetches the cache lines of [p, p + n) that lie before end (the share's last byte + 1). */
@@ -444,6 +448,13 @@ static inline __attribute__((always_inline)) void hone_cpu_prefetch_span(const u
                                                                          const uint8_t *end)
 {
     for (const uint8_t *e = p + n; p < e && p < end; p += 64) _mm_prefetch((const char *)p, _MM_HINT_T0);
+}
+
+/* The same into L2 (the float formats' stream: see hone_cpu_matvec_simd). */
+static inline __attribute__((always_inline)) void hone_cpu_prefetch_span_l2(const uint8_t *p, int64_t n,
+                                                                            const uint8_t *end)
+{
+    for (const uint8_t *e = p + n; p < e && p < end; p += 64) _mm_prefetch((const char *)p, _MM_HINT_T1);
 }
 
 static inline __attribute__((always_inline)) void
@@ -460,7 +471,7 @@ hone_cpu_matvec_simd(float *restrict y, const void *W, const float *restrict x, 
         __m512 acc = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             __m512 lo, hi;
-            hone_cpu_prefetch_span(rw + HONE_CPU_MATVEC_PREFETCH + b * step, step, end);
+            hone_cpu_prefetch_span_l2(rw + HONE_CPU_MATVEC_PREFETCH + b * step, step, end);
             deqv(rw, b, &lo, &hi);
             acc = _mm512_fmadd_ps(lo, _mm512_loadu_ps(x + b * 32), acc);
             acc = _mm512_fmadd_ps(hi, _mm512_loadu_ps(x + b * 32 + 16), acc);
