@@ -691,7 +691,8 @@ hone_cpu_matmul_rows(float *restrict Y, const void *W, const float *restrict X, 
     int64_t kpiece = row_bytes >= 4 * cols && nb > 24 && (c1 - c0) <= HONE_CPU_KSPLIT_ROWS ? 24 : nb;
     __m512 ksbuf[HONE_CPU_KSPLIT_ROWS * 8]; /* 48 KiB, touched only when pieces are carried */
     __m512 *ks = kpiece < nb ? ksbuf : NULL;
-    int64_t tiles = n8 / 8 * ((c1 - c0) / R) * ((nb + kpiece - 1) / (kpiece > 0 ? kpiece : 1));
+    int64_t pieces = kpiece > 0 ? (nb + kpiece - 1) / kpiece : 1;
+    int64_t tiles = n8 / 8 * ((c1 - c0) / R) * pieces;
     const char *pf = next, *pf_end = next + next_bytes;
     int64_t pf_lines = tiles > 0 ? (next_bytes / 64 + tiles) / tiles : 0;
     float sc[HONE_CPU_STAGE_MAX] __attribute__((aligned(64)));
