@@ -1889,8 +1889,17 @@ hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const
         for (int r = 0; r < R; r++) {
             if (keep) hone_cpu_att_copy(keep[r] + st->j0, p[r], nr[r]);
             float m = mx[r];
-            for (int s = 0; s < nr[r]; s++)
-                if (p[r][s] > m) m = p[r][s];
+#ifdef HONE_CPU_SIMD
+            /* a whole step's maximum in one vector: max_ps(score, m) keeps m for a NaN score as
+             * the test below does, so every lane is m or a number and the reduction's order does
+             * not change the value (a zero's sign could differ, which score - max does not see);
+             * prefill attention at 1k-4k keys, 2 threads: 0.96-0.98x the time */
+            if (nr[r] == HONE_CPU_ATT_KEYS)
+                m = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_loadu_ps(p[r]), _mm512_set1_ps(m)));
+            else
+#endif
+                for (int s = 0; s < nr[r]; s++)
+                    if (p[r][s] > m) m = p[r][s];
             mx[r] = m;
         }
         return;
