@@ -9,7 +9,7 @@ static int is_matvec(hone_slot_id s) { return s >= HONE_SLOT_MATVEC_F32 && s <= 
 /* The shipped schedule (kernels/cpu/common.h): one row at a time with the share prefetched
  * 16 KiB ahead into L2 (hone_cpu_matvec_simd), which this family renders as the point (1, 16384). The
  * legacy block formats ship hone_cpu_matvec_staged instead (scales converted ahead, 4 rows),
- * which no point here renders: for them every point, (1, 4096) included, is a rival, and the
+ * which no point here renders: for them every point, (1, 16384) included, is a rival, and the
  * point named as theirs is the old one-row schedule without prefetch, slower than both. */
 static hone_search_point incumbent(hone_slot_id slot)
 {

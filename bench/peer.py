@@ -41,7 +41,7 @@ import json, sys, time
 import llama_cpp
 from llama_cpp import Llama
 path, n_prompt, n_tokens, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-ubatch, flash_attn = min(int(sys.argv[5]), n_prompt), sys.argv[6] == "1"
+ubatch, flash_attn = int(sys.argv[5]), sys.argv[6] == "1"
 m = Llama(model_path=path, n_ctx=n_prompt + n_tokens + 8, n_threads=threads, n_threads_batch=threads,
           n_batch=n_prompt, n_ubatch=ubatch, flash_attn=flash_attn, verbose=False)
 vocab = m.n_vocab()
@@ -162,6 +162,7 @@ def main(argv=None):
     dtypes = [d for d in a.dtypes.split(",") if d]
     if a.rounds < 1 or a.prompt < 1 or a.tokens < 1 or a.peer_ubatch < 1:
         ap.error("--rounds, --prompt, --tokens and --peer-ubatch must be >= 1")
+    a.peer_ubatch = min(a.peer_ubatch, a.prompt)  # a shorter prompt goes as one batch
     if not os.access(a.decode, os.X_OK):
         sys.exit(f"peer: {a.decode} not built (cmake --build build)")
     have_peer, why = peer_available()
@@ -220,7 +221,7 @@ def main(argv=None):
         results.append(o)
     doc = {"bench": "peer", "machine": machine, "threads": threads, "prompt_tokens": a.prompt,
            "decode_tokens": a.tokens, "peer": peer_info if have_peer else None,
-           "peer_config": {"n_ubatch": min(a.peer_ubatch, a.prompt), "flash_attn": a.peer_flash_attn},
+           "peer_config": {"n_ubatch": a.peer_ubatch, "flash_attn": a.peer_flash_attn},
            "peer_skipped": None if have_peer else f"llama-cpp-python not installed ({why})",
            "peer_failed": peer_failed,
            "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "results": results}

@@ -644,7 +644,7 @@ hone_cpu_stage_scales(const uint8_t *W, int64_t r, int64_t nr, int64_t row_bytes
     do {                                                                                       \
         int64_t cr = c0 + (c1 - c0) / (R) * (R);                                               \
         for (int64_t t0 = 0; t0 < n8; t0 += 8)                                                 \
-            for (int64_t kb0 = 0, kb1; kb0 < nb || kb0 == 0; kb0 = kb1) {                      \
+            for (int64_t kb0 = 0, kb1;; kb0 = kb1) { /* at least one piece, even of no block */ \
                 kb1 = nb - kb0 > kpiece ? kb0 + kpiece : nb;                                   \
                 for (int64_t r = c0; r < cr; r += (R)) {                                       \
                     for (int64_t k = 0; k < pf_lines && pf < pf_end; k++, pf += 64)            \
@@ -715,8 +715,9 @@ static inline void hone_cpu_deqr_f32(const void *row, int64_t c0, int n, float *
 
 /* Y[t][r] = W[r] . X[t] for this share's rows. The float dtypes, and the quantised ones against
  * fewer than 32 tokens (batched decode, verification), go straight from the weights: chunks of
- * 128 KiB of rows (each chunk read from memory once, then meeting every token from L2), 3 x 8 tiles for the float dtypes, 2 x 8 for the quantised ones, whose dequantisation
- * needs registers of its own. Quantised weights against 32 tokens or more (prefill) are
+ * 128 KiB of rows (each chunk read from memory once, then meeting every token from L2), 3 x 8
+ * tiles for the float dtypes, 2 x 8 for the quantised ones, whose dequantisation needs
+ * registers of its own. Quantised weights against 32 tokens or more (prefill) are
  * dequantised a chunk of rows at a time into a stack buffer of f32 (the exact values deqv
  * gives) that the f32 tiles then read, so each weight is dequantised once per call rather than
  * once per 8-token tile and the vector ports go to the fma chains (one core, n = 64, SmolLM2's
