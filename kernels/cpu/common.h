@@ -1400,10 +1400,123 @@ static inline float hone_cpu_ymm2_finish(__m256 lo, __m256 hi, const uint8_t *ro
         }                                                                                      \
     }
 
-/* Y[t][r] = W[r] . X[t] for this share's rows; n = 1 is the matvec. Tokens go in balanced
- * tiles of at most HONE_CPU_AVX2_TMAX (12 chains with one row); each tile dequantises the rows
- * again (an L1 copy of dequantised rows shared by the tiles measured no faster: the fmas and
- * their loads bound a tile, not the dequantisation). */
+/* Prefill on AVX2: a panel of up to 3 weight rows, dequantised once into f32 (the values deqh
+ * gives; f32 rows are read in place), meets the tokens of a block three at a time. The lanes
+ * 0..7 and 8..15 of the fixed order are independent chains, so they go in two sweeps over the
+ * row: in each, 3 x 3 accumulators, 3 token vectors and a weight vector (13 ymm, none
+ * spilled), 6 loads for 9 fmas, where a 1 x 6 tile loaded 7 for 6 and dequantised each block
+ * again for every 6 tokens. The rows are read from memory once per token block instead of
+ * once per tile (the share of a 1536 x 576 f32 matrix, 1.8 MiB, went through the 512 KiB L2
+ * of Zen 3 eleven times for 64 tokens); a token block holds HONE_CPU_AVX2_XBLOCK bytes of X,
+ * so it stays in L2 while the panels pass, and a sweep takes HONE_CPU_AVX2_PIECE values of the
+ * row before the next (the accumulators wait in memory between pieces), so that 3 rows and 3
+ * tokens of a piece stay in the 32 KiB L1. Every (token, row) chain is the same fmas, weight
+ * first, in the same order: the same bits as the tiles (tests/kernels/test_cpu_slots.c). */
+#define HONE_CPU_AVX2_PANEL 12288            /* floats of dequantised rows: 3 rows of 4096 */
+#define HONE_CPU_AVX2_PANEL_MIN_N 8          /* fewer tokens go through the tiles above */
+#define HONE_CPU_AVX2_PANEL_COLS 1024        /* longest rows of the block formats' panels */
+#define HONE_CPU_AVX2_XBLOCK (256 * 1024)    /* bytes of X in one token block */
+#define HONE_CPU_AVX2_PIECE 768              /* values of a row a sweep takes before the next */
+
+/* Rows r .. r + R - 1, dequantised at p[0 .. R - 1] (full values each), against tokens t0 ..
+ * t0 + T - 1; the tail past full from the weights themselves (hone_cpu_ymm2_finish). */
+#define HONE_CPU_AVX2_PANEL_RXT(R, T)                                                          \
+    do {                                                                                       \
+        __m256 part[2][R][T];                                                                  \
+        for (int64_t k0 = 0; k0 < full || k0 == 0; k0 += HONE_CPU_AVX2_PIECE) {               \
+            int64_t k1 = full - k0 > HONE_CPU_AVX2_PIECE ? k0 + HONE_CPU_AVX2_PIECE : full;    \
+            _Pragma("GCC unroll 2") for (int l = 0; l < 2; l++) {                              \
+                __m256 acc[R][T];                                                              \
+                _Pragma("GCC unroll 4") for (int i = 0; i < R; i++)                            \
+                    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                        \
+                        acc[i][t] = k0 ? part[l][i][t] : _mm256_setzero_ps();                  \
+                for (int64_t c = k0 + 8 * l; c < k1; c += 16) {                                \
+                    __m256 xv[T];                                                              \
+                    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) {                      \
+                        xv[t] = _mm256_loadu_ps(X + (t0 + t) * cols + c);                      \
+                        __asm__("" : "+x"(xv[t])); /* one load a token, not one a row */      \
+                    }                                                                          \
+                    _Pragma("GCC unroll 4") for (int i = 0; i < R; i++) {                      \
+                        __m256 w = _mm256_loadu_ps(p[i] + c);                                  \
+                        _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                    \
+                            acc[i][t] = hone_cpu_v8_fma(w, xv[t], acc[i][t]);                  \
+                    }                                                                          \
+                }                                                                              \
+                _Pragma("GCC unroll 4") for (int i = 0; i < R; i++)                            \
+                    _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) part[l][i][t] = acc[i][t]; \
+            }                                                                                  \
+        }                                                                                      \
+        for (int i = 0; i < R; i++)                                                            \
+            for (int t = 0; t < T; t++)                                                        \
+                Y[(t0 + t) * rows + r + i] = hone_cpu_ymm2_finish(                             \
+                    part[0][i][t], part[1][i][t], (const uint8_t *)W + (r + i) * row_bytes,    \
+                    X + (t0 + t) * cols, full, cols, deq);                                     \
+    } while (0)
+
+/* A panel of R rows against the tokens tb0 .. tb1 - 1: threes, then the one or two left; the
+ * next panel's weights are prefetched into L2 a slice before each three. */
+#define HONE_CPU_AVX2_PANEL_TOKENS(R)                                                          \
+    do {                                                                                       \
+        int64_t t0 = tb0;                                                                      \
+        for (; t0 + 3 <= tb1; t0 += 3) {                                                       \
+            for (int64_t k = 0; k < pf_lines && pf < pf_end; k++, pf += 64)                    \
+                _mm_prefetch(pf, _MM_HINT_T1);                                                 \
+            HONE_CPU_AVX2_PANEL_RXT(R, 3);                                                     \
+        }                                                                                      \
+        if (tb1 - t0 == 2) HONE_CPU_AVX2_PANEL_RXT(R, 2);                                      \
+        else if (tb1 - t0 == 1) HONE_CPU_AVX2_PANEL_RXT(R, 1);                                 \
+    } while (0)
+
+static inline __attribute__((always_inline)) void
+hone_cpu_matmul_avx2_panels(float *restrict Y, const void *W, const float *restrict X, int64_t n,
+                            int64_t rows, int64_t cols, int64_t row_bytes, hone_cpu_deqh_fn deqh,
+                            hone_cpu_deq_fn deq, int64_t r0, int64_t r1)
+{
+    int64_t nb = cols / 32, full = nb * 32;
+    int in_place = deqh == hone_cpu_deqh_f32;
+    float buf[HONE_CPU_AVX2_PANEL] __attribute__((aligned(32)));
+    int64_t tb = HONE_CPU_AVX2_XBLOCK / (cols * (int64_t)sizeof(float)) / 3 * 3;
+    if (tb < 3) tb = 3;
+    for (int64_t tb0 = 0; tb0 < n; tb0 += tb) {
+        int64_t tb1 = tb0 + tb < n ? tb0 + tb : n;
+        for (int64_t r = r0; r < r1; r += 3) {
+            int R = r1 - r < 3 ? (int)(r1 - r) : 3;
+            const float *p[3];
+            for (int i = 0; i < R; i++) {
+                const uint8_t *rw = (const uint8_t *)W + (r + i) * row_bytes;
+                if (in_place) {
+                    p[i] = (const float *)rw;
+                    continue;
+                }
+                float *o = buf + i * full;
+                for (int64_t b = 0; b < nb; b++)
+                    for (int hf = 0; hf < 2; hf++) {
+                        __m256 a, bb;
+                        deqh(rw, b, hf, &a, &bb);
+                        _mm256_store_ps(o + 32 * b + 16 * hf, a);
+                        _mm256_store_ps(o + 32 * b + 16 * hf + 8, bb);
+                    }
+                p[i] = o;
+            }
+            /* the next panel's weights into L2, spread over this panel's token tiles */
+            int64_t rn = r + 3 < r1 ? r + 3 : r1, rn1 = rn + 3 < r1 ? rn + 3 : r1;
+            const char *pf = (const char *)W + rn * row_bytes, *pf_end = (const char *)W + rn1 * row_bytes;
+            int64_t threes = (tb1 - tb0) / 3 > 0 ? (tb1 - tb0) / 3 : 1;
+            int64_t pf_lines = ((pf_end - pf) / 64 + threes) / threes;
+            if (R == 3)
+                HONE_CPU_AVX2_PANEL_TOKENS(3);
+            else if (R == 2)
+                HONE_CPU_AVX2_PANEL_TOKENS(2);
+            else
+                HONE_CPU_AVX2_PANEL_TOKENS(1);
+        }
+    }
+}
+
+/* Y[t][r] = W[r] . X[t] for this share's rows; n = 1 is the matvec. Below
+ * HONE_CPU_AVX2_PANEL_MIN_N tokens they go in balanced tiles of at most HONE_CPU_AVX2_TMAX (12
+ * chains with one row), each tile dequantising the rows again; from there on through the
+ * panels above, which dequantise each row once per token block. */
 static inline __attribute__((always_inline)) void
 hone_cpu_matmul_avx2(float *restrict Y, const void *W, const float *restrict X, int64_t n,
                      int64_t rows, int64_t cols, int64_t row_bytes, hone_cpu_deqh_fn deqh,
@@ -1412,6 +1525,17 @@ hone_cpu_matmul_avx2(float *restrict Y, const void *W, const float *restrict X, 
     int64_t r0, r1;
     hone_cpu_share(rows, ith, nth, &r0, &r1);
     int64_t nb = cols / 32, full = nb * 32;
+    /* the panels where they measured faster (Zen 3, one core, SmolLM2's shapes at n = 64,
+     * weights from memory): f32 1.04-1.15x, the block formats 1.2-1.5x on 576-long rows but
+     * 0.9x on 1536-long ones; f16 and bf16 0.8-1.0x (their tiles convert a half block in one
+     * instruction, so the tiles' 12 chains win). From 8 tokens (16 for f32: 0.9-1.0x at 8). */
+    int panels = deqh == hone_cpu_deqh_f32 ||
+                 (deqh != hone_cpu_deqh_f16 && deqh != hone_cpu_deqh_bf16 && cols <= HONE_CPU_AVX2_PANEL_COLS);
+    if (panels && n >= (deqh == hone_cpu_deqh_f32 ? 2 : 1) * HONE_CPU_AVX2_PANEL_MIN_N &&
+        3 * full <= HONE_CPU_AVX2_PANEL) {
+        hone_cpu_matmul_avx2_panels(Y, W, X, n, rows, cols, row_bytes, deqh, deq, r0, r1);
+        return;
+    }
     int64_t tiles = (n + HONE_CPU_AVX2_TMAX - 1) / HONE_CPU_AVX2_TMAX;
     HONE_CPU_AVX2_TILES(HONE_CPU_AVX2_ROWS);
 }
