@@ -1225,9 +1225,9 @@ hone_cpu_matvec_simd_k(float *restrict y, const void *W, const float *restrict x
  * fused multiply-add each: the generic order exactly, and hone_cpu_ymm2_sum is
  * hone_cpu_lanes_sum. One weight row against one token is two fma chains of two links per
  * block, so it waits on the fma latency; here R rows meet T tokens at once (2 R T independent
- * chains, 8 to 12), and each half block of weights is dequantised in registers (no store and
+ * chains, 8 to 12), and each block of weights is dequantised in registers (no store and
  * reload: a 256-bit load of 128-bit stores stalls on store forwarding) once for the T tokens
- * of a tile. Every (token, row) is still the matvec order, so neither R, T nor the share
+ * of a tile; from 8 tokens on, f32 and the block formats go through row panels instead. Every (token, row) is still the matvec order, so neither R, T nor the share
  * changes a bit. Measured: docs/architecture.md, "Small-n matmul on AVX2". */
 #define HONE_CPU_AVX2 1
 
@@ -1259,70 +1259,70 @@ static inline __m128 hone_cpu_v4_add_ss(__m128 a, __m128 b)
     return r;
 }
 
-/* Values 16 hf .. 16 hf + 15 of block blk of a row, dequantised exactly as the scalar deq:
- * a = the first 8, b = the next 8. */
-typedef void (*hone_cpu_deqh_fn)(const uint8_t *row, int64_t blk, int hf, __m256 *a, __m256 *b);
+/* The 32 values of block blk of a row, dequantised exactly as the scalar deq: v[k] = values
+ * 8 k .. 8 k + 7. One call a block: the scales are converted once, and the 4-bit formats widen
+ * their 16 bytes in two loads whose low nibbles are values 0..15 and high ones 16..31 (a
+ * half-block version converted the scales and split the nibbles twice a block). */
+typedef void (*hone_cpu_deqb_fn)(const uint8_t *row, int64_t blk, __m256 v[4]);
 
-static inline void hone_cpu_deqh_f32(const uint8_t *row, int64_t blk, int hf, __m256 *a, __m256 *b)
+static inline void hone_cpu_deqb_f32(const uint8_t *row, int64_t blk, __m256 v[4])
 {
-    const float *w = (const float *)row + blk * 32 + 16 * hf;
-    *a = _mm256_loadu_ps(w);
-    *b = _mm256_loadu_ps(w + 8);
+    const float *w = (const float *)row + blk * 32;
+    for (int k = 0; k < 4; k++) v[k] = _mm256_loadu_ps(w + 8 * k);
 }
 
-static inline void hone_cpu_deqh_f16(const uint8_t *row, int64_t blk, int hf, __m256 *a, __m256 *b)
+static inline void hone_cpu_deqb_f16(const uint8_t *row, int64_t blk, __m256 v[4])
 {
-    const uint16_t *h = (const uint16_t *)row + blk * 32 + 16 * hf;
-    *a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)h));
-    *b = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + 8)));
+    const uint16_t *h = (const uint16_t *)row + blk * 32;
+    for (int k = 0; k < 4; k++) v[k] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(h + 8 * k)));
 }
 
-static inline void hone_cpu_deqh_bf16(const uint8_t *row, int64_t blk, int hf, __m256 *a, __m256 *b)
+static inline void hone_cpu_deqb_bf16(const uint8_t *row, int64_t blk, __m256 v[4])
 {
-    const uint16_t *h = (const uint16_t *)row + blk * 32 + 16 * hf;
-    __m256i lo = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)h));
-    __m256i hi = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(h + 8)));
-    *a = _mm256_castsi256_ps(_mm256_slli_epi32(lo, 16));
-    *b = _mm256_castsi256_ps(_mm256_slli_epi32(hi, 16));
+    const uint16_t *h = (const uint16_t *)row + blk * 32;
+    for (int k = 0; k < 4; k++)
+        v[k] = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(h + 8 * k))), 16));
 }
 
 /* q * d is exact in f32 for q8_0 and q4_0, so a plain multiply is the exact value. */
-static inline void hone_cpu_deqh_q8_0(const uint8_t *row, int64_t blk, int hf, __m256 *a, __m256 *b)
+static inline void hone_cpu_deqb_q8_0(const uint8_t *row, int64_t blk, __m256 v[4])
 {
     const hone_block_q8_0 *bl = (const hone_block_q8_0 *)row + blk;
     __m256 d = _mm256_set1_ps(hone_cpu_half(bl->d));
-    __m128i q = _mm_loadu_si128((const __m128i *)(bl->qs + 16 * hf));
-    *a = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
-    *b = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8))), d);
+    for (int k = 0; k < 4; k++)
+        v[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(bl->qs + 8 * k)))), d);
 }
 
-/* The nibbles of qs[0..15]: the low ones are values 0..15, the high ones 16..31. */
-static inline __m128i hone_cpu_nibbles(const uint8_t *qs, int hf)
+/* The bytes qs[0..7] and qs[8..15] widened to 32 bits: & 15 gives values 0..7 and 8..15, >> 4
+ * values 16..23 and 24..31. */
+static inline void hone_cpu_nibbles4(const uint8_t *qs, __m256i q[4])
 {
-    __m128i q = _mm_loadu_si128((const __m128i *)qs);
-    return _mm_and_si128(hf ? _mm_srli_epi16(q, 4) : q, _mm_set1_epi8(0xF));
+    __m256i a0 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)qs));
+    __m256i a1 = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(qs + 8)));
+    __m256i f = _mm256_set1_epi32(0xF);
+    q[0] = _mm256_and_si256(a0, f);
+    q[1] = _mm256_and_si256(a1, f);
+    q[2] = _mm256_srli_epi32(a0, 4);
+    q[3] = _mm256_srli_epi32(a1, 4);
 }
 
-static inline void hone_cpu_deqh_q4_0(const uint8_t *row, int64_t blk, int hf, __m256 *a, __m256 *b)
+static inline void hone_cpu_deqb_q4_0(const uint8_t *row, int64_t blk, __m256 v[4])
 {
     const hone_block_q4_0 *bl = (const hone_block_q4_0 *)row + blk;
     __m256 d = _mm256_set1_ps(hone_cpu_half(bl->d));
-    __m128i q = hone_cpu_nibbles(bl->qs, hf);
-    __m256i m8 = _mm256_set1_epi32(8);
-    __m256i lo = _mm256_sub_epi32(_mm256_cvtepu8_epi32(q), m8);
-    __m256i hi = _mm256_sub_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(q, 8)), m8);
-    *a = _mm256_mul_ps(_mm256_cvtepi32_ps(lo), d);
-    *b = _mm256_mul_ps(_mm256_cvtepi32_ps(hi), d);
+    __m256i q[4], m8 = _mm256_set1_epi32(8);
+    hone_cpu_nibbles4(bl->qs, q);
+    for (int k = 0; k < 4; k++) v[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q[k], m8)), d);
 }
 
 /* fmaf(q, d, m) as the scalar deq: q * d is exact, one rounding. */
-static inline void hone_cpu_deqh_q4_1(const uint8_t *row, int64_t blk, int hf, __m256 *a, __m256 *b)
+static inline void hone_cpu_deqb_q4_1(const uint8_t *row, int64_t blk, __m256 v[4])
 {
     const hone_block_q4_1 *bl = (const hone_block_q4_1 *)row + blk;
     __m256 d = _mm256_set1_ps(hone_cpu_half(bl->d)), m = _mm256_set1_ps(hone_cpu_half(bl->m));
-    __m128i q = hone_cpu_nibbles(bl->qs, hf);
-    *a = hone_cpu_v8_fma(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(q)), d, m);
-    *b = hone_cpu_v8_fma(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(q, 8))), d, m);
+    __m256i q[4];
+    hone_cpu_nibbles4(bl->qs, q);
+    for (int k = 0; k < 4; k++) v[k] = hone_cpu_v8_fma(_mm256_cvtepi32_ps(q[k]), d, m);
 }
 
 static inline float hone_cpu_ymm2_sum(__m256 lo, __m256 hi)
@@ -1356,16 +1356,16 @@ static inline float hone_cpu_ymm2_finish(__m256 lo, __m256 hi, const uint8_t *ro
             _Pragma("GCC unroll 8") for (int t = 0; t < T; t++)                                \
                 acc[i][t][0] = acc[i][t][1] = _mm256_setzero_ps();                             \
         for (int64_t b = 0; b < nb; b++)                                                       \
-            _Pragma("GCC unroll 2") for (int hf = 0; hf < 2; hf++)                             \
-                _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                          \
-                    __m256 wa, wb;                                                             \
-                    dq((const uint8_t *)(wrow) + i * (rb), b, hf, &wa, &wb);                   \
+            _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) {                              \
+                __m256 w[4];                                                                   \
+                dq((const uint8_t *)(wrow) + i * (rb), b, w);                                  \
+                _Pragma("GCC unroll 2") for (int hf = 0; hf < 2; hf++)                         \
                     _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                      \
                         const float *xt = X + (t0 + t) * cols + b * 32 + 16 * hf;              \
-                        acc[i][t][0] = hone_cpu_v8_fma(wa, _mm256_loadu_ps(xt), acc[i][t][0]); \
-                        acc[i][t][1] = hone_cpu_v8_fma(wb, _mm256_loadu_ps(xt + 8), acc[i][t][1]); \
+                        acc[i][t][0] = hone_cpu_v8_fma(w[2 * hf], _mm256_loadu_ps(xt), acc[i][t][0]); \
+                        acc[i][t][1] = hone_cpu_v8_fma(w[2 * hf + 1], _mm256_loadu_ps(xt + 8), acc[i][t][1]); \
                     }                                                                          \
-                }                                                                              \
+            }                                                                                  \
         for (int i = 0; i < R; i++)                                                            \
             for (int t = 0; t < T; t++)                                                        \
                 Y[(t0 + t) * rows + (yr) + i] = hone_cpu_ymm2_finish(                          \
@@ -1380,8 +1380,8 @@ static inline float hone_cpu_ymm2_finish(__m256 lo, __m256 hi, const uint8_t *ro
         enum { R_ = (T) == 1 ? 4 : (T) <= 3 ? 2 : 1 };                                         \
         int64_t r = r0;                                                                        \
         for (; r + R_ <= r1; r += R_)                                                          \
-            HONE_CPU_AVX2_RXT(R_, T, (const uint8_t *)W + r * row_bytes, row_bytes, deqh, r);  \
-        for (; r < r1; r++) HONE_CPU_AVX2_RXT(1, T, (const uint8_t *)W + r * row_bytes, row_bytes, deqh, r); \
+            HONE_CPU_AVX2_RXT(R_, T, (const uint8_t *)W + r * row_bytes, row_bytes, deqb, r);  \
+        for (; r < r1; r++) HONE_CPU_AVX2_RXT(1, T, (const uint8_t *)W + r * row_bytes, row_bytes, deqb, r); \
     } while (0)
 
 #define HONE_CPU_AVX2_TMAX 6
@@ -1400,7 +1400,7 @@ static inline float hone_cpu_ymm2_finish(__m256 lo, __m256 hi, const uint8_t *ro
         }                                                                                      \
     }
 
-/* Prefill on AVX2: a panel of up to 3 weight rows, dequantised once into f32 (the values deqh
+/* Prefill on AVX2: a panel of up to 3 weight rows, dequantised once into f32 (the values deqb
  * gives; f32 rows are read in place), meets the tokens of a block three at a time. The lanes
  * 0..7 and 8..15 of the fixed order are independent chains, so they go in two sweeps over the
  * row: in each, 3 x 3 accumulators, 3 token vectors and a weight vector (13 ymm, none
@@ -1469,11 +1469,11 @@ static inline float hone_cpu_ymm2_finish(__m256 lo, __m256 hi, const uint8_t *ro
 
 static inline __attribute__((always_inline)) void
 hone_cpu_matmul_avx2_panels(float *restrict Y, const void *W, const float *restrict X, int64_t n,
-                            int64_t rows, int64_t cols, int64_t row_bytes, hone_cpu_deqh_fn deqh,
+                            int64_t rows, int64_t cols, int64_t row_bytes, hone_cpu_deqb_fn deqb,
                             hone_cpu_deq_fn deq, int64_t r0, int64_t r1)
 {
     int64_t nb = cols / 32, full = nb * 32;
-    int in_place = deqh == hone_cpu_deqh_f32;
+    int in_place = deqb == hone_cpu_deqb_f32;
     float buf[HONE_CPU_AVX2_PANEL] __attribute__((aligned(32)));
     int64_t tb = HONE_CPU_AVX2_XBLOCK / (cols * (int64_t)sizeof(float)) / 3 * 3;
     if (tb < 3) tb = 3;
@@ -1489,13 +1489,11 @@ hone_cpu_matmul_avx2_panels(float *restrict Y, const void *W, const float *restr
                     continue;
                 }
                 float *o = buf + i * full;
-                for (int64_t b = 0; b < nb; b++)
-                    for (int hf = 0; hf < 2; hf++) {
-                        __m256 a, bb;
-                        deqh(rw, b, hf, &a, &bb);
-                        _mm256_store_ps(o + 32 * b + 16 * hf, a);
-                        _mm256_store_ps(o + 32 * b + 16 * hf + 8, bb);
-                    }
+                for (int64_t b = 0; b < nb; b++) {
+                    __m256 v[4];
+                    deqb(rw, b, v);
+                    for (int k = 0; k < 4; k++) _mm256_store_ps(o + 32 * b + 8 * k, v[k]);
+                }
                 p[i] = o;
             }
             /* the next panel's weights into L2, spread over this panel's token tiles */
@@ -1519,7 +1517,7 @@ hone_cpu_matmul_avx2_panels(float *restrict Y, const void *W, const float *restr
  * panels above, which dequantise each row once per token block. */
 static inline __attribute__((always_inline)) void
 hone_cpu_matmul_avx2(float *restrict Y, const void *W, const float *restrict X, int64_t n,
-                     int64_t rows, int64_t cols, int64_t row_bytes, hone_cpu_deqh_fn deqh,
+                     int64_t rows, int64_t cols, int64_t row_bytes, hone_cpu_deqb_fn deqb,
                      hone_cpu_deq_fn deq, int ith, int nth)
 {
     int64_t r0, r1;
@@ -1529,11 +1527,11 @@ hone_cpu_matmul_avx2(float *restrict Y, const void *W, const float *restrict X, 
      * weights from memory): f32 1.04-1.15x, the block formats 1.2-1.5x on 576-long rows but
      * 0.9x on 1536-long ones; f16 and bf16 0.8-1.0x (their tiles convert a half block in one
      * instruction, so the tiles' 12 chains win). From 8 tokens (16 for f32: 0.9-1.0x at 8). */
-    int panels = deqh == hone_cpu_deqh_f32 ||
-                 (deqh != hone_cpu_deqh_f16 && deqh != hone_cpu_deqh_bf16 && cols <= HONE_CPU_AVX2_PANEL_COLS);
-    if (panels && n >= (deqh == hone_cpu_deqh_f32 ? 2 : 1) * HONE_CPU_AVX2_PANEL_MIN_N &&
+    int panels = deqb == hone_cpu_deqb_f32 ||
+                 (deqb != hone_cpu_deqb_f16 && deqb != hone_cpu_deqb_bf16 && cols <= HONE_CPU_AVX2_PANEL_COLS);
+    if (panels && n >= (deqb == hone_cpu_deqb_f32 ? 2 : 1) * HONE_CPU_AVX2_PANEL_MIN_N &&
         3 * full <= HONE_CPU_AVX2_PANEL) {
-        hone_cpu_matmul_avx2_panels(Y, W, X, n, rows, cols, row_bytes, deqh, deq, r0, r1);
+        hone_cpu_matmul_avx2_panels(Y, W, X, n, rows, cols, row_bytes, deqb, deq, r0, r1);
         return;
     }
     int64_t tiles = (n + HONE_CPU_AVX2_TMAX - 1) / HONE_CPU_AVX2_TMAX;
@@ -1542,7 +1540,7 @@ hone_cpu_matmul_avx2(float *restrict Y, const void *W, const float *restrict X, 
 #endif
 
 /* The shipped kernels' path where AVX-512 is not built in (and the search templates' there):
- * AVX2 for the formats with a hone_cpu_deqh_<dt> (HONE_CPU_AVX2_HAS_<dt>), else the generic C,
+ * AVX2 for the formats with a hone_cpu_deqb_<dt> (HONE_CPU_AVX2_HAS_<dt>), else the generic C,
  * which stays the portable reference and the naive incumbents' code in tests/agent. dt: the
  * dtype's suffix. */
 #ifdef HONE_CPU_AVX2
@@ -1554,7 +1552,7 @@ hone_cpu_matmul_avx2(float *restrict Y, const void *W, const float *restrict X, 
 #define HONE_CPU_AVX2_HAS_q4_1 1
 #define HONE_CPU_AVX2_NONE(dt)                                                                  \
     enum { HONE_CPU_AVX2_HAS_##dt = 0 };                                                       \
-    static const hone_cpu_deqh_fn hone_cpu_deqh_##dt = NULL;
+    static const hone_cpu_deqb_fn hone_cpu_deqb_##dt = NULL;
 HONE_CPU_AVX2_NONE(q5_0)
 HONE_CPU_AVX2_NONE(q5_1)
 HONE_CPU_AVX2_NONE(mxfp4)
@@ -1567,14 +1565,14 @@ HONE_CPU_AVX2_NONE(q6_k)
 #define hone_cpu_matmul_portable(Y, W, X, n, rows, cols, rb, dt, deq, ith, nth)                  \
     do {                                                                                       \
         if (HONE_CPU_AVX2_HAS_##dt)                                                            \
-            hone_cpu_matmul_avx2(Y, W, X, n, rows, cols, rb, hone_cpu_deqh_##dt, deq, ith, nth); \
+            hone_cpu_matmul_avx2(Y, W, X, n, rows, cols, rb, hone_cpu_deqb_##dt, deq, ith, nth); \
         else                                                                                   \
             hone_cpu_matmul_generic(Y, W, X, n, rows, cols, rb, deq, ith, nth);                \
     } while (0)
 #define hone_cpu_matvec_portable(y, W, x, rows, cols, rb, dt, deq, ith, nth)                     \
     do {                                                                                       \
         if (HONE_CPU_AVX2_HAS_##dt)                                                            \
-            hone_cpu_matmul_avx2(y, W, x, 1, rows, cols, rb, hone_cpu_deqh_##dt, deq, ith, nth); \
+            hone_cpu_matmul_avx2(y, W, x, 1, rows, cols, rb, hone_cpu_deqb_##dt, deq, ith, nth); \
         else                                                                                   \
             hone_cpu_matvec_generic(y, W, x, rows, cols, rb, deq, ith, nth);                   \
     } while (0)
