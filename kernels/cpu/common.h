@@ -395,6 +395,26 @@ static inline void hone_cpu_attend_row_generic(float *restrict out, const float 
     for (int64_t d = 0; d < head_dim; d++) out[d] *= inv;
 }
 
+#ifdef __AVX__
+/* Prefetch helpers of both SIMD paths (the AVX-512 and the AVX2 matvec; the measurements behind
+ * the distance are at hone_cpu_matvec_simd and HONE_CPU_AVX2_ROWS). */
+#define HONE_CPU_MATVEC_PREFETCH 16384 /* bytes ahead of the blocks being read */
+
+/* Prefetches the cache lines of [p, p + n) that lie before end (the share's last byte + 1). */
+static inline __attribute__((always_inline)) void hone_cpu_prefetch_span(const uint8_t *p, int64_t n,
+                                                                         const uint8_t *end)
+{
+    for (const uint8_t *e = p + n; p < e && p < end; p += 64) _mm_prefetch((const char *)p, _MM_HINT_T0);
+}
+
+/* The same into L2 (the float formats' stream: see hone_cpu_matvec_simd). */
+static inline __attribute__((always_inline)) void hone_cpu_prefetch_span_l2(const uint8_t *p, int64_t n,
+                                                                            const uint8_t *end)
+{
+    for (const uint8_t *e = p + n; p < e && p < end; p += 64) _mm_prefetch((const char *)p, _MM_HINT_T1);
+}
+#endif
+
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512DQ__) && defined(__AVX512VL__)
 /* AVX-512 paths: one zmm holds the 16 lanes, so the lane order is the generic one exactly
  * (the low 16 values of a block, then the high 16, fused into the same lanes); the tree sum
@@ -440,22 +460,8 @@ static inline float hone_cpu_zmm_finish(__m512 acc, const uint8_t *row, const fl
  * formats' one-row stream (hone_cpu_matvec_simd) prefetches into L2, the staged block formats'
  * into L1: an L1 prefetch holds one of 16 fill buffers until its line arrives (3 interleaved
  * pairs, L2 against L1: f16 102-104 -> 106-116 tok/s, bf16 99-102 -> 104-111, f32 51-53 -> 54;
- * q4_0 / q4_1 measured 3-7% slower into L2 in a harness of a layer's shapes). */
-#define HONE_CPU_MATVEC_PREFETCH 16384 /* bytes ahead of the blocks being read */
-
-/* Prefetches the cache lines of [p, p + n) that lie before end (the share's last byte + 1). */
-static inline __attribute__((always_inline)) void hone_cpu_prefetch_span(const uint8_t *p, int64_t n,
-                                                                         const uint8_t *end)
-{
-    for (const uint8_t *e = p + n; p < e && p < end; p += 64) _mm_prefetch((const char *)p, _MM_HINT_T0);
-}
-
-/* The same into L2 (the float formats' stream: see hone_cpu_matvec_simd). */
-static inline __attribute__((always_inline)) void hone_cpu_prefetch_span_l2(const uint8_t *p, int64_t n,
-                                                                            const uint8_t *end)
-{
-    for (const uint8_t *e = p + n; p < e && p < end; p += 64) _mm_prefetch((const char *)p, _MM_HINT_T1);
-}
+ * q4_0 / q4_1 measured 3-7% slower into L2 in a harness of a layer's shapes). The distance is
+ * HONE_CPU_MATVEC_PREFETCH, above. */
 
 static inline __attribute__((always_inline)) void
 hone_cpu_matvec_simd(float *restrict y, const void *W, const float *restrict x, int64_t rows,
@@ -1375,7 +1381,7 @@ static inline float hone_cpu_ymm2_finish(__m256 lo, __m256 hi, const uint8_t *ro
 
 /* The share's rows r0 .. r1 - 1 against a tile of T tokens from t0: groups of R rows (8 to 12
  * chains), the rows left over one at a time. The matvec (T = 1) of q8_0, and of the 4-bit
- * formats on rows longer than 1024 values, prefetches the weights HONE_CPU_AVX2_PREFETCH bytes
+ * formats on rows longer than 1024 values, prefetches the weights HONE_CPU_MATVEC_PREFETCH bytes
  * ahead of each group: one Zen 3 core's streamers kept too few lines in flight (q8_0 read 6.4
  * GB/s where f32 read 15). With it, one core, weights from memory, old/new alternated: q8_0
  * 1.04-1.94x, q4_0 / q4_1 1.13-1.22x on 1536-long rows; on 576-long ones the 4-bit formats,
@@ -1389,14 +1395,11 @@ static inline float hone_cpu_ymm2_finish(__m256 lo, __m256 hi, const uint8_t *ro
         for (; r + R_ <= r1; r += R_) {                                                        \
             const uint8_t *g = (const uint8_t *)W + r * row_bytes;                             \
             if ((T) == 1 && row_bytes < 2 * cols && (row_bytes >= cols || cols > 1024))       \
-                for (const uint8_t *q = g + HONE_CPU_AVX2_PREFETCH, *e = q + R_ * row_bytes; q < e && q < wend; q += 64) \
-                    _mm_prefetch((const char *)q, _MM_HINT_T0);                                \
+                hone_cpu_prefetch_span(g + HONE_CPU_MATVEC_PREFETCH, R_ * row_bytes, wend);    \
             HONE_CPU_AVX2_RXT(R_, T, g, row_bytes, deqb, r);                                   \
         }                                                                                      \
         for (; r < r1; r++) HONE_CPU_AVX2_RXT(1, T, (const uint8_t *)W + r * row_bytes, row_bytes, deqb, r); \
     } while (0)
-
-#define HONE_CPU_AVX2_PREFETCH 16384 /* bytes ahead of the matvec's row group */
 
 #define HONE_CPU_AVX2_TMAX 6
 
