@@ -1776,6 +1776,21 @@ static inline void hone_cpu_attend_row(float *restrict out, const float *restric
 #define HONE_CPU_ATT_ROWS 64 /* rows of one tile */
 #define HONE_CPU_ATT_KEYS 16 /* keys a step */
 #define HONE_CPU_ATT_AHEAD 2 /* steps a prefetch runs ahead */
+/* The cache level the K/V prefetch fills (__builtin_prefetch's locality) for a tile of at most
+ * HONE_CPU_ATT_L1_ROWS rows (decode: a GQA group; each line serves so few rows that the tile
+ * runs at the speed of memory): L1 (3) on AMD Zen with AVX-512, which gcc names with
+ * -march=native (a Zen 5 is __znver3__ to gcc 12), else L2 (2), as wider tiles everywhere (see
+ * the prefetch below). Zen 5 (family 26), SmolLM2 q4_0 at 4k context, 2 threads, 5 interleaved
+ * pairs of bench/decode with L1 for every tile: decode 1.10x (median; 0.95-1.31), the prompt
+ * 0.96x (0.85-0.99), hence wide tiles keep L2; one thread over 30 layers' K/V (cold) at 4k keys,
+ * decode: 31-34 -> 26-29 ns a (kv head, key). Zen 3 (AVX2) was not measured: it keeps L2. */
+#define HONE_CPU_ATT_L1_ROWS 8
+#if defined(HONE_CPU_SIMD) && (defined(__znver1__) || defined(__znver2__) || defined(__znver3__) ||  \
+                               defined(__znver4__) || defined(__znver5__))
+#define HONE_CPU_ATT_PREFETCH_L1 1
+#else
+#define HONE_CPU_ATT_PREFETCH_L1 0
+#endif
 #define HONE_CPU_ATT_KEEP 131072 /* floats of scores kept on the stack (512 KiB) */
 
 #if defined(HONE_CPU_SIMD) || defined(HONE_CPU_AVX2)
@@ -2127,6 +2142,17 @@ static inline void hone_cpu_att_offsets(int64_t *off, int64_t j0, int n, const i
     }
 }
 
+/* Prefetches the K rows (k, unless NULL) and V rows (v, unless NULL) at off[0 .. n - 1], a
+ * cache line at a time, to cache level LEVEL (a constant: __builtin_prefetch's locality). */
+#define hone_cpu_att_prefetch(k, v, off, n, head_dim, LEVEL)                                       \
+    do {                                                                                           \
+        for (int s_ = 0; s_ < (n); s_++)                                                           \
+            for (int64_t c_ = 0; c_ < (head_dim); c_ += 16) {                                      \
+                if (k) __builtin_prefetch((k) + (off)[s_] + c_, 0, LEVEL);                         \
+                if (v) __builtin_prefetch((v) + (off)[s_] + c_, 0, LEVEL);                         \
+            }                                                                                      \
+    } while (0)
+
 static inline __attribute__((always_inline)) void
 hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *const *q,
                   const int64_t *n_kv, int n_rows, const float *k_cache, const float *v_cache,
@@ -2157,7 +2183,8 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
              * at a time: a kv head's rows of a paging block are contiguous (engine/kv_layout.h),
              * but the blocks lie anywhere, and the hardware streamers start again at each one
              * (Zen 3, 4k keys: without these prefetches decode is 1.15x slower; 1, 2, 4 or 8
-             * steps ahead are within 5% of each other). Into L2, not L1: on Sapphire Rapids an
+             * steps ahead are within 5% of each other). Into L2 (decode tiles into L1 on Zen: see
+             * HONE_CPU_ATT_PREFETCH_L1), not L1: on Sapphire Rapids an
              * L1 prefetch holds a fill buffer until its line arrives, and a step's 64 of them
              * queued behind 16 buffers (SmolLM2 q4_0, 2 threads, interleaved pairs: decode at
              * 4k context 50-54 -> 55-59 tok/s (3), at 1k 129-132 -> 140-142 (2); 4 and 8 ahead
@@ -2165,11 +2192,11 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
             int64_t ja = j0 + HONE_CPU_ATT_AHEAD * HONE_CPU_ATT_KEYS;
             int na = ja < nmax ? (nmax - ja < HONE_CPU_ATT_KEYS ? (int)(nmax - ja) : HONE_CPU_ATT_KEYS) : 0;
             hone_cpu_att_offsets(off, ja, na, block_table, block_size, n_kv_heads, kvh, head_dim);
-            for (int s = 0; s < na; s++)
-                for (int64_t c = 0; c < head_dim; c += 16) {
-                    if (pass == 1 || !keep) __builtin_prefetch(k_cache + off[s] + c, 0, 2);
-                    if (pass == 2) __builtin_prefetch(v_cache + off[s] + c, 0, 2);
-                }
+            const float *pf = pass == 1 || !keep ? k_cache : NULL, *pv = pass == 2 ? v_cache : NULL;
+            if (HONE_CPU_ATT_PREFETCH_L1 && n_rows <= HONE_CPU_ATT_L1_ROWS)
+                hone_cpu_att_prefetch(pf, pv, off, na, head_dim, 3);
+            else
+                hone_cpu_att_prefetch(pf, pv, off, na, head_dim, 2);
             /* groups of R rows, then the rest as one group of fewer (a GQA group of 3 on R = 4
              * shares each K and V load three ways); a row's bits do not depend on its group */
 #define HONE_CPU_ATT_GROUP(RR)                                                                     \
