@@ -718,6 +718,14 @@ static inline void hone_cpu_deqr_f32(const void *row, int64_t c0, int n, float *
  * 8 MiB stacks of the engine's threads). */
 #define HONE_CPU_MATMUL_BUF 24576
 #define HONE_CPU_MATMUL_BUF_MIN_N 32
+/* The sub-byte formats (fewer bytes a row than values: all but q8_0), whose dequantisation
+ * costs the most, on rows of at most 1024 values take the buffer from 16 tokens. Zen 5, one
+ * core, SmolLM2's shapes, old/new alternated (bench/matmul, medians of 3 reps, twice): n = 24
+ * q4_0 1.13-1.17x, q4_1 1.18-1.20x, n = 16 q4_0 1.04-1.08x, q4_1 1.12-1.16x on the 576-long rows;
+ * the 1536-long rows measured 0.92-1.02x (n = 16, 24) and q8_0 0.94-1.03x, so they keep the
+ * tiles below 32 tokens. */
+#define HONE_CPU_MATMUL_BUF_MIN_N_SUBBYTE 16
+#define HONE_CPU_MATMUL_BUF_SUBBYTE_COLS 1024
 
 /* Y[t][r] = W[r] . X[t] for this share's rows. The float dtypes, and the quantised ones against
  * fewer than 32 tokens (batched decode, verification), go straight from the weights: chunks of
@@ -739,7 +747,9 @@ hone_cpu_matmul_any(float *restrict Y, const void *W, const float *restrict X, i
     hone_cpu_share(rows, ith, nth, &r0, &r1);
     int float_weights = row_bytes >= 2 * cols;
     int64_t nb = cols / 32, full = nb * 32;
-    if (float_weights || n < HONE_CPU_MATMUL_BUF_MIN_N || 3 * cols > HONE_CPU_MATMUL_BUF) {
+    int few = n < HONE_CPU_MATMUL_BUF_MIN_N &&
+              (n < HONE_CPU_MATMUL_BUF_MIN_N_SUBBYTE || row_bytes >= cols || cols > HONE_CPU_MATMUL_BUF_SUBBYTE_COLS);
+    if (float_weights || few || 3 * cols > HONE_CPU_MATMUL_BUF) {
         int64_t chunk = (128 * 1024) / (row_bytes > 0 ? row_bytes : 1);
         chunk = chunk < 6 ? 6 : chunk / 6 * 6;
         for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
