@@ -1795,6 +1795,11 @@ static inline void hone_cpu_attend_row(float *restrict out, const float *restric
  * 0.96x (0.85-0.99), hence wide tiles keep L2; one thread over 30 layers' K/V (cold) at 4k keys,
  * decode: 31-34 -> 26-29 ns a (kv head, key). Zen 3 (AVX2) was not measured: it keeps L2. */
 #define HONE_CPU_ATT_L1_ROWS 8
+/* Those tiles also prefetch the step HONE_CPU_ATT_FAR on into L2: one thread over 30 layers'
+ * cold K/V, 3 rows a kv head, old (L2, 2 ahead) / L1 2 ahead / both with L2 6 ahead: 4k keys
+ * 29-31 / 26-28 / 22-23 ns a (kv head, key) (4 and 8 ahead within 1 ns of 6, 16 ahead 24.5);
+ * 1k keys 26 / - / 20; 2 threads at 4k 18 / - / 16-18 ms a step of 30 layers. */
+#define HONE_CPU_ATT_FAR 6
 #if defined(HONE_CPU_SIMD) && (defined(__znver1__) || defined(__znver2__) || defined(__znver3__) ||  \
                                defined(__znver4__) || defined(__znver5__))
 #define HONE_CPU_ATT_PREFETCH_L1 1
@@ -2203,9 +2208,14 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
             int na = ja < nmax ? (nmax - ja < HONE_CPU_ATT_KEYS ? (int)(nmax - ja) : HONE_CPU_ATT_KEYS) : 0;
             hone_cpu_att_offsets(off, ja, na, block_table, block_size, n_kv_heads, kvh, head_dim);
             const float *pf = pass == 1 || !keep ? k_cache : NULL, *pv = pass == 2 ? v_cache : NULL;
-            if (HONE_CPU_ATT_PREFETCH_L1 && n_rows <= HONE_CPU_ATT_L1_ROWS)
+            if (HONE_CPU_ATT_PREFETCH_L1 && n_rows <= HONE_CPU_ATT_L1_ROWS) {
                 hone_cpu_att_prefetch(pf, pv, off, na, head_dim, 3);
-            else
+                /* and the step HONE_CPU_ATT_FAR on into L2 */
+                int64_t jf = j0 + HONE_CPU_ATT_FAR * HONE_CPU_ATT_KEYS;
+                int nf = jf < nmax ? (nmax - jf < HONE_CPU_ATT_KEYS ? (int)(nmax - jf) : HONE_CPU_ATT_KEYS) : 0;
+                hone_cpu_att_offsets(off, jf, nf, block_table, block_size, n_kv_heads, kvh, head_dim);
+                hone_cpu_att_prefetch(pf, pv, off, nf, head_dim, 2);
+            } else
                 hone_cpu_att_prefetch(pf, pv, off, na, head_dim, 2);
             /* groups of R rows, then the rest as one group of fewer (a GQA group of 3 on R = 4
              * shares each K and V load three ways); a row's bits do not depend on its group */
