@@ -2210,11 +2210,18 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
             const float *pf = pass == 1 || !keep ? k_cache : NULL, *pv = pass == 2 ? v_cache : NULL;
             if (HONE_CPU_ATT_PREFETCH_L1 && n_rows <= HONE_CPU_ATT_L1_ROWS) {
                 hone_cpu_att_prefetch(pf, pv, off, na, head_dim, 3);
-                /* and the step HONE_CPU_ATT_FAR on into L2 */
-                int64_t jf = j0 + HONE_CPU_ATT_FAR * HONE_CPU_ATT_KEYS;
-                int nf = jf < nmax ? (nmax - jf < HONE_CPU_ATT_KEYS ? (int)(nmax - jf) : HONE_CPU_ATT_KEYS) : 0;
-                hone_cpu_att_offsets(off, jf, nf, block_table, block_size, n_kv_heads, kvh, head_dim);
-                hone_cpu_att_prefetch(pf, pv, off, nf, head_dim, 2);
+                /* and the step HONE_CPU_ATT_FAR on into L2; past pass 1's last step, pass 2's
+                 * first V steps, and at the tile's start K's first steps */
+                int64_t steps = (nmax + HONE_CPU_ATT_KEYS - 1) / HONE_CPU_ATT_KEYS * HONE_CPU_ATT_KEYS;
+                for (int64_t jf = j0 ? j0 + HONE_CPU_ATT_FAR * HONE_CPU_ATT_KEYS : 0;
+                     jf <= j0 + HONE_CPU_ATT_FAR * HONE_CPU_ATT_KEYS; jf += HONE_CPU_ATT_KEYS) {
+                    const float *fk = pf, *fv = pv;
+                    int64_t jt = jf;
+                    if (jt >= steps && pass == 1) jt -= steps, fk = NULL, fv = v_cache;
+                    int nf = jt < nmax ? (nmax - jt < HONE_CPU_ATT_KEYS ? (int)(nmax - jt) : HONE_CPU_ATT_KEYS) : 0;
+                    hone_cpu_att_offsets(off, jt, nf, block_table, block_size, n_kv_heads, kvh, head_dim);
+                    hone_cpu_att_prefetch(fk, fv, off, nf, head_dim, 2);
+                }
             } else
                 hone_cpu_att_prefetch(pf, pv, off, na, head_dim, 2);
             /* groups of R rows, then the rest as one group of fewer (a GQA group of 3 on R = 4
