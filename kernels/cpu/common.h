@@ -1798,7 +1798,7 @@ static inline void hone_cpu_attend_row(float *restrict out, const float *restric
 /* Those tiles also prefetch the step HONE_CPU_ATT_FAR on into L2: one thread over 30 layers'
  * cold K/V, 3 rows a kv head, old (L2, 2 ahead) / L1 2 ahead / both with L2 6 ahead: 4k keys
  * 29-31 / 26-28 / 22-23 ns a (kv head, key) (4 and 8 ahead within 1 ns of 6, 16 ahead 24.5);
- * 1k keys 26 / - / 20; 2 threads at 4k 18 / - / 16-18 ms a step of 30 layers. */
+ * 1k keys 26 / - / 20; 2 threads at 4k (wall time) 18 / - / 16-18 ns a (kv head, key). */
 #define HONE_CPU_ATT_FAR 6
 #if defined(HONE_CPU_SIMD) && (defined(__znver1__) || defined(__znver2__) || defined(__znver3__) ||  \
                                defined(__znver4__) || defined(__znver5__))
@@ -2212,12 +2212,13 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
                 hone_cpu_att_prefetch(pf, pv, off, na, head_dim, 3);
                 /* and the step HONE_CPU_ATT_FAR on into L2; past pass 1's last step, pass 2's
                  * first V steps, and at the tile's start K's first steps */
-                int64_t steps = (nmax + HONE_CPU_ATT_KEYS - 1) / HONE_CPU_ATT_KEYS * HONE_CPU_ATT_KEYS;
+                int64_t pass_keys = (nmax + HONE_CPU_ATT_KEYS - 1) / HONE_CPU_ATT_KEYS * HONE_CPU_ATT_KEYS;
                 for (int64_t jf = j0 ? j0 + HONE_CPU_ATT_FAR * HONE_CPU_ATT_KEYS : 0;
                      jf <= j0 + HONE_CPU_ATT_FAR * HONE_CPU_ATT_KEYS; jf += HONE_CPU_ATT_KEYS) {
                     const float *fk = pf, *fv = pv;
                     int64_t jt = jf;
-                    if (jt >= steps && pass == 1) jt -= steps, fk = NULL, fv = v_cache;
+                    if (jt >= pass_keys && pass == 1) /* pass 2 (which reads K again without keep) */
+                        jt -= pass_keys, fk = keep ? NULL : k_cache, fv = v_cache;
                     int nf = jt < nmax ? (nmax - jt < HONE_CPU_ATT_KEYS ? (int)(nmax - jt) : HONE_CPU_ATT_KEYS) : 0;
                     hone_cpu_att_offsets(off, jt, nf, block_table, block_size, n_kv_heads, kvh, head_dim);
                     hone_cpu_att_prefetch(fk, fv, off, nf, head_dim, 2);
