@@ -396,9 +396,38 @@ static inline void hone_cpu_attend_row_generic(float *restrict out, const float 
 }
 
 #ifdef __AVX__
-/* Prefetch helpers of both SIMD paths (the AVX-512 and the AVX2 matvec; the measurements behind
- * the distance are at hone_cpu_matvec_simd and HONE_CPU_AVX2_ROWS). */
+/* Prefetch and fixed-arithmetic helpers of both SIMD paths (the AVX-512 and the AVX2 ones; the
+ * measurements behind the distance are at hone_cpu_matvec_simd and HONE_CPU_AVX2_ROWS). */
 #define HONE_CPU_MATVEC_PREFETCH 16384 /* bytes ahead of the blocks being read */
+
+/* The arithmetic where two operands may be NaN, as fixed instructions: a compiler may commute
+ * the operands of an add or pick another fma form per call site, and x86 keeps the first
+ * source's NaN, so a NaN's sign would depend on the instance that computed the row (the R x T
+ * tile, the matvec's row group, the share). With these every instance gives the same bits.
+ * c + a b (the accumulator first): */
+static inline __m256 hone_cpu_v8_fma(__m256 a, __m256 b, __m256 c)
+{
+    __asm__("vfmadd231ps %2, %1, %0" : "+v"(c) : "v"(a), "vm"(b));
+    return c;
+}
+static inline __m256 hone_cpu_v8_add(__m256 a, __m256 b)
+{
+    __m256 r;
+    __asm__("vaddps %2, %1, %0" : "=v"(r) : "v"(a), "vm"(b));
+    return r;
+}
+static inline __m128 hone_cpu_v4_add(__m128 a, __m128 b)
+{
+    __m128 r;
+    __asm__("vaddps %2, %1, %0" : "=v"(r) : "v"(a), "vm"(b));
+    return r;
+}
+static inline __m128 hone_cpu_v4_add_ss(__m128 a, __m128 b)
+{
+    __m128 r;
+    __asm__("vaddss %2, %1, %0" : "=v"(r) : "v"(a), "vm"(b));
+    return r;
+}
 
 /* Prefetches the cache lines of [p, p + n) that lie before end (the share's last byte + 1). */
 static inline __attribute__((always_inline)) void hone_cpu_prefetch_span(const uint8_t *p, int64_t n,
@@ -425,12 +454,21 @@ static inline __attribute__((always_inline)) void hone_cpu_prefetch_span_l2(cons
 /* The two halves (values 0..15 and 16..31) of block `blk` of a row, dequantised exactly. */
 typedef void (*hone_cpu_deqv_fn)(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi);
 
+/* The fixed-instruction add (hone_cpu_v8_add) at 512 bits, for the tree sums below (one row's,
+ * eight rows' at once): every path that sums a row gives the same bits, NaNs included. */
+static inline __m512 hone_cpu_v16_add(__m512 a, __m512 b)
+{
+    __m512 r;
+    __asm__("vaddps %2, %1, %0" : "=v"(r) : "v"(a), "vm"(b));
+    return r;
+}
+
 static inline float hone_cpu_zmm_sum(__m512 acc)
 {
-    __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
-    __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));       /* [s4_0 + s4_2, s4_1 + s4_3] */
-    __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));          /* s2_0 + s2_1 */
+    __m256 s8 = hone_cpu_v8_add(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
+    __m128 s4 = hone_cpu_v4_add(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    __m128 s2 = hone_cpu_v4_add(s4, _mm_movehl_ps(s4, s4));     /* [s4_0 + s4_2, s4_1 + s4_3] */
+    __m128 s1 = hone_cpu_v4_add_ss(s2, _mm_movehdup_ps(s2));        /* s2_0 + s2_1 */
     return _mm_cvtss_f32(s1);
 }
 
@@ -538,14 +576,14 @@ static inline __attribute__((always_inline)) void hone_cpu_zmm_sum8(const __m512
 {
     __m512 s8[4], s4[2];
     for (int k = 0; k < 4; k++) /* [a[2k] l + a[2k] l+8 (l < 8), a[2k+1] likewise] */
-        s8[k] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x44),
-                              _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xee));
+        s8[k] = hone_cpu_v16_add(_mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x44),
+                               _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xee));
     for (int k = 0; k < 2; k++) /* 128-bit lane j: accumulator 4k + j, l + (l + 4) */
-        s4[k] = _mm512_add_ps(_mm512_shuffle_f32x4(s8[2 * k], s8[2 * k + 1], 0x88),
-                              _mm512_shuffle_f32x4(s8[2 * k], s8[2 * k + 1], 0xdd));
+        s4[k] = hone_cpu_v16_add(_mm512_shuffle_f32x4(s8[2 * k], s8[2 * k + 1], 0x88),
+                               _mm512_shuffle_f32x4(s8[2 * k], s8[2 * k + 1], 0xdd));
     /* lane j: [s4_0 + s4_2, s4_1 + s4_3] of accumulator j, then of accumulator j + 4 */
-    __m512 s2 = _mm512_add_ps(_mm512_shuffle_ps(s4[0], s4[1], 0x44), _mm512_shuffle_ps(s4[0], s4[1], 0xee));
-    __m512 s1 = _mm512_add_ps(_mm512_shuffle_ps(s2, s2, 0x88), _mm512_shuffle_ps(s2, s2, 0xdd));
+    __m512 s2 = hone_cpu_v16_add(_mm512_shuffle_ps(s4[0], s4[1], 0x44), _mm512_shuffle_ps(s4[0], s4[1], 0xee));
+    __m512 s1 = hone_cpu_v16_add(_mm512_shuffle_ps(s2, s2, 0x88), _mm512_shuffle_ps(s2, s2, 0xdd));
     float v[16];
     _mm512_storeu_ps(v, s1);
     for (int k = 0; k < 4; k++) {
@@ -560,7 +598,8 @@ typedef void (*hone_cpu_deqs_fn)(const uint8_t *row, int64_t blk, const float *s
 
 /* Blocks of scales staged per group of rows (two groups in flight). */
 #define HONE_CPU_STAGE_MAX 1024
-#define HONE_CPU_STAGE_ROWS 4
+#define HONE_CPU_STAGE_ROWS 8
+#define HONE_CPU_STAGE_ROWS_MIN 4 /* rows too long for 8 rows' scales */
 #define HONE_CPU_KSPLIT_ROWS 96 /* the most rows of a chunk whose pieces are carried */
 
 /* The f16 scale fields (fields = 1: d at offset 0; 2: d and m at offsets 0 and 2) of every block
@@ -899,8 +938,11 @@ static inline void hone_cpu_deqs_q4_1(const uint8_t *row, int64_t blk, const flo
 }
 
 /* R contiguous rows from rw of hone_cpu_matvec_staged against x, side by side, their scales
- * staged in s (row i's block b at s[(i * nb + b) * fields]): a group of 4, or R = 1 for the
- * rows left over. Each row's one chain, then hone_cpu_zmm_finish. */
+ * staged in s (row i's block b at s[(i * nb + b) * fields]): a group of 8 (4 on rows too long
+ * for 8 rows' scales), or R = 1 for the rows left over. Each row's one chain, then the fixed
+ * tree: for 8 whole rows all 8 at once (hone_cpu_zmm_sum8, the same bits as
+ * hone_cpu_zmm_finish). The prefetch runs a group's bytes plus HONE_CPU_MATVEC_PREFETCH ahead
+ * of the group, so the next group's 8 rows are in flight while this one's run. */
 static inline __attribute__((always_inline)) void
 hone_cpu_staged_rows(const int R, float *restrict y, const uint8_t *rw, const float *restrict x, const float *s,
                      int64_t row_bytes, int64_t block_bytes, int fields, int64_t nb, int64_t full, int64_t cols,
@@ -911,11 +953,15 @@ hone_cpu_staged_rows(const int R, float *restrict y, const uint8_t *rw, const fl
     for (int64_t b = 0; b < nb; b++) {
         __m512 xl = _mm512_loadu_ps(x + b * 32), xh = _mm512_loadu_ps(x + b * 32 + 16);
         __m512 lo[HONE_CPU_STAGE_ROWS], hi[HONE_CPU_STAGE_ROWS];
-        hone_cpu_prefetch_span(rw + HONE_CPU_MATVEC_PREFETCH + b * R * block_bytes, R * block_bytes, end);
-        _Pragma("GCC unroll 4") for (int i = 0; i < R; i++)
+        hone_cpu_prefetch_span(rw + R * row_bytes + HONE_CPU_MATVEC_PREFETCH + b * R * block_bytes, R * block_bytes, end);
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)
             deqs(rw + i * row_bytes, b, s + (i * nb + b) * fields, &lo[i], &hi[i]);
-        _Pragma("GCC unroll 4") for (int i = 0; i < R; i++) acc[i] = _mm512_fmadd_ps(lo[i], xl, acc[i]);
-        _Pragma("GCC unroll 4") for (int i = 0; i < R; i++) acc[i] = _mm512_fmadd_ps(hi[i], xh, acc[i]);
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) acc[i] = _mm512_fmadd_ps(lo[i], xl, acc[i]);
+        _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) acc[i] = _mm512_fmadd_ps(hi[i], xh, acc[i]);
+    }
+    if (R == 8 && full == cols) {
+        hone_cpu_zmm_sum8(acc, y);
+        return;
     }
     for (int i = 0; i < R; i++) y[i] = hone_cpu_zmm_finish(acc[i], rw + i * row_bytes, x, full, cols, deq);
 }
@@ -925,26 +971,25 @@ hone_cpu_staged_rows(const int R, float *restrict y, const uint8_t *rw, const fl
  * of schedule only. The blocks' f16 scales are converted to f32 ahead, a group of rows at a
  * time (hone_cpu_stage_scales, the next group's while this one's rows run), so a block's table
  * costs one vector op instead of four (an insert, a conversion and a broadcast before the
- * multiply). And 4 rows go through the blocks side by side, so 4 independent fma chains hide
+ * multiply). And 8 rows go through the blocks side by side, so 8 independent fma chains hide
  * the fma latency, which one row's chain of 2 dependent fmas a block exposed (measured on
- * SmolLM2's shapes from L2, one Ice Lake core: q4_0 2.1 -> 1.6 ns a block). The 4 rows are
- * contiguous, so the read is still one stream, and the share's weights 4 KiB ahead are
- * prefetched as the blocks go (the hardware prefetcher alone left one core's stream at 5.5 GB/s
- * where the probe reads 11; with it 7.5-8.7, q4_0 1536 x 576 from memory). Rows longer than the
- * staging buffer holds take hone_cpu_matvec_simd. */
+ * SmolLM2's shapes from L2, one Ice Lake core, 4 rows: q4_0 2.1 -> 1.6 ns a block). 8 rows
+ * rather than 4 share each block's two X loads among twice the rows and finish in one
+ * 8-accumulator tree (on SmolLM2's 576-long rows the per-row tree and the staging took 45% of
+ * a call); Zen 5, one core, 1536 x 576 from L2 / from memory: q4_1 33.6 -> 21.7 us (1.55x),
+ * q4_0 25.7 -> 21.9 (1.17x), q8_0 29.2 -> 27.3 (1.07x); 4096 x 4096 from memory q4_0 585 -> 457,
+ * q4_1 1125 -> 426, q8_0 1016 -> 789 (with the prefetch a group ahead: 8 rows of 4096 values
+ * are 18 KiB, beyond the 16 KiB that was ahead of the group's start). The rows of a group are
+ * contiguous, so the read is still one stream, prefetched as the blocks go (the hardware
+ * prefetcher alone left one core's stream at 5.5 GB/s where the probe reads 11; with it
+ * 7.5-8.7, q4_0 1536 x 576 from memory). Rows longer than the staging buffer holds for 4 rows
+ * take hone_cpu_matvec_simd. */
 static inline __attribute__((always_inline)) void
-hone_cpu_matvec_staged(float *restrict y, const void *W, const float *restrict x, int64_t rows,
-                       int64_t cols, int64_t row_bytes, int64_t block_bytes, int fields,
-                       hone_cpu_deqs_fn deqs, hone_cpu_deqv_fn deqv, hone_cpu_deq_fn deq, int ith, int nth)
+hone_cpu_matvec_staged_r(const int R, float *restrict y, const void *W, const float *restrict x, int64_t cols,
+                         int64_t row_bytes, int64_t block_bytes, int fields, hone_cpu_deqs_fn deqs,
+                         hone_cpu_deq_fn deq, int64_t r0, int64_t r1)
 {
-    enum { R = HONE_CPU_STAGE_ROWS };
     int64_t nb = cols / 32, full = nb * 32;
-    if (nb == 0 || R * nb * fields > HONE_CPU_STAGE_MAX) {
-        hone_cpu_matvec_simd(y, W, x, rows, cols, row_bytes, deqv, deq, ith, nth);
-        return;
-    }
-    int64_t r0, r1;
-    hone_cpu_share(rows, ith, nth, &r0, &r1);
     const uint8_t *w8 = (const uint8_t *)W, *end = w8 + r1 * row_bytes;
     float sc[2][HONE_CPU_STAGE_MAX] __attribute__((aligned(64)));
     int cur = 0;
@@ -962,6 +1007,25 @@ hone_cpu_matvec_staged(float *restrict y, const void *W, const float *restrict x
                                      fields, nb, full, cols, end, deqs, deq);
         r = rn;
     }
+}
+
+static inline __attribute__((always_inline)) void
+hone_cpu_matvec_staged(float *restrict y, const void *W, const float *restrict x, int64_t rows,
+                       int64_t cols, int64_t row_bytes, int64_t block_bytes, int fields,
+                       hone_cpu_deqs_fn deqs, hone_cpu_deqv_fn deqv, hone_cpu_deq_fn deq, int ith, int nth)
+{
+    int64_t nb = cols / 32;
+    if (nb == 0 || HONE_CPU_STAGE_ROWS_MIN * nb * fields > HONE_CPU_STAGE_MAX) {
+        hone_cpu_matvec_simd(y, W, x, rows, cols, row_bytes, deqv, deq, ith, nth);
+        return;
+    }
+    int64_t r0, r1;
+    hone_cpu_share(rows, ith, nth, &r0, &r1);
+    if (HONE_CPU_STAGE_ROWS * nb * fields <= HONE_CPU_STAGE_MAX)
+        hone_cpu_matvec_staged_r(HONE_CPU_STAGE_ROWS, y, W, x, cols, row_bytes, block_bytes, fields, deqs, deq, r0, r1);
+    else
+        hone_cpu_matvec_staged_r(HONE_CPU_STAGE_ROWS_MIN, y, W, x, cols, row_bytes, block_bytes, fields, deqs, deq,
+                                 r0, r1);
 }
 
 /* The decode matvec of each of the six dtypes with fused slots (qkv, ffn, rmsnorm_matvec):
@@ -1247,33 +1311,6 @@ hone_cpu_matvec_simd_k(float *restrict y, const void *W, const float *restrict x
  * changes a bit. Measured: docs/architecture.md, "Small-n matmul on AVX2". */
 #define HONE_CPU_AVX2 1
 
-/* The arithmetic where two operands may be NaN, as fixed instructions: a compiler may commute
- * the operands of an add or pick another fma form per call site, and x86 keeps the first
- * source's NaN, so a NaN's sign would depend on the R x T instance that computed the row (the
- * share). With these every instance gives the same bits. c + a b (the accumulator first): */
-static inline __m256 hone_cpu_v8_fma(__m256 a, __m256 b, __m256 c)
-{
-    __asm__("vfmadd231ps %2, %1, %0" : "+x"(c) : "x"(a), "xm"(b));
-    return c;
-}
-static inline __m256 hone_cpu_v8_add(__m256 a, __m256 b)
-{
-    __m256 r;
-    __asm__("vaddps %2, %1, %0" : "=x"(r) : "x"(a), "xm"(b));
-    return r;
-}
-static inline __m128 hone_cpu_v4_add(__m128 a, __m128 b)
-{
-    __m128 r;
-    __asm__("vaddps %2, %1, %0" : "=x"(r) : "x"(a), "xm"(b));
-    return r;
-}
-static inline __m128 hone_cpu_v4_add_ss(__m128 a, __m128 b)
-{
-    __m128 r;
-    __asm__("vaddss %2, %1, %0" : "=x"(r) : "x"(a), "xm"(b));
-    return r;
-}
 
 /* The 32 values of block blk of a row, dequantised exactly as the scalar deq: v[k] = values
  * 8 k .. 8 k + 7. One call a block: the scales are converted once, and the 4-bit formats widen
