@@ -5,6 +5,11 @@
  * peak (each rep against the higher probe on either side of it).
  *
  *   matmul [--dtypes f32,f16,bf16,q8_0,q4_0,q4_1] [-n TOKENS] [--reps N] [--ms MS_PER_REP]
+ *          [--cold MB]
+ *
+ * --cold MB: the calls go round copies of the weights that fill MB MiB (one copy without it),
+ * so with MB beyond the last-level cache each call reads its weights from memory, as the
+ * engine's prefill does (a model's layers do not stay in cache between them).
  *
  * The weights are random, normal and finite: every 16-bit field (scales included) is, as f16
  * and as bf16, a normal number of magnitude 1/8 to 2, so no input takes a slow FP assist. */
@@ -78,21 +83,23 @@ int main(int argc, char **argv)
     const char *dtypes = "f32,f16,bf16,q8_0,q4_0,q4_1";
     int64_t n = 64;
     int reps = 7;
-    double ms = 200;
+    double ms = 200, cold_mb = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--dtypes") && i + 1 < argc) dtypes = argv[++i];
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) n = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--ms") && i + 1 < argc) ms = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--cold") && i + 1 < argc) cold_mb = atof(argv[++i]);
         else {
-            fprintf(stderr, "usage: matmul [--dtypes LIST] [-n TOKENS] [--reps N] [--ms MS]\n");
+            fprintf(stderr, "usage: matmul [--dtypes LIST] [-n TOKENS] [--reps N] [--ms MS] [--cold MB]\n");
             return 2;
         }
     }
-    if (n < 1 || reps < 1) return 2;
+    if (n < 1 || reps < 1 || cold_mb < 0 || cold_mb > 65536) return 2;
     cJSON *root = cJSON_CreateObject(), *results = cJSON_AddArrayToObject(root, "results");
     cJSON_AddNumberToObject(root, "tokens", (double)n);
     cJSON_AddNumberToObject(root, "threads", 1);
+    cJSON_AddNumberToObject(root, "cold_mib", cold_mb);
     double *gf = malloc((size_t)reps * sizeof *gf), *fr = malloc((size_t)reps * sizeof *fr);
     double *probe = malloc((size_t)(reps + 1) * sizeof *probe), peak_max = 0;
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
@@ -100,8 +107,10 @@ int main(int argc, char **argv)
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
             int64_t rows = shapes[s][0], cols = shapes[s][1];
             int64_t rb = hone_dtype_row_bytes(kinds[k].dtype, cols);
-            size_t wbytes = (size_t)(rows * rb);
-            uint16_t *W = aligned_alloc(64, (wbytes + 63) / 64 * 64); /* as the engine's arenas */
+            size_t wbytes = (size_t)(rows * rb), wstride = (wbytes + 63) / 64 * 64;
+            size_t copies = (size_t)(cold_mb * 1048576 / (double)wstride);
+            if (copies < 1) copies = 1;
+            uint16_t *W = aligned_alloc(64, wstride * copies); /* as the engine's arenas */
             float *X = aligned_alloc(64, (size_t)(n * cols + 15) / 16 * 64);
             float *Y = aligned_alloc(64, (size_t)(n * rows + 15) / 16 * 64);
             if (!W || !X || !Y) return 1;
@@ -112,6 +121,8 @@ int main(int argc, char **argv)
                     uint32_t u = next_u32();
                     W[i] = (uint16_t)((u & 0x8000) | 0x3000 | (u & 0x0fff));
                 }
+            for (size_t c = 1; c < copies; c++) memcpy((char *)W + c * wstride, W, wbytes);
+            size_t copy = 0;
             for (int64_t i = 0; i < n * cols; i++) X[i] = (float)(next_u32() % 2001) / 1000 - 1;
             double flop = 2.0 * (double)n * (double)rows * (double)cols;
             kinds[k].fn(Y, W, X, n, rows, cols, 0, 1); /* warm-up */
@@ -120,7 +131,8 @@ int main(int argc, char **argv)
                 int calls = 0;
                 double t0 = now_s(), t;
                 do {
-                    kinds[k].fn(Y, W, X, n, rows, cols, 0, 1);
+                    kinds[k].fn(Y, (const char *)W + copy * wstride, X, n, rows, cols, 0, 1);
+                    copy = copy + 1 < copies ? copy + 1 : 0;
                     calls++;
                 } while ((t = now_s() - t0) < ms / 1000);
                 gf[r] = flop * calls / t / 1e9;
