@@ -1058,50 +1058,52 @@ HONE_CPU_MV_BLOCKS(q4_1, 2)
  * path's operations on the same operands (the scales as the same f32 scalars, the same fused
  * multiply-adds), so the bits are the scalar ones. blk is the 32-value chunk of the row; the
  * K formats' block is blk / 8, its chunk blk % 8. */
-static inline __m512 hone_cpu_v_iota16(void)
-{
-    return _mm512_castsi512_ps(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-}
-
 /* 16 bytes at p widened to 16 u32 lanes. */
 static inline __m512i hone_cpu_v_u8x16(const uint8_t *p)
 {
     return _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
 }
 
-/* The 5-bit values of a q5_0 / q5_1 block: nibbles of qs and bit j of qh. */
-static inline void hone_cpu_v_q5(const uint8_t *qs, const uint8_t *qhp, __m512i *lo, __m512i *hi)
+/* The 5-bit values of a q5_0 / q5_1 block as table indices: the nibbles of qs, with 16 added
+ * where bit j of qh is set (qh's low 16 bits are a mask for values 0..15, its high 16 bits for
+ * 16..31: one masked op each, where the bit had taken a variable shift, an and, a shift and
+ * an or). */
+static inline __attribute__((always_inline)) void hone_cpu_v_q5(const uint8_t *qs, const uint8_t *qhp, __m512i *lo,
+                                                                __m512i *hi)
 {
     uint32_t qh;
     memcpy(&qh, qhp, 4);
-    __m512i iota = _mm512_castps_si512(hone_cpu_v_iota16()), one = _mm512_set1_epi32(1);
-    __m512i h = _mm512_set1_epi32((int)qh), nib = _mm512_set1_epi32(0xF);
-    __m512i q = hone_cpu_v_u8x16(qs);
-    __m512i hl = _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(h, iota), one), 4);
-    __m512i hh = _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(_mm512_srli_epi32(h, 16), iota), one), 4);
-    *lo = _mm512_or_si512(_mm512_and_si512(q, nib), hl);
-    *hi = _mm512_or_si512(_mm512_srli_epi32(q, 4), hh);
+    __m512i q = hone_cpu_v_u8x16(qs), s16 = _mm512_set1_epi32(16);
+    __m512i l = _mm512_and_si512(q, _mm512_set1_epi32(0xF)), h = _mm512_srli_epi32(q, 4);
+    *lo = _mm512_mask_or_epi32(l, (__mmask16)(qh & 0xFFFF), l, s16);
+    *hi = _mm512_mask_or_epi32(h, (__mmask16)(qh >> 16), h, s16);
 }
 
-/* q5: the values from the block's scale (and min) as f32, shared by deqv and deqs as for q4. */
+/* q5: as for q4, the 32 possible values of a block form two tables of 16 (each entry the
+ * scalar path's own operation on it: (q - 16) * d, or q * d + m in one fma), and each 5-bit
+ * value picks its entry with one two-table permute (bit 4 chooses the table). The bodies are
+ * shared by deqv (the scale converted from the block's f16) and deqs (staged as f32). */
 static inline __attribute__((always_inline)) void hone_cpu_vals_q5_0(const hone_block_q5_0 *b, float d,
                                                                      __m512 *lo, __m512 *hi)
 {
-    __m512 dv = _mm512_set1_ps(d);
-    __m512i l, h, s16 = _mm512_set1_epi32(16);
+    const __m512 iota_m16 = _mm512_setr_ps(-16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4, -3, -2, -1);
+    __m512 dv = _mm512_set1_ps(d), t0 = _mm512_mul_ps(iota_m16, dv), t1 = _mm512_mul_ps(_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), dv);
+    __m512i l, h;
     hone_cpu_v_q5(b->qs, b->qh, &l, &h);
-    *lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(l, s16)), dv);
-    *hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(h, s16)), dv);
+    *lo = _mm512_permutex2var_ps(t0, l, t1);
+    *hi = _mm512_permutex2var_ps(t0, h, t1);
 }
 
 static inline __attribute__((always_inline)) void hone_cpu_vals_q5_1(const hone_block_q5_1 *b, float d, float m,
                                                                      __m512 *lo, __m512 *hi)
 {
+    const __m512 iota_16 = _mm512_setr_ps(16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
     __m512 dv = _mm512_set1_ps(d), mv = _mm512_set1_ps(m);
+    __m512 t0 = _mm512_fmadd_ps(_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), dv, mv), t1 = _mm512_fmadd_ps(iota_16, dv, mv);
     __m512i l, h;
     hone_cpu_v_q5(b->qs, b->qh, &l, &h);
-    *lo = _mm512_fmadd_ps(_mm512_cvtepi32_ps(l), dv, mv);
-    *hi = _mm512_fmadd_ps(_mm512_cvtepi32_ps(h), dv, mv);
+    *lo = _mm512_permutex2var_ps(t0, l, t1);
+    *hi = _mm512_permutex2var_ps(t0, h, t1);
 }
 
 static inline void hone_cpu_deqv_q5_0(const uint8_t *row, int64_t blk, __m512 *lo, __m512 *hi)

@@ -1,6 +1,6 @@
 /* matvec_q4_1: y[rows] = W[rows][cols] x[cols] (decode). Contract: engine/slots.h.
  * Ideas: q4_1 weights: each block of 32 dequantised (q * d + m, one rounding) before use;
- * AVX-512: 4 rows side by side, their blocks' f16 scales converted ahead (hone_cpu_matvec_staged),
+ * AVX-512: 8 rows side by side (4 on long rows), their f16 scales converted ahead (hone_cpu_matvec_staged),
  * one zmm of 16 lanes per row (portable C elsewhere);
  * f32 activations; 16 fused multiply-add lanes in the fixed order of kernels/cpu/common.h. */
 #include "kernels/cpu/common.h"
