@@ -234,6 +234,7 @@ def test_metrics(t):
         st, h, raw = s.request("POST", "/v1/completions", {"prompt": "x", "max_tokens": 1},
                                headers={"Authorization": "Bearer k", "X-Request-Id": "bad id\twith junk"})
         t.check(h.get("X-Request-Id", "").startswith("req-"), "an odd client id is replaced")
+        last_id = h.get("X-Request-Id", "lb-42.a")
         st, h, raw = s.request("GET", "/metrics")
         fams = {f.name: f for f in text_string_to_metric_families(raw.decode())}
         for name, typ in FAMILIES.items():
@@ -261,7 +262,8 @@ def test_metrics(t):
         bi = [x for x in fams["hone_build_info"].samples] if "hone_build_info" in fams else []
         t.check(bi and bi[0].labels.get("model") == "tiny-llama-f32" and bi[0].labels.get("version"),
                 "build info labels: %r" % (bi and bi[0].labels))
-        log = s.wait_log("lb-42.a")
+        s.wait_log("lb-42.a")
+        log = s.wait_log(" %s " % last_id)  # the last completion's line (each is logged after its response)
         lines = [ln for ln in log.splitlines() if " request " in ln and "/v1/completions 200" in ln]
         t.check(len(lines) == 5, "one log line per completion (%d)" % len(lines))
         import re
