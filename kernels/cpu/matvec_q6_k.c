@@ -1,7 +1,7 @@
 /* matvec_q6_k: y[rows] = W[rows][cols] x[cols] (decode). Contract: engine/slots.h.
  * Ideas: q6_K weights: each 32-value chunk of a 256-value block dequantised ((d sc) (q - 32), one rounding) before use;
- * AVX-512: one row at a time, one zmm of 16 lanes, a whole 256-value block decoded at once
- * (its scales unpacked once, not per 32 values; portable C elsewhere);
+ * AVX-512: 4 rows side by side, one zmm of 16 lanes a row, a whole 256-value block decoded at once
+ * (its scales unpacked and scaled in one vector op, not per 32 values; portable C elsewhere);
  * f32 activations; 16 fused multiply-add lanes in the fixed order of kernels/cpu/common.h. */
 #include "kernels/cpu/common.h"
 
