@@ -1641,17 +1641,45 @@ hone_cpu_matmul_avx2(float *restrict Y, const void *W, const float *restrict X, 
  * which stays the portable reference and the naive incumbents' code in tests/agent. dt: the
  * dtype's suffix. */
 #ifdef HONE_CPU_AVX2
+/* q5: the nibbles of hone_cpu_nibbles4 with bit j of qh as their fifth bit (value j). */
+static inline void hone_cpu_nibbles4_q5(const uint8_t *qs, const uint8_t *qhp, __m256i q[4])
+{
+    uint32_t qh;
+    memcpy(&qh, qhp, 4);
+    const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), one = _mm256_set1_epi32(1);
+    hone_cpu_nibbles4(qs, q);
+    for (int k = 0; k < 4; k++) {
+        __m256i h = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)(qh >> (8 * k))), iota), one);
+        q[k] = _mm256_or_si256(q[k], _mm256_slli_epi32(h, 4));
+    }
+}
+static inline void hone_cpu_deqb_q5_0(const uint8_t *row, int64_t blk, __m256 v[4])
+{
+    const hone_block_q5_0 *bl = (const hone_block_q5_0 *)row + blk;
+    __m256 d = _mm256_set1_ps(hone_cpu_half(bl->d));
+    __m256i q[4], m16 = _mm256_set1_epi32(16);
+    hone_cpu_nibbles4_q5(bl->qs, bl->qh, q);
+    for (int k = 0; k < 4; k++) v[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(q[k], m16)), d);
+}
+static inline void hone_cpu_deqb_q5_1(const uint8_t *row, int64_t blk, __m256 v[4])
+{
+    const hone_block_q5_1 *bl = (const hone_block_q5_1 *)row + blk;
+    __m256 d = _mm256_set1_ps(hone_cpu_half(bl->d)), m = _mm256_set1_ps(hone_cpu_half(bl->m));
+    __m256i q[4];
+    hone_cpu_nibbles4_q5(bl->qs, bl->qh, q);
+    for (int k = 0; k < 4; k++) v[k] = hone_cpu_v8_fma(_mm256_cvtepi32_ps(q[k]), d, m);
+}
 #define HONE_CPU_AVX2_HAS_f32 1
 #define HONE_CPU_AVX2_HAS_f16 1
 #define HONE_CPU_AVX2_HAS_bf16 1
 #define HONE_CPU_AVX2_HAS_q8_0 1
 #define HONE_CPU_AVX2_HAS_q4_0 1
 #define HONE_CPU_AVX2_HAS_q4_1 1
+#define HONE_CPU_AVX2_HAS_q5_0 1
+#define HONE_CPU_AVX2_HAS_q5_1 1
 #define HONE_CPU_AVX2_NONE(dt)                                                                  \
     enum { HONE_CPU_AVX2_HAS_##dt = 0 };                                                       \
     static const hone_cpu_deqb_fn hone_cpu_deqb_##dt = NULL;
-HONE_CPU_AVX2_NONE(q5_0)
-HONE_CPU_AVX2_NONE(q5_1)
 HONE_CPU_AVX2_NONE(mxfp4)
 HONE_CPU_AVX2_NONE(q2_k)
 HONE_CPU_AVX2_NONE(q3_k)

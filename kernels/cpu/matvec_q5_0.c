@@ -1,7 +1,7 @@
 /* matvec_q5_0: y[rows] = W[rows][cols] x[cols] (decode). Contract: engine/slots.h.
  * Ideas: q5_0 weights: each block of 32 dequantised ((q - 16) * d, exact in f32; a two-table permute) before use;
  * AVX-512: 8 rows side by side (4 on long rows), their f16 scales converted ahead (hone_cpu_matvec_staged),
- * one zmm of 16 lanes per row (portable C elsewhere);
+ * one zmm of 16 lanes per row; AVX2: hone_cpu_matmul_avx2 (portable C elsewhere);
  * f32 activations; 16 fused multiply-add lanes in the fixed order of kernels/cpu/common.h. */
 #include "kernels/cpu/common.h"
 
@@ -13,7 +13,7 @@ void hone_cpu_matvec_q5_0(float *y, const void *W, const float *x, int64_t rows,
                            (int64_t)sizeof(hone_block_q5_0), 1, hone_cpu_deqs_q5_0, hone_cpu_deqv_q5_0,
                            hone_cpu_deqr_q5_0, ith, nth);
 #else
-    hone_cpu_matvec_generic(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q5_0, cols), hone_cpu_deqr_q5_0, ith,
-                            nth);
+    hone_cpu_matvec_portable(y, W, x, rows, cols, hone_dtype_row_bytes(HONE_DTYPE_Q5_0, cols), q5_0, hone_cpu_deqr_q5_0,
+                             ith, nth);
 #endif
 }
