@@ -436,6 +436,17 @@ static inline __attribute__((always_inline)) void hone_cpu_prefetch_span(const u
     for (const uint8_t *e = p + n; p < e && p < end; p += 64) _mm_prefetch((const char *)p, _MM_HINT_T0);
 }
 
+/* The group-ahead prefetch of the matvecs that read R contiguous rows side by side (the staged
+ * block formats, the K formats): at block b of the group at rw, the R blocks' worth of bytes
+ * that lie a group (R rows of row_bytes) plus HONE_CPU_MATVEC_PREFETCH ahead, so over the
+ * group's blocks the next group's rows are brought in while this one's run. */
+static inline __attribute__((always_inline)) void hone_cpu_prefetch_group(const uint8_t *rw, int R, int64_t row_bytes,
+                                                                          int64_t b, int64_t block_bytes,
+                                                                          const uint8_t *end)
+{
+    hone_cpu_prefetch_span(rw + R * row_bytes + HONE_CPU_MATVEC_PREFETCH + b * R * block_bytes, R * block_bytes, end);
+}
+
 /* The same into L2 (the float formats' stream: see hone_cpu_matvec_simd). */
 static inline __attribute__((always_inline)) void hone_cpu_prefetch_span_l2(const uint8_t *p, int64_t n,
                                                                             const uint8_t *end)
@@ -467,8 +478,8 @@ static inline float hone_cpu_zmm_sum(__m512 acc)
 {
     __m256 s8 = hone_cpu_v8_add(_mm512_castps512_ps256(acc), _mm512_extractf32x8_ps(acc, 1));
     __m128 s4 = hone_cpu_v4_add(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    __m128 s2 = hone_cpu_v4_add(s4, _mm_movehl_ps(s4, s4));     /* [s4_0 + s4_2, s4_1 + s4_3] */
-    __m128 s1 = hone_cpu_v4_add_ss(s2, _mm_movehdup_ps(s2));        /* s2_0 + s2_1 */
+    __m128 s2 = hone_cpu_v4_add(s4, _mm_movehl_ps(s4, s4));    /* [s4_0 + s4_2, s4_1 + s4_3] */
+    __m128 s1 = hone_cpu_v4_add_ss(s2, _mm_movehdup_ps(s2));    /* s2_0 + s2_1 */
     return _mm_cvtss_f32(s1);
 }
 
@@ -577,10 +588,10 @@ static inline __attribute__((always_inline)) void hone_cpu_zmm_sum8(const __m512
     __m512 s8[4], s4[2];
     for (int k = 0; k < 4; k++) /* [a[2k] l + a[2k] l+8 (l < 8), a[2k+1] likewise] */
         s8[k] = hone_cpu_v16_add(_mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0x44),
-                               _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xee));
+                                 _mm512_shuffle_f32x4(a[2 * k], a[2 * k + 1], 0xee));
     for (int k = 0; k < 2; k++) /* 128-bit lane j: accumulator 4k + j, l + (l + 4) */
         s4[k] = hone_cpu_v16_add(_mm512_shuffle_f32x4(s8[2 * k], s8[2 * k + 1], 0x88),
-                               _mm512_shuffle_f32x4(s8[2 * k], s8[2 * k + 1], 0xdd));
+                                 _mm512_shuffle_f32x4(s8[2 * k], s8[2 * k + 1], 0xdd));
     /* lane j: [s4_0 + s4_2, s4_1 + s4_3] of accumulator j, then of accumulator j + 4 */
     __m512 s2 = hone_cpu_v16_add(_mm512_shuffle_ps(s4[0], s4[1], 0x44), _mm512_shuffle_ps(s4[0], s4[1], 0xee));
     __m512 s1 = hone_cpu_v16_add(_mm512_shuffle_ps(s2, s2, 0x88), _mm512_shuffle_ps(s2, s2, 0xdd));
@@ -893,11 +904,16 @@ static inline __attribute__((always_inline)) void hone_cpu_vals_q4_0(const hone_
     *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
 }
 
+/* 0, 1, .. 15 as floats: the table index of the 4- and 5-bit formats' values. */
+static inline __m512 hone_cpu_iota16_ps(void)
+{
+    return _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+}
+
 static inline __attribute__((always_inline)) void hone_cpu_vals_q4_1(const hone_block_q4_1 *b, float d, float m,
                                                                      __m512 *lo, __m512 *hi)
 {
-    const __m512 iota = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    __m512 table = _mm512_fmadd_ps(iota, _mm512_set1_ps(d), _mm512_set1_ps(m));
+    __m512 table = _mm512_fmadd_ps(hone_cpu_iota16_ps(), _mm512_set1_ps(d), _mm512_set1_ps(m));
     __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b->qs));
     *lo = _mm512_permutexvar_ps(q, table);
     *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(q, 4), table);
@@ -953,7 +969,7 @@ hone_cpu_staged_rows(const int R, float *restrict y, const uint8_t *rw, const fl
     for (int64_t b = 0; b < nb; b++) {
         __m512 xl = _mm512_loadu_ps(x + b * 32), xh = _mm512_loadu_ps(x + b * 32 + 16);
         __m512 lo[HONE_CPU_STAGE_ROWS], hi[HONE_CPU_STAGE_ROWS];
-        hone_cpu_prefetch_span(rw + R * row_bytes + HONE_CPU_MATVEC_PREFETCH + b * R * block_bytes, R * block_bytes, end);
+        hone_cpu_prefetch_group(rw, R, row_bytes, b, block_bytes, end);
         _Pragma("GCC unroll 8") for (int i = 0; i < R; i++)
             deqs(rw + i * row_bytes, b, s + (i * nb + b) * fields, &lo[i], &hi[i]);
         _Pragma("GCC unroll 8") for (int i = 0; i < R; i++) acc[i] = _mm512_fmadd_ps(lo[i], xl, acc[i]);
@@ -1087,7 +1103,7 @@ static inline __attribute__((always_inline)) void hone_cpu_vals_q5_0(const hone_
                                                                      __m512 *lo, __m512 *hi)
 {
     const __m512 iota_m16 = _mm512_setr_ps(-16, -15, -14, -13, -12, -11, -10, -9, -8, -7, -6, -5, -4, -3, -2, -1);
-    __m512 dv = _mm512_set1_ps(d), t0 = _mm512_mul_ps(iota_m16, dv), t1 = _mm512_mul_ps(_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), dv);
+    __m512 dv = _mm512_set1_ps(d), t0 = _mm512_mul_ps(iota_m16, dv), t1 = _mm512_mul_ps(hone_cpu_iota16_ps(), dv);
     __m512i l, h;
     hone_cpu_v_q5(b->qs, b->qh, &l, &h);
     *lo = _mm512_permutex2var_ps(t0, l, t1);
@@ -1099,7 +1115,7 @@ static inline __attribute__((always_inline)) void hone_cpu_vals_q5_1(const hone_
 {
     const __m512 iota_16 = _mm512_setr_ps(16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
     __m512 dv = _mm512_set1_ps(d), mv = _mm512_set1_ps(m);
-    __m512 t0 = _mm512_fmadd_ps(_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), dv, mv), t1 = _mm512_fmadd_ps(iota_16, dv, mv);
+    __m512 t0 = _mm512_fmadd_ps(hone_cpu_iota16_ps(), dv, mv), t1 = _mm512_fmadd_ps(iota_16, dv, mv);
     __m512i l, h;
     hone_cpu_v_q5(b->qs, b->qh, &l, &h);
     *lo = _mm512_permutex2var_ps(t0, l, t1);
@@ -1306,7 +1322,7 @@ hone_cpu_matvec_k_rows(const int R, float *restrict y, const uint8_t *rw, const 
     for (int i = 0; i < R; i++) acc[i] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         __m512 w[HONE_CPU_K_ROWS][16];
-        hone_cpu_prefetch_span(rw + (R * nb + R * b) * block_bytes + HONE_CPU_MATVEC_PREFETCH, R * block_bytes, end);
+        hone_cpu_prefetch_group(rw, R, nb * block_bytes, b, block_bytes, end);
         for (int i = 0; i < R; i++) deqv256(rw + (i * nb + b) * block_bytes, w[i]);
         const float *xb = x + b * 256;
         for (int k = 0; k < 16; k++) {
