@@ -394,9 +394,15 @@ static int screen_one(const hone_tune_opts *o, const hone_proposer *prop, hone_s
                                   ok ? "screened" : hone_guard_code_name(gr.code), gr.tier);
 }
 
-/* The shape-set key of slot: the model's name, its profiled call shapes, and the incumbent the
- * estimates are relative to (the first 12 hex digits of its source's SHA-256: the served tree's
- * kernel, else the shipped baseline). */
+static int cmp_shape(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The shape-set key of slot: the model's name, its profiled call shapes (in string order: the
+ * profile lists them by expected gain, which two runs can rank either way when close, and the
+ * key must not follow), and the incumbent the estimates are relative to (the first 12 hex digits
+ * of its source's SHA-256: the served tree's kernel, else the shipped baseline). */
 static void shapes_key(const hone_profile_row *rows, int n_rows, hone_slot_id slot, const hone_model *m,
                        const char *kernels_dir, char *out, size_t cap)
 {
@@ -408,8 +414,16 @@ static void shapes_key(const hone_profile_row *rows, int n_rows, hone_slot_id sl
     if (src) hone_sha256_hex(src, len, hash);
     free(src);
     int o = snprintf(out, cap, "%s; incumbent %.12s:", hone_model_name(m), hash);
-    for (int i = 0; i < n_rows && o < (int)cap - 1; i++)
-        if (rows[i].slot == (int)slot) o += snprintf(out + o, cap - (size_t)o, " %s;", rows[i].shape);
+    const char **mine = malloc((size_t)(n_rows > 0 ? n_rows : 1) * sizeof *mine);
+    int n = 0;
+    for (int i = 0; i < n_rows; i++)
+        if (rows[i].slot == (int)slot) {
+            if (mine) mine[n++] = rows[i].shape;
+            else if (o < (int)cap - 1) o += snprintf(out + o, cap - (size_t)o, " %s;", rows[i].shape); /* no memory: profile order */
+        }
+    if (n > 1) qsort(mine, (size_t)n, sizeof *mine, cmp_shape);
+    for (int i = 0; i < n && o < (int)cap - 1; i++) o += snprintf(out + o, cap - (size_t)o, " %s;", mine[i]);
+    free(mine);
 }
 
 /* A slot through the search path: points the memory holds keep their estimate; the others
