@@ -183,6 +183,7 @@ static void call_into(const hone_slot_desc *d, const hone_slot_shape *s, void *f
     hone_slot_value v[HONE_SLOT_MAX_ARGS];
     hone_slots_values(d, s, (const void *const *)in, out, scratch, v);
     for (int ith = 0; ith < nth; ith++) d->invoke(fn, v, ith, nth);
+    if (d->finish) d->finish(v); /* the caller's part after the shares */
 }
 
 /* Checks fn on one shape: inputs by the descriptor's roles, against the baseline, and the

@@ -39,7 +39,10 @@ struct hone_ctx {
     float *proj;    /* [chunk][dim] output projections */
     float *gate;    /* [chunk][ffn] */
     float *up;      /* [chunk][ffn] */
-    float *scratch; /* [n_threads][n_ctx] attention scores */
+    float *scratch; /* [n_threads][att_stride]: attention scores, a windowed row's decode scratch */
+    float *att_part;/* [chunk][att_stride]: each decode run's attention_decode scratch, which its
+                     * shares share (engine/kv_layout.h hone_att_decode_scratch_floats) */
+    int64_t att_stride;
     int64_t win;    /* the largest sliding window, at most n_ctx (0: none) */
     float *wk, *wv; /* [n_threads][win][n_kv_heads * head_dim]: a windowed query's keys, gathered */
     int32_t *pos;   /* [chunk] positions of the piece's rows */
@@ -193,7 +196,8 @@ typedef struct {
 /* The rows of a run some of whose queries see fewer keys than they follow (a sliding window of
  * win keys, the query's own included): each row's keys pos - win + 1 .. pos are gathered into
  * this thread's contiguous buffers (one block of win keys) and attended with the decode slot,
- * as a query at the window's length. Rows whose window starts at 0 read the same keys in the
+ * as a query at the window's length, one share of one (its scratch is this thread's). The rows
+ * are dealt to the shares in turn. Rows whose window starts at 0 read the same keys in the
  * same order as the paged path, so they get the same bits. */
 static void att_windowed(hone_ctx *c, int64_t layer, const att_run *run, int64_t win,
                          float *scratch, int ith, int share, int nth)
@@ -204,7 +208,7 @@ static void att_windowed(hone_ctx *c, int64_t layer, const att_run *run, int64_t
     const float *kc = hone_kv_cache_k(c->kv, layer), *vc = hone_kv_cache_v(c->kv, layer);
     float *wk = c->wk + ith * c->win * row, *wv = c->wv + ith * c->win * row;
     static const int32_t one_block[1] = {0};
-    for (int64_t t = 0; t < run->n; t++) {
+    for (int64_t t = share; t < run->n; t += nth) {
         int64_t pos = run->pos0 + t, first = pos + 1 > win ? pos + 1 - win : 0, n_kv = pos + 1 - first;
         /* into one block of win slots, laid out as the cache's blocks (engine/kv_layout.h) */
         for (int64_t j = 0; j < n_kv; j++)
@@ -217,7 +221,8 @@ static void att_windowed(hone_ctx *c, int64_t layer, const att_run *run, int64_t
         int64_t rq = (run->t0 + t) * qd;
         HONE_SLOTS_FN(&c->slots, HONE_SLOT_ATTENTION_DECODE, hone_slot_attention_decode_fn)(
             c->att + rq, c->q + rq, wk, wv, one_block, n_kv, win, hp->n_heads, hp->n_kv_heads,
-            hp->head_dim, hp->attn_scale, scratch, share, nth);
+            hp->head_dim, hp->attn_scale, scratch, 0, 1);
+        hone_cpu_attention_decode_fold(c->att + rq, scratch, hp->n_heads, hp->head_dim, n_kv);
     }
 }
 
@@ -231,7 +236,7 @@ static void att_trampoline(void *arg, int ith, int nth)
     float scale = hp->attn_scale;
     float *kc = hone_kv_cache_k(c->kv, j->layer), *vc = hone_kv_cache_v(c->kv, j->layer);
     int64_t bs = hone_kv_cache_block_size(c->kv), qd = hp->n_heads * hp->head_dim;
-    float *scratch = c->scratch + ith * c->o.n_ctx;
+    float *scratch = c->scratch + ith * c->att_stride;
     int64_t win = hone_model_layer_window(c->m, j->layer);
     for (int64_t r = 0; r < j->n_runs; r++) {
         const att_run *run = &j->runs[r];
@@ -243,14 +248,30 @@ static void att_trampoline(void *arg, int ith, int nth)
             att_windowed(c, j->layer, run, win, scratch, ith, share, nth);
             continue;
         }
-        if (run->n == 1)
+        if (run->n == 1) /* the run's own scratch, shared by its shares */
             HONE_SLOTS_FN(&c->slots, HONE_SLOT_ATTENTION_DECODE, hone_slot_attention_decode_fn)(c->att + run->t0 * qd, c->q + run->t0 * qd, kc, vc,
                                       run->seq->blocks, run->pos0 + 1, bs, hp->n_heads,
-                                      hp->n_kv_heads, hp->head_dim, scale, scratch, share, nth);
+                                      hp->n_kv_heads, hp->head_dim, scale, c->att_part + r * c->att_stride,
+                                      share, nth);
         else
             HONE_SLOTS_FN(&c->slots, HONE_SLOT_ATTENTION_PREFILL, hone_slot_attention_prefill_fn)(c->att + run->t0 * qd, c->q + run->t0 * qd, kc, vc,
                                        run->seq->blocks, run->n, run->pos0, bs, hp->n_heads,
                                        hp->n_kv_heads, hp->head_dim, scale, scratch, share, nth);
+    }
+}
+
+/* The caller's part of the decode slot (its descriptor's finish), after the pool job: each
+ * decode run's rows of more than HONE_ATT_SEG keys folded from the partials its shares left in
+ * the run's scratch (the windowed rows fold theirs in att_windowed). */
+static void att_fold(hone_ctx *c, int64_t layer, const att_run *runs, int64_t n_runs)
+{
+    const hone_hparams *hp = &c->hp;
+    int64_t win = hone_model_layer_window(c->m, layer), qd = hp->n_heads * hp->head_dim;
+    for (int64_t r = 0; r < n_runs; r++) {
+        const att_run *run = &runs[r];
+        if (run->n != 1 || (win && run->pos0 + 1 > win)) continue;
+        hone_cpu_attention_decode_fold(c->att + run->t0 * qd, c->att_part + r * c->att_stride, hp->n_heads,
+                                       hp->head_dim, run->pos0 + 1);
     }
 }
 
@@ -269,9 +290,11 @@ static void op_attention(hone_ctx *c, int64_t layer, const att_run *runs, int64_
         hone_slot_id id = prefill ? HONE_SLOT_ATTENTION_PREFILL : HONE_SLOT_ATTENTION_DECODE;
         if (!c->hook) {
             hone_pool_run(c->pool, att_trampoline, &job, 0);
+            if (!prefill) att_fold(c, layer, runs, n_runs);
         } else {
             uint64_t t0 = now_ns();
             hone_pool_run(c->pool, att_trampoline, &job, 0);
+            if (!prefill) att_fold(c, layer, runs, n_runs);
             /* the shape of the whole call: its query rows, and as context the sum of its
              * sequences' lengths (the profile aggregates over that) */
             hone_slot_shape s = shape_of(-1);
@@ -746,7 +769,9 @@ int hone_ctx_new(hone_ctx **out, const hone_model *m, const hone_ctx_opts *opts)
     c->v = c->v0;
     ALLOC(gate, ch * hp->ffn)
     ALLOC(up, ch * hp->ffn)
-    ALLOC(scratch, (int64_t)c->o.n_threads * c->o.n_ctx)
+    c->att_stride = hone_att_decode_scratch_floats(hp->n_heads, hp->head_dim, c->o.n_ctx);
+    ALLOC(scratch, (int64_t)c->o.n_threads * c->att_stride)
+    ALLOC(att_part, ch * c->att_stride)
     for (int64_t l = 0; l < hp->n_layers; l++) {
         int64_t w = hone_model_layer_window(m, l);
         if (w > c->win) c->win = w < c->o.n_ctx ? w : c->o.n_ctx;
@@ -777,7 +802,7 @@ void hone_ctx_free(hone_ctx *c)
     hone_kv_cache_free(c->kv);
     free(c->x); free(c->h); free(c->proj); free(c->q0); free(c->att); free(c->k0); free(c->v0);
     free(c->qkv); free(c->nscratch);
-    free(c->gate); free(c->up); free(c->scratch); free(c->pos); free(c->wk); free(c->wv);
+    free(c->gate); free(c->up); free(c->scratch); free(c->att_part); free(c->pos); free(c->wk); free(c->wv);
     free(c->runs); free(c->seq_rows); free(c->pos_rows); free(c->out_rows); free(c->hidden_rows); free(c->logits);
     free(c);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "kv_layout.h"
 
 /* The baselines, one per kernels/cpu/<slot>.c. */
 void hone_cpu_embed(float *, const void *, int32_t, const int32_t *, int64_t, int64_t, int, int);
@@ -660,6 +661,16 @@ static int shapes_fused(const hone_slot_desc *d, const hone_model *m, hone_slot_
     {.name = "scratch", .ctype = "float *", .role = HONE_SLOT_ARG_SCRATCH, .dims = L(A_NKV)}
 #define ATTN_DIMS .n_dims = 8, .dims = {"n", "pos0", "n_kv", "block_size", "heads", "kv_heads", "head_dim", "n_blocks"}
 
+static void finish_attention_decode(const hone_slot_value *v)
+{
+    hone_cpu_attention_decode_fold(v[0].p, v[11].p, v[7].i64, v[9].i64, v[5].i64);
+}
+
+static int64_t scratch_attention_decode(const hone_slot_shape *s)
+{
+    return hone_att_decode_scratch_floats(s->d[A_HEADS], s->d[A_HD], s->d[A_NKV]);
+}
+
 static const hone_slot_desc builtin[HONE_SLOT_COUNT] = {
     [HONE_SLOT_EMBED] = {
         .name = "embed", .kind = HONE_SLOT_KIND_EMBED, .dtype = -1,
@@ -738,14 +749,27 @@ static const hone_slot_desc builtin[HONE_SLOT_COUNT] = {
         .cost = cost_rope, .shapes = shapes_rope, .invoke = invoke_rope,
         .cpu_baseline = (void *)hone_cpu_rope},
     [HONE_SLOT_ATTENTION_DECODE] = {
-        .name = "attention_decode", .kind = HONE_SLOT_KIND_ATTENTION_DECODE, .dtype = -1, .rev = 2,
-        .rev_why = "the KV cache's layout, engine/kv_layout.h",
+        .name = "attention_decode", .kind = HONE_SLOT_KIND_ATTENTION_DECODE, .dtype = -1, .rev = 3,
+        .rev_why = "rows of more than 512 keys are computed in segments of 512 keys, folded in order "
+                   "(engine/kv_layout.h HONE_ATT_SEG), and the scratch is shared by a call's shares",
         .math = "One query per head over the paged cache: out[h][d] = sum_j softmax_j(scale * q[h] . "
                 "K[j][kvh]) V[j][kvh][d] over keys j < n_kv, kvh = h / (n_heads / n_kv_heads); key j "
                 "lives in block block_table[j / block_size] at slot j % block_size, a block holding "
                 "[n_kv_heads][block_size][head_dim] f32 (one kv head's rows of a block contiguous: "
                 "key j of kv head kvh at ((block_table[j / block_size] * n_kv_heads + kvh) * "
-                "block_size + j % block_size) * head_dim); scratch: this share's >= n_kv floats.",
+                "block_size + j % block_size) * head_dim). A row of more than 512 keys is computed in "
+                "segments of 512 keys (keys [512 s, 512 s + 512)), each segment's softmax against its "
+                "own maximum m_s with normaliser l_s (double) and unnormalised output o_s, then folded "
+                "in segment order as hone_cpu_att_fold (kernels/cpu/common.h) does: M = max, a = "
+                "expf(m - M), b = expf(m_s - M), l = l a + l_s b, A[d] = fmaf(o_s[d], b, A[d] a); "
+                "out = A * (float)(1.0 / l). scratch: one buffer shared by all shares of the call, of "
+                "max(n_kv, n_heads * ceil(n_kv / 512) * (head_dim + 4)) floats. On the CPU, with at "
+                "most 512 keys the shares split the heads and write out; with more, the shares write no out: "
+                "together they leave in scratch the partial of every (head h, segment s), at float "
+                "(h * ceil(n_kv / 512) + s) * (head_dim + 4): head_dim floats of o_s, then m_s (a "
+                "float), one unused float, l_s (a double); the caller folds them into out after the "
+                "last share (kernels/cpu/attention_decode.c hone_cpu_attention_decode_fold). CUDA: "
+                "each row whole (its segments folded in order) into out, scratch its scores.",
         .fn_type = "hone_slot_attention_decode_fn", .n_args = 12,
         .args = {ATTN_ARGS_HEAD,
                  {.name = "n_kv", .ctype = "int64_t", .role = HONE_SLOT_ARG_DIM, .dims = {A_NKV, HONE_SLOT_END},
@@ -756,10 +780,12 @@ static const hone_slot_desc builtin[HONE_SLOT_COUNT] = {
         .share_units = L(A_N, A_HEADS), .share_len = L(A_HD), .cmp_rows = L(A_N, A_HEADS),
         .cuda_x = L(A_HEADS), .cuda_y = L(A_N),
         .cost = cost_attention, .derive = derive_attention, .shapes = shapes_attention,
+        .scratch_elems = scratch_attention_decode, .finish = finish_attention_decode,
         .invoke = invoke_attention_decode, .cpu_baseline = (void *)hone_cpu_attention_decode},
     [HONE_SLOT_ATTENTION_PREFILL] = {
-        .name = "attention_prefill", .kind = HONE_SLOT_KIND_ATTENTION_PREFILL, .dtype = -1, .rev = 2,
-        .rev_why = "the KV cache's layout, engine/kv_layout.h",
+        .name = "attention_prefill", .kind = HONE_SLOT_KIND_ATTENTION_PREFILL, .dtype = -1, .rev = 3,
+        .rev_why = "rows of more than 512 keys are computed in segments of 512 keys, folded in order "
+                   "(engine/kv_layout.h HONE_ATT_SEG), as attention_decode's",
         .math = "Causal attention for n queries at positions pos0 .. pos0+n-1 (their K/V already in "
                 "the cache): query t sees keys j <= pos0 + t; q[n][n_heads][head_dim], out likewise; "
                 "each (t, h) row bitwise equal to attention_decode with n_kv = pos0 + t + 1; "
@@ -987,6 +1013,7 @@ int hone_slots_arg_is_tensor(hone_slot_role r)
 
 int64_t hone_slots_arg_elems(const hone_slot_desc *d, int a, const hone_slot_shape *s)
 {
+    if (d->args[a].role == HONE_SLOT_ARG_SCRATCH && d->scratch_elems) return d->scratch_elems(s);
     return hone_slots_arg_is_tensor(d->args[a].role) ? hone_slots_dims_prod(d->args[a].dims, s) : 1;
 }
 

@@ -70,8 +70,13 @@ typedef void (*hone_slot_rope_freqs_fn)(float *x, const int32_t *pos, const floa
 
 /* One query per head: out[h][d] = sum_j softmax_j(scale * q[h] . K[j][kvh]) V[j][kvh][d]
  * over keys j < n_kv, with kvh = h / (n_heads / n_kv_heads). q[n_heads][head_dim],
- * out[n_heads][head_dim]. scratch: this share's own workspace of >= n_kv floats.
- * Share: heads. */
+ * out[n_heads][head_dim]. A row of more than HONE_ATT_SEG keys is computed in segments of
+ * HONE_ATT_SEG keys folded in order (engine/kv_layout.h; kernels/cpu/common.h
+ * hone_cpu_att_fold). scratch: the call's workspace, shared by its shares, of
+ * hone_att_decode_scratch_floats(n_heads, head_dim, n_kv) floats. Share: heads (at most
+ * HONE_ATT_SEG keys: the shares write out), or (head, segment) partials, which the shares
+ * leave in the scratch at more keys and the caller folds into out after the last share
+ * (hone_cpu_attention_decode_fold: the descriptor's finish). */
 typedef void (*hone_slot_attention_decode_fn)(float *out, const float *q, const float *k_cache,
                                               const float *v_cache, const int32_t *block_table,
                                               int64_t n_kv, int64_t block_size, int64_t n_heads,
@@ -80,8 +85,14 @@ typedef void (*hone_slot_attention_decode_fn)(float *out, const float *q, const 
 
 /* Causal attention for n queries at positions pos0 .. pos0+n-1 (their K/V already in the
  * cache): query t sees keys j <= pos0 + t. q[n][n_heads][head_dim], out likewise.
- * Each (t, h) row must be bitwise equal to attention_decode with n_kv = pos0 + t + 1.
+ * Each (t, h) row must be bitwise equal to attention_decode with n_kv = pos0 + t + 1 (in
+ * segments of HONE_ATT_SEG keys beyond that many).
  * scratch: this share's own workspace of >= pos0 + n floats. Share: (token, head) rows. */
+/* attention_decode's finish on the CPU (its descriptor's): folds the partials the shares left
+ * in scratch into out at more than HONE_ATT_SEG keys; nothing at fewer. */
+void hone_cpu_attention_decode_fold(float *out, const float *scratch, int64_t n_heads, int64_t head_dim,
+                                    int64_t n_kv);
+
 typedef void (*hone_slot_attention_prefill_fn)(float *out, const float *q, const float *k_cache,
                                                const float *v_cache, const int32_t *block_table,
                                                int64_t n, int64_t pos0, int64_t block_size,
@@ -266,7 +277,8 @@ struct hone_slot_desc {
     const char *math;           /* the contract in words: math, layout, aliasing */
     int rev;                    /* the contract's revision (0: 1); a kernel written for another
                                  * is refused (its evidence's slot_rev, candidates/kernel_loader.c).
-                                 * Attention: 2, the KV layout of engine/kv_layout.h */
+                                 * Attention: 2, the KV layout of engine/kv_layout.h; 3, rows
+                                 * in segments of HONE_ATT_SEG keys, folded in order */
     const char *rev_why;        /* what revision rev changed, said in that refusal (NULL: none) */
     const char *fn_type;        /* "hone_slot_matvec_fn" */
     int n_args;
@@ -287,6 +299,12 @@ struct hone_slot_desc {
                                  * C one, with a SCRATCH followed by its row stride (int64) */
     /* Bytes moved at least and flops of one call of shape s. */
     void (*cost)(const hone_slot_desc *d, const hone_slot_shape *s, double *bytes, double *flops);
+    /* The SCRATCH argument's floats at shape s where the dims' product does not say it
+     * (attention_decode's shared partials); NULL: the product of its dims. */
+    int64_t (*scratch_elems)(const hone_slot_shape *s);
+    /* The caller's part of a CPU call, after all its shares (v: the call's argument values):
+     * attention_decode folds the partials its shares left in the scratch. NULL: none. */
+    void (*finish)(const hone_slot_value *v);
     /* Fills derived dims (attention: n_kv of a prefill, the block count) after the others. */
     void (*derive)(const hone_slot_desc *d, hone_slot_shape *s);
     /* The shape set: the shapes of model m (NULL: none), the SmolLM2-135M reference shapes and

@@ -59,6 +59,7 @@ static void layout(hone_case *c, size_t *off)
         if (g->role == HONE_SLOT_ARG_SCRATCH) {
             c->scratch_arg = a;
             c->scratch_len = hone_slots_arg_elems(d, a, s);
+            c->scratch_row = hone_slots_dims_prod(g->dims, s);
         }
         if (g->role == HONE_SLOT_ARG_KV) c->n_kv = s->d[g->bound];
     }
@@ -338,6 +339,9 @@ void hone_cases_call(void *fn, const hone_case *c, const uint8_t *base, float *o
     hone_slot_value v[HONE_SLOT_MAX_ARGS];
     case_values(c, base, out, scratch, v);
     c->d->invoke(fn, v, ith, nth);
+    /* a call's shares go 0 .. nth - 1 here: after the last, the caller's part (attention_decode
+     * folds its shares' partials; trusted code of this library, on numbers the kernel left) */
+    if (ith == nth - 1 && c->d->finish) c->d->finish(v);
 }
 
 void hone_cases_span(const hone_case *c, size_t *lo, size_t *hi)
@@ -350,7 +354,7 @@ void hone_cases_span(const hone_case *c, size_t *lo, size_t *hi)
 
 int64_t hone_cases_cuda_scratch_len(const hone_case *c)
 {
-    return c->scratch_arg < 0 ? 0 : c->share_units * c->scratch_len;
+    return c->scratch_arg < 0 ? 0 : c->share_units * c->scratch_row;
 }
 
 static void *arg_ptr(hone_cases_cuda_launch *o, int *k, const void *p)
@@ -380,7 +384,7 @@ void hone_cases_cuda_args(hone_cases_cuda_launch *o, const hone_case *c, uint8_t
         case HONE_SLOT_ARG_INOUT: o->args[a++] = arg_ptr(o, &np, dev_out); break;
         case HONE_SLOT_ARG_SCRATCH:
             o->args[a++] = arg_ptr(o, &np, scratch);
-            o->args[a++] = arg_i64(o, &ni, c->scratch_len); /* the row stride */
+            o->args[a++] = arg_i64(o, &ni, c->scratch_row); /* the row stride */
             break;
         case HONE_SLOT_ARG_DIM:
             if (g->flags & HONE_SLOT_ARG_DEVICE_I32) o->args[a++] = arg_ptr(o, &np, n_kv);

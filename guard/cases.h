@@ -38,6 +38,7 @@ typedef struct {
                                               * (k / unit_len) % units */
     size_t out_off[HONE_CASES_NOUT];         /* each preceded and followed by a canary */
     int64_t scratch_len;                     /* floats (attention) */
+    int64_t scratch_row;                     /* floats of a CUDA scratch row: the dims' product */
     size_t scratch_off;
     uint64_t in_hash;                        /* FNV-1a of all inputs after generation */
     int timing;                              /* 1: the case the speed gate times */
@@ -105,7 +106,7 @@ typedef struct {
 } hone_cases_cuda_launch;
 
 /* Floats of attention scratch a CUDA kernel needs for case c ([n * heads][n_kv]; the CPU's is
- * one row, scratch_len); 0 for the other slots. */
+ * one row, scratch_row); 0 for the other slots. */
 int64_t hone_cases_cuda_scratch_len(const hone_case *c);
 
 /* Fills *out for case c. dev: the device address of byte lo of a device copy of the case's

@@ -1,7 +1,6 @@
 /* attention_prefill: causal attention for a chunk of n queries over the paged KV cache, GQA.
  * Contract: engine/slots.h. Ideas: the (token, head) rows of one kv head, tokens then its query
- * heads, go through hone_cpu_attend_rows (kernels/cpu/common.h) 32 at a time (fewer at long
- * context, so that the tile keeps their scores; see below), each with its own
+ * heads, go through hone_cpu_attend_rows (kernels/cpu/common.h) 32 at a time, each with its own
  * causal length pos0 + t + 1, so they share every K and V read and a prefilled row equals the
  * decoded one bit for bit. Tiles are dealt to the threads in turn (later tokens cost more). */
 #include "kernels/cpu/common.h"
@@ -17,15 +16,9 @@ void hone_cpu_attention_prefill(float *out, const float *q, const float *k_cache
      * V stay in a 2 MiB L2 whatever its rows (2 threads, Sapphire Rapids, 64 tokens x 4 layers:
      * 0.92-1.0x the time of 64-row tiles at 128 .. 2k keys) */
     int64_t group = n_heads / n_kv_heads, rows = n * group, tile = 32;
-    /* a tile keeps its rows' scores from pass 1 only where they fit (HONE_CPU_ATT_KEEP floats
-     * beside row 0's in scratch), else pass 2 computes them again: half again the fmas and a
-     * second read of K. At long context fewer rows a tile that keep theirs cost less than the
-     * K and V reads the bigger tile shares (those come from L3 at these sizes), and the more
-     * rows keep theirs the fewer times K and V are read: with 512 KiB of scores (was 128) a
-     * tile holds 32 rows at 4k keys (was 8) and 16 at 8k (was 4); 64 tokens x 4 layers,
-     * 2 threads: 30.7 -> 22.8 ms at 4k, 104 -> 57 ms at 8k, same bits. */
-    int64_t keep_rows = 1 + HONE_CPU_ATT_KEEP / (pos0 + n);
-    if (keep_rows < tile && keep_rows >= 4) tile = keep_rows / 4 * 4;
+    /* a tile keeps its rows' scores from pass 1 (a segment's at most HONE_ATT_SEG keys a row, on
+     * the stack), so K is read once; rows of longer context go a segment at a time for the whole
+     * tile (hone_cpu_attend_rows), each segment's K and V read once for its 32 rows */
     int64_t per = (rows + tile - 1) / tile;
     float *o[HONE_CPU_ATT_ROWS];
     const float *qr[HONE_CPU_ATT_ROWS];

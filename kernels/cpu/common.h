@@ -363,16 +363,52 @@ static inline float hone_cpu_expf(float x)
  * the paged cache (kv head kvh). Scores are dot products in the lane order above; the softmax
  * normaliser is summed in double; V is accumulated in key order. Shared by attention_decode
  * and attention_prefill so that both give the same bits for the same row. */
-static inline void hone_cpu_attend_row_generic(float *restrict out, const float *restrict q,
+/* A segment's softmax state: its maximum score and its normaliser (the sum of exp(score - m)
+ * in key order, in double). */
+typedef struct {
+    float m;
+    double l;
+} hone_cpu_att_ml;
+
+/* Folds a segment into a row's running state (the row's unnormalised output A and its (m, l)),
+ * segments in key order: M = the larger maximum (a NaN does not replace it, as in the row's
+ * own maximum), a = exp(m_row - M), b = exp(m_seg - M); l_row = l_row a + l_seg b in double,
+ * A[d] = fma(o[d], b, A[d] a). The first segment is the state itself; after the last,
+ * out = A * (float)(1.0 / l), as for a row of one segment. */
+static inline void hone_cpu_att_fold(float *restrict A, hone_cpu_att_ml *acc, const float *restrict o,
+                                     hone_cpu_att_ml seg, int64_t head_dim)
+{
+    float M = acc->m;
+    if (seg.m > M) M = seg.m;
+    float a = hone_cpu_expf(acc->m - M), b = hone_cpu_expf(seg.m - M);
+    double la = acc->l * (double)a, lb = seg.l * (double)b;
+    acc->l = la + lb;
+    acc->m = M;
+    for (int64_t d = 0; d < head_dim; d++) {
+        float t = A[d] * a;
+        A[d] = fmaf(o[d], b, t);
+    }
+}
+
+/* The keys of segment j of a row of n_kv keys (0 past its last). */
+static inline int64_t hone_cpu_att_seg_len(int64_t n_kv, int64_t j)
+{
+    int64_t n = n_kv - j * HONE_ATT_SEG;
+    return n <= 0 ? 0 : n < HONE_ATT_SEG ? n : HONE_ATT_SEG;
+}
+
+/* One segment of a row (keys k0 .. k0 + n_kv - 1) in plain C: out gets its unnormalised
+ * output, the return its (m, l). */
+static inline hone_cpu_att_ml hone_cpu_attend_seg_generic(float *restrict out, const float *restrict q,
                                        const float *k_cache, const float *v_cache,
-                                       const int32_t *block_table, int64_t n_kv,
+                                       const int32_t *block_table, int64_t k0, int64_t n_kv,
                                        int64_t block_size, int64_t n_kv_heads, int64_t kvh,
                                        int64_t head_dim, float scale, float *restrict scores)
 {
     int64_t full = head_dim / 32 * 32;
     float mx = -INFINITY;
     for (int64_t j = 0; j < n_kv; j++) {
-        const float *k = k_cache + hone_kv_offset(block_table, j, block_size, n_kv_heads, kvh, head_dim);
+        const float *k = k_cache + hone_kv_offset(block_table, k0 + j, block_size, n_kv_heads, kvh, head_dim);
         float acc[HONE_LANES] = {0};
         for (int64_t c = 0; c < full; c += 32) hone_cpu_dot32(acc, k + c, q + c);
         if (full < head_dim) hone_cpu_dot_tail(acc, k + full, q, full, head_dim);
@@ -387,12 +423,48 @@ static inline void hone_cpu_attend_row_generic(float *restrict out, const float 
     }
     for (int64_t d = 0; d < head_dim; d++) out[d] = 0.0f;
     for (int64_t j = 0; j < n_kv; j++) {
-        const float *v = v_cache + hone_kv_offset(block_table, j, block_size, n_kv_heads, kvh, head_dim);
+        const float *v = v_cache + hone_kv_offset(block_table, k0 + j, block_size, n_kv_heads, kvh, head_dim);
         float p = scores[j];
         for (int64_t d = 0; d < head_dim; d++) out[d] = fmaf(p, v[d], out[d]);
     }
-    float inv = (float)(1.0 / sum);
+    return (hone_cpu_att_ml){mx, sum};
+}
+
+/* A segment function: the generic one above, or a vector one of the same bits. */
+typedef hone_cpu_att_ml (*hone_cpu_att_seg_fn)(float *restrict out, const float *restrict q, const float *k_cache,
+                                               const float *v_cache, const int32_t *block_table, int64_t k0,
+                                               int64_t n_kv, int64_t block_size, int64_t n_kv_heads, int64_t kvh,
+                                               int64_t head_dim, float scale, float *restrict scores);
+
+/* A row from its segments: the first into out, each further one into a stack row and folded
+ * in, then the normalisation. scores: >= min(n_kv, HONE_ATT_SEG) floats. */
+static inline __attribute__((always_inline)) void
+hone_cpu_attend_row_segs(hone_cpu_att_seg_fn seg, float *restrict out, const float *restrict q,
+                         const float *k_cache, const float *v_cache, const int32_t *block_table, int64_t n_kv,
+                         int64_t block_size, int64_t n_kv_heads, int64_t kvh, int64_t head_dim, float scale,
+                         float *restrict scores)
+{
+    hone_cpu_att_ml acc = seg(out, q, k_cache, v_cache, block_table, 0, hone_cpu_att_seg_len(n_kv, 0), block_size,
+                              n_kv_heads, kvh, head_dim, scale, scores);
+    for (int64_t j = 1; j * HONE_ATT_SEG < n_kv; j++) {
+        float o[head_dim];
+        hone_cpu_att_ml p = seg(o, q, k_cache, v_cache, block_table, j * HONE_ATT_SEG, hone_cpu_att_seg_len(n_kv, j),
+                                block_size, n_kv_heads, kvh, head_dim, scale, scores);
+        hone_cpu_att_fold(out, &acc, o, p, head_dim);
+    }
+    float inv = (float)(1.0 / acc.l);
     for (int64_t d = 0; d < head_dim; d++) out[d] *= inv;
+}
+
+/* The attention row in plain C (every head dim). */
+static inline void hone_cpu_attend_row_generic(float *restrict out, const float *restrict q,
+                                               const float *k_cache, const float *v_cache,
+                                               const int32_t *block_table, int64_t n_kv,
+                                               int64_t block_size, int64_t n_kv_heads, int64_t kvh,
+                                               int64_t head_dim, float scale, float *restrict scores)
+{
+    hone_cpu_attend_row_segs(hone_cpu_attend_seg_generic, out, q, k_cache, v_cache, block_table, n_kv, block_size,
+                             n_kv_heads, kvh, head_dim, scale, scores);
 }
 
 #ifdef __AVX__
@@ -1786,9 +1858,9 @@ static inline void hone_cpu_expf_n(float *e, const float *x, int64_t n)
  * independent chains; the exps 16 at a time (hone_cpu_expf16, the scalar hone_cpu_expf's bits)
  * and the double normaliser in key order as in the generic row; V is
  * accumulated per dimension in key order with one fma each. Same bits as the generic row. */
-static inline void hone_cpu_attend_row_simd(float *restrict out, const float *restrict q,
+static inline hone_cpu_att_ml hone_cpu_attend_seg_simd(float *restrict out, const float *restrict q,
                                             const float *k_cache, const float *v_cache,
-                                            const int32_t *block_table, int64_t n_kv,
+                                            const int32_t *block_table, int64_t k0, int64_t n_kv,
                                             int64_t block_size, int64_t n_kv_heads, int64_t kvh,
                                             int64_t head_dim, float scale, float *restrict scores)
 {
@@ -1798,19 +1870,23 @@ static inline void hone_cpu_attend_row_simd(float *restrict out, const float *re
     for (int i = 0; i < nv; i++) qv[i] = _mm512_loadu_ps(q + 16 * i);
     /* keys walked block by block of the paged cache (one table lookup a block, no division a
      * key); a key's score and its place in the sums do not depend on the walk */
-#define HONE_KV_BLOCK(cache, b0) ((cache) + hone_kv_block_offset(block_table[(b0) / block_size], block_size, n_kv_heads, kvh, head_dim))
+#define HONE_KV_BLOCK(cache, b0)                                                                   \
+    ((cache) + hone_kv_block_offset(block_table[(k0 + (b0)) / block_size], block_size, n_kv_heads, kvh, head_dim) + \
+     (k0 + (b0)) % block_size * head_dim)
+#define HONE_KV_RUN(b0) (n_kv - (b0) < block_size - (k0 + (b0)) % block_size ? n_kv - (b0) : block_size - (k0 + (b0)) % block_size)
     float mx = -INFINITY;
     int64_t j;
-    for (int64_t b0 = 0; b0 < n_kv; b0 += block_size) {
+    for (int64_t b0 = 0, nk; b0 < n_kv; b0 += nk) { /* a run of keys within one block */
         const float *kb = HONE_KV_BLOCK(k_cache, b0);
-        int64_t nk = n_kv - b0 < block_size ? n_kv - b0 : block_size, s = 0;
+        int64_t s = 0;
+        nk = HONE_KV_RUN(b0);
         float *sc = scores + b0;
         for (; s + 4 <= nk; s += 4) {
             /* a kv head's consecutive keys in a block are head_dim apart (engine/kv_layout.h) */
-            const float *k0 = kb + s * head_dim, *k1 = k0 + head_dim, *k2 = k1 + head_dim, *k3 = k2 + head_dim;
+            const float *ka = kb + s * head_dim, *k1 = ka + head_dim, *k2 = k1 + head_dim, *k3 = k2 + head_dim;
             __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
             for (int i = 0; i < nv; i++) {
-                a0 = _mm512_fmadd_ps(_mm512_loadu_ps(k0 + 16 * i), qv[i], a0);
+                a0 = _mm512_fmadd_ps(_mm512_loadu_ps(ka + 16 * i), qv[i], a0);
                 a1 = _mm512_fmadd_ps(_mm512_loadu_ps(k1 + 16 * i), qv[i], a1);
                 a2 = _mm512_fmadd_ps(_mm512_loadu_ps(k2 + 16 * i), qv[i], a2);
                 a3 = _mm512_fmadd_ps(_mm512_loadu_ps(k3 + 16 * i), qv[i], a3);
@@ -1844,9 +1920,9 @@ static inline void hone_cpu_attend_row_simd(float *restrict out, const float *re
     double sum = 0.0;
     for (j = 0; j < n_kv; j++) sum += scores[j];
     for (int i = 0; i < nv; i++) o[i] = _mm512_setzero_ps();
-    for (int64_t b0 = 0; b0 < n_kv; b0 += block_size) {
+    for (int64_t b0 = 0, nk; b0 < n_kv; b0 += nk) {
         const float *vb = HONE_KV_BLOCK(v_cache, b0);
-        int64_t nk = n_kv - b0 < block_size ? n_kv - b0 : block_size;
+        nk = HONE_KV_RUN(b0);
         for (int64_t s = 0; s < nk; s++) {
             const float *v = vb + s * head_dim;
             __m512 p = _mm512_set1_ps(scores[b0 + s]);
@@ -1854,8 +1930,9 @@ static inline void hone_cpu_attend_row_simd(float *restrict out, const float *re
         }
     }
 #undef HONE_KV_BLOCK
-    __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
-    for (int i = 0; i < nv; i++) _mm512_storeu_ps(out + 16 * i, _mm512_mul_ps(o[i], inv));
+#undef HONE_KV_RUN
+    for (int i = 0; i < nv; i++) _mm512_storeu_ps(out + 16 * i, o[i]);
+    return (hone_cpu_att_ml){mx, sum};
 }
 #endif
 
@@ -1868,7 +1945,7 @@ static inline void hone_cpu_attend_row(float *restrict out, const float *restric
 {
 #ifdef HONE_CPU_SIMD
     if (head_dim % 32 == 0 && head_dim <= 256) {
-        hone_cpu_attend_row_simd(out, q, k_cache, v_cache, block_table, n_kv, block_size,
+        hone_cpu_attend_row_segs(hone_cpu_attend_seg_simd, out, q, k_cache, v_cache, block_table, n_kv, block_size,
                                  n_kv_heads, kvh, head_dim, scale, scores);
         return;
     }
@@ -1885,9 +1962,9 @@ static inline void hone_cpu_attend_row(float *restrict out, const float *restric
  * dims 32, 64, 128, 256) use it from registers; R rows give R independent chains where one row
  * waits on fma and double-add latency. Two passes over the keys: the first computes every
  * score (the same lane-order dot product and tree) and keeps the running max; the second
- * takes each score back (kept from pass 1, row 0's in the scratch and the others' in
- * HONE_CPU_ATT_KEEP floats on the stack, where they fit: then pass 2 reads V alone, and K
- * once in all; where they do not, computed again by the same instructions, so the same bits),
+ * takes each score back (kept from pass 1 on the stack, at most a segment's HONE_ATT_SEG keys a
+ * row: pass 2 reads V alone, and K once in all; a caller without the keep gets them computed
+ * again by the same instructions, so the same bits),
  * exp(score - max) 16 at a time (hone_cpu_expf16 / hone_cpu_expf8x2, the
  * scalar hone_cpu_expf's bits), adds each exp to the row's double normaliser in key order and
  * accumulates V per dimension in key order with one fma each (the accumulators live in the
@@ -1920,7 +1997,6 @@ static inline void hone_cpu_attend_row(float *restrict out, const float *restric
 #else
 #define HONE_CPU_ATT_PREFETCH_L1 0
 #endif
-#define HONE_CPU_ATT_KEEP 131072 /* floats of scores kept on the stack (512 KiB) */
 
 #if defined(HONE_CPU_SIMD) || defined(HONE_CPU_AVX2)
 #define HONE_CPU_ATT_VEC 1
@@ -2286,7 +2362,7 @@ static inline __attribute__((always_inline)) void
 hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *const *q,
                   const int64_t *n_kv, int n_rows, const float *k_cache, const float *v_cache,
                   const int32_t *block_table, int64_t block_size, int64_t n_kv_heads, int64_t kvh,
-                  float scale, float *const *keep)
+                  float scale, float *const *keep, int64_t k0, hone_cpu_att_ml *ml)
 {
     float mx[HONE_CPU_ATT_ROWS];
     double sum[HONE_CPU_ATT_ROWS];
@@ -2302,7 +2378,8 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
             st.j0 = j0;
             st.nk = nmax - j0 < HONE_CPU_ATT_KEYS ? (int)(nmax - j0) : HONE_CPU_ATT_KEYS;
             int64_t off[HONE_CPU_ATT_KEYS];
-            hone_cpu_att_offsets(off, j0, st.nk, block_table, block_size, n_kv_heads, kvh, head_dim);
+            hone_cpu_att_offsets(off, k0 + j0, st.nk, block_table, block_size, n_kv_heads, kvh, head_dim);
+            st.k[0] = k_cache, st.v[0] = v_cache; /* (nk >= 1: set again below) */
             for (int s = 0; s < st.nk; s++) {
                 st.k[s] = k_cache + off[s];
                 st.v[s] = v_cache + off[s];
@@ -2320,7 +2397,7 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
              * into L1 were slower still) */
             int64_t ja = j0 + HONE_CPU_ATT_AHEAD * HONE_CPU_ATT_KEYS;
             int na = ja < nmax ? (nmax - ja < HONE_CPU_ATT_KEYS ? (int)(nmax - ja) : HONE_CPU_ATT_KEYS) : 0;
-            hone_cpu_att_offsets(off, ja, na, block_table, block_size, n_kv_heads, kvh, head_dim);
+            hone_cpu_att_offsets(off, k0 + ja, na, block_table, block_size, n_kv_heads, kvh, head_dim);
             const float *pf = pass == 1 || !keep ? k_cache : NULL, *pv = pass == 2 ? v_cache : NULL;
             if (HONE_CPU_ATT_PREFETCH_L1 && n_rows <= HONE_CPU_ATT_L1_ROWS) {
                 hone_cpu_att_prefetch(pf, pv, off, na, head_dim, 3);
@@ -2334,7 +2411,7 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
                     if (jt >= pass_keys && pass == 1) /* pass 2 (which reads K again without keep) */
                         jt -= pass_keys, fk = keep ? NULL : k_cache, fv = v_cache;
                     int nf = jt < nmax ? (nmax - jt < HONE_CPU_ATT_KEYS ? (int)(nmax - jt) : HONE_CPU_ATT_KEYS) : 0;
-                    hone_cpu_att_offsets(off, jt, nf, block_table, block_size, n_kv_heads, kvh, head_dim);
+                    hone_cpu_att_offsets(off, k0 + jt, nf, block_table, block_size, n_kv_heads, kvh, head_dim);
                     hone_cpu_att_prefetch(fk, fv, off, nf, head_dim, 2);
                 }
             } else
@@ -2353,6 +2430,10 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
 #undef HONE_CPU_ATT_GROUP
         }
     for (int r = 0; r < n_rows; r++) {
+        if (ml) { /* a segment of the rows: its state, the output unnormalised */
+            ml[r] = (hone_cpu_att_ml){mx[r], sum[r]};
+            continue;
+        }
         hone_cpu_av inv = hone_cpu_av_set1((float)(1.0 / sum[r]));
         if (n_kv[r] <= 0)
             for (int i = 0; i < NV; i++) hone_cpu_av_store(out[r] + 16 * i, hone_cpu_av_zero());
@@ -2362,30 +2443,29 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
 }
 #endif
 
-/* n_rows (<= HONE_CPU_ATT_ROWS) attention rows of kv head kvh: row r is
- * hone_cpu_attend_row(out[r], q[r], ..., n_kv[r], ...) bit for bit. scratch: >= max n_kv
- * floats (the generic path's scores; the vector paths need none). */
-static inline void hone_cpu_attend_rows(float *const *out, const float *const *q, const int64_t *n_kv,
-                                        int n_rows, const float *k_cache, const float *v_cache,
-                                        const int32_t *block_table, int64_t block_size,
-                                        int64_t n_kv_heads, int64_t kvh, int64_t head_dim,
-                                        float scale, float *scratch)
+/* One segment (keys k0 .. k0 + n_kv[r] - 1, at most HONE_ATT_SEG) of n_rows (<= HONE_CPU_ATT_ROWS)
+ * attention rows of kv head kvh: with ml, out[r] gets row r's unnormalised output and ml[r] its
+ * (m, l) (rows of no keys untouched); without, the normalised rows. Each row's bits are those of
+ * hone_cpu_attend_row's segment. scratch: >= HONE_ATT_SEG floats (the generic path's scores; the
+ * vector paths keep theirs on the stack). */
+static inline void hone_cpu_attend_rows_seg(float *const *out, const float *const *q, const int64_t *n_kv,
+                                            int n_rows, const float *k_cache, const float *v_cache,
+                                            const int32_t *block_table, int64_t block_size,
+                                            int64_t n_kv_heads, int64_t kvh, int64_t head_dim,
+                                            float scale, float *scratch, int64_t k0, hone_cpu_att_ml *ml)
 {
 #ifdef HONE_CPU_ATT_VEC
 #define HONE_CPU_ATT_TILE(NV, R)                                                                   \
     hone_cpu_att_tile(NV, R, out, q, n_kv, n_rows, k_cache, v_cache, block_table, block_size,      \
-                      n_kv_heads, kvh, scale, kp)
+                      n_kv_heads, kvh, scale, kr, k0, ml)
     if (head_dim % 32 == 0 && head_dim <= 256) {
-        /* each row's scores kept from pass 1 (row 0 in scratch, the others here) where they
-         * fit, so that pass 2 reads V alone */
-        float keep[HONE_CPU_ATT_KEEP], *kr[HONE_CPU_ATT_ROWS], *const *kp = kr;
+        /* each row's scores kept from pass 1, so that pass 2 reads V alone (64 rows of a
+         * segment's 512 keys: 128 KiB) */
+        float keep[HONE_CPU_ATT_ROWS * HONE_ATT_SEG], *kr[HONE_CPU_ATT_ROWS];
         int64_t used = 0;
-        kr[0] = scratch;
-        for (int r = 1; r < n_rows && kp; r++) {
-            int64_t need = n_kv[r] > 0 ? n_kv[r] : 0;
-            if (used + need > HONE_CPU_ATT_KEEP) kp = NULL;
+        for (int r = 0; r < n_rows; r++) {
             kr[r] = keep + used;
-            used += need;
+            used += n_kv[r] > 0 ? n_kv[r] : 0;
         }
         switch (head_dim) {
         case 32: HONE_CPU_ATT_TILE(2, 4); break;
@@ -2401,9 +2481,103 @@ static inline void hone_cpu_attend_rows(float *const *out, const float *const *q
     }
 #undef HONE_CPU_ATT_TILE
 #endif
+    for (int r = 0; r < n_rows; r++) {
+        if (ml && n_kv[r] <= 0) continue;
+        hone_cpu_att_ml p = hone_cpu_attend_seg_generic(out[r], q[r], k_cache, v_cache, block_table, k0, n_kv[r],
+                                                        block_size, n_kv_heads, kvh, head_dim, scale, scratch);
+        if (ml) {
+            ml[r] = p;
+            continue;
+        }
+        float inv = (float)(1.0 / p.l);
+        for (int64_t d = 0; d < head_dim; d++) out[r][d] *= inv;
+    }
+}
+
+/* attention_decode's partial of (head h, segment j) in its scratch (engine/kv_layout.h). */
+static inline float *hone_cpu_att_part(float *scratch, int64_t h, int64_t j, int64_t nseg, int64_t head_dim)
+{
+    return scratch + (h * nseg + j) * (head_dim + HONE_ATT_PART_ML);
+}
+
+static inline void hone_cpu_att_put_ml(float *rec, int64_t head_dim, hone_cpu_att_ml ml)
+{
+    memcpy(rec + head_dim, &ml.m, sizeof ml.m);
+    memcpy(rec + head_dim + 2, &ml.l, sizeof ml.l);
+}
+
+static inline hone_cpu_att_ml hone_cpu_att_get_ml(const float *rec, int64_t head_dim)
+{
+    hone_cpu_att_ml ml;
+    memcpy(&ml.m, rec + head_dim, sizeof ml.m);
+    memcpy(&ml.l, rec + head_dim + 2, sizeof ml.l);
+    return ml;
+}
+
+/* Row r of a segmented computation gets segment j's partial (dst, p): the first is the state,
+ * each further one is folded in. */
+static inline void hone_cpu_att_take(float *restrict out, hone_cpu_att_ml *acc, const float *restrict o,
+                                     hone_cpu_att_ml p, int64_t j, int64_t head_dim)
+{
+    if (j == 0) {
+        if (o != out) memcpy(out, o, (size_t)head_dim * sizeof *out);
+        *acc = p;
+    } else {
+        hone_cpu_att_fold(out, acc, o, p, head_dim);
+    }
+}
+
+/* n_rows (<= HONE_CPU_ATT_ROWS) attention rows of kv head kvh: row r is
+ * hone_cpu_attend_row(out[r], q[r], ..., n_kv[r], ...) bit for bit. Rows of more than
+ * HONE_ATT_SEG keys go a segment at a time for all the rows, folded in order. scratch: >=
+ * HONE_ATT_SEG floats (the generic path's scores; the vector paths need none). */
+static inline void hone_cpu_attend_rows(float *const *out, const float *const *q, const int64_t *n_kv,
+                                        int n_rows, const float *k_cache, const float *v_cache,
+                                        const int32_t *block_table, int64_t block_size,
+                                        int64_t n_kv_heads, int64_t kvh, int64_t head_dim,
+                                        float scale, float *scratch)
+{
+    int64_t nmax = 0;
     for (int r = 0; r < n_rows; r++)
-        hone_cpu_attend_row_generic(out[r], q[r], k_cache, v_cache, block_table, n_kv[r],
-                                    block_size, n_kv_heads, kvh, head_dim, scale, scratch);
+        if (n_kv[r] > nmax) nmax = n_kv[r];
+    if (nmax <= HONE_ATT_SEG) {
+        hone_cpu_attend_rows_seg(out, q, n_kv, n_rows, k_cache, v_cache, block_table, block_size, n_kv_heads, kvh,
+                                 head_dim, scale, scratch, 0, NULL);
+        return;
+    }
+    float tmp[HONE_CPU_ATT_ROWS][256] __attribute__((aligned(64)));
+    float *dst[HONE_CPU_ATT_ROWS];
+    int64_t len[HONE_CPU_ATT_ROWS];
+    hone_cpu_att_ml acc[HONE_CPU_ATT_ROWS] = {{0.0f, 0.0}}, p[HONE_CPU_ATT_ROWS];
+    for (int64_t j = 0; j * HONE_ATT_SEG < nmax; j++) {
+        for (int r = 0; r < n_rows; r++) {
+            len[r] = hone_cpu_att_seg_len(n_kv[r], j);
+            dst[r] = j == 0 || head_dim > 256 ? out[r] : tmp[r];
+        }
+        if (j > 0 && head_dim > 256) { /* the generic path's rows, one at a time */
+            for (int r = 0; r < n_rows; r++) {
+                if (!len[r]) continue;
+                float o[head_dim];
+                hone_cpu_att_ml q1 = hone_cpu_attend_seg_generic(o, q[r], k_cache, v_cache, block_table,
+                                                                 j * HONE_ATT_SEG, len[r], block_size, n_kv_heads,
+                                                                 kvh, head_dim, scale, scratch);
+                hone_cpu_att_fold(out[r], &acc[r], o, q1, head_dim);
+            }
+            continue;
+        }
+        hone_cpu_attend_rows_seg(dst, q, len, n_rows, k_cache, v_cache, block_table, block_size, n_kv_heads, kvh,
+                                 head_dim, scale, scratch, j * HONE_ATT_SEG, p);
+        for (int r = 0; r < n_rows; r++)
+            if (len[r]) hone_cpu_att_take(out[r], &acc[r], dst[r], p[r], j, head_dim);
+    }
+    for (int r = 0; r < n_rows; r++) {
+        if (n_kv[r] <= 0) {
+            memset(out[r], 0, (size_t)head_dim * sizeof *out[r]);
+            continue;
+        }
+        float inv = (float)(1.0 / acc[r].l);
+        for (int64_t d = 0; d < head_dim; d++) out[r][d] *= inv;
+    }
 }
 
 /* ---- the fused slots' baselines: the unfused composition, bitwise ------------------------

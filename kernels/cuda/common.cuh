@@ -413,20 +413,27 @@ __device__ __forceinline__ hone_i64 hone_kv_offset(const hone_i32 *block_table, 
     return (((hone_i64)block_table[j / block_size] * n_kv_heads + kvh) * block_size + j % block_size) * head_dim;
 }
 
+/* Rows of more than HONE_ATT_SEG keys go in segments of HONE_ATT_SEG keys, folded in order
+ * (engine/kv_layout.h, revision 3 of the attention contract). */
+#define HONE_ATT_SEG 512
+
 /* One attention row, computed by a whole block: out[d] = sum_j softmax_j(scale q . K_j) V_j[d]
  * over keys j < n_kv of the paged cache (kv head kvh), the CPU's hone_cpu_attend_row step by
- * step: (1) one thread per key computes its score in the 16-lane order, times scale, into
- * scores[j]; the block takes the max; (2) scores[j] = expf(s - max), their sum in double (a
- * block tree instead of the CPU's sequence: a difference of double roundings only); (3) one
- * thread per dimension d accumulates p_j V_j[d] over j in key order with one fma each, then
- * multiplies by (float)(1 / sum). scores: this row's n_kv floats of global scratch. */
+ * step, a segment of HONE_ATT_SEG keys at a time: (1) one thread per key computes its score in
+ * the 16-lane order, times scale, into scores[j]; the block takes the segment's max m; (2)
+ * scores[j] = expf(s - m), their sum l in double (a block tree instead of the CPU's sequence: a
+ * difference of double roundings only); (3) one thread per dimension d accumulates p_j V_j[d]
+ * over the segment's j in key order with one fma each. The first segment's (A, M, L) is the
+ * row's state; each further one is folded in as hone_cpu_att_fold does (M = the larger max, a =
+ * expf(M_old - M), b = expf(m - M), L = L a + l b, A[d] = fma(o[d], b, A[d] a)), and at the end
+ * out[d] = A[d] * (float)(1 / L). A[d] waits in out[d] (each thread owns its dimensions).
+ * scores: this row's n_kv floats of global scratch. */
 __device__ __forceinline__ void hone_attend_row(float *out, const float *q, const float *k_cache,
                                                 const float *v_cache, const hone_i32 *block_table,
                                                 hone_i64 n_kv, hone_i64 block_size,
                                                 hone_i64 n_kv_heads, hone_i64 kvh,
                                                 hone_i64 head_dim, float scale, float *scores)
 {
-    float mx = -__int_as_float(0x7f800000);
     for (hone_i64 j = threadIdx.x; j < n_kv; j += blockDim.x) {
         const float *k = k_cache + hone_kv_offset(block_table, j, block_size, n_kv_heads, kvh, head_dim);
         float acc[HONE_LANES];
@@ -437,39 +444,58 @@ __device__ __forceinline__ void hone_attend_row(float *out, const float *q, cons
             for (int l = 0; l < HONE_LANES; l++)
                 if (c0 + l < head_dim) acc[l] = __fmaf_rn(k[c0 + l], q[c0 + l], acc[l]);
         }
-        float s = __fmul_rn(hone_lanes_sum_regs(acc), scale);
-        scores[j] = s;
-        mx = fmaxf(mx, s);
+        scores[j] = __fmul_rn(hone_lanes_sum_regs(acc), scale);
     }
-    mx = hone_block_max(mx);
-    double part = 0.0;
-    for (hone_i64 j = threadIdx.x; j < n_kv; j += blockDim.x) {
-        float p = hone_expf(__fsub_rn(scores[j], mx));
-        scores[j] = p;
-        part += (double)p;
-    }
-    double sum = hone_block_sum_f64(part); /* its barriers also publish scores[] to the block */
-    float inv = (float)(1.0 / sum);
-    for (hone_i64 d = threadIdx.x; d < head_dim; d += blockDim.x) {
-        float o = 0.0f;
-        hone_i64 j = 0;
-        for (; j + HONE_ATT_UNROLL <= n_kv; j += HONE_ATT_UNROLL) {
-            float vv[HONE_ATT_UNROLL], pp[HONE_ATT_UNROLL];
+    float M = 0.0f;
+    double L = 0.0;
+    int nk = (int)n_kv, hd = (int)head_dim;
+#pragma unroll 1
+    for (int k0 = 0; k0 < nk || k0 == 0; k0 += HONE_ATT_SEG) {
+        int k1 = nk - k0 < HONE_ATT_SEG ? nk : k0 + HONE_ATT_SEG;
+        float mx = -__int_as_float(0x7f800000);
+        for (int j = k0 + (int)threadIdx.x; j < k1; j += blockDim.x) mx = fmaxf(mx, scores[j]);
+        mx = hone_block_max(mx); /* (its first barrier publishes the scores) */
+        double part = 0.0;
+        for (int j = k0 + (int)threadIdx.x; j < k1; j += blockDim.x) {
+            float p = hone_expf(__fsub_rn(scores[j], mx));
+            scores[j] = p;
+            part += (double)p;
+        }
+        double sum = hone_block_sum_f64(part); /* its barriers also publish scores[] to the block */
+        float a = 1.0f, b = 1.0f;
+        if (k0 > 0) { /* every thread the same values */
+            float M2 = mx > M ? mx : M, e[2];
+#pragma unroll 1
+            for (int t = 0; t < 2; t++) e[t] = hone_expf(__fsub_rn(t ? mx : M, M2)); /* one exp site */
+            a = e[0], b = e[1];
+            L = __dadd_rn(__dmul_rn(L, (double)a), __dmul_rn(sum, (double)b));
+            M = M2;
+        } else {
+            L = sum;
+            M = mx;
+        }
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+            float o = 0.0f;
+            int j = k0;
+            for (; j + HONE_ATT_UNROLL <= k1; j += HONE_ATT_UNROLL) {
+                float vv[HONE_ATT_UNROLL], pp[HONE_ATT_UNROLL];
 #pragma unroll
-            for (int u = 0; u < HONE_ATT_UNROLL; u++) {
-                hone_i64 jj = j + u;
-                vv[u] = v_cache[hone_kv_offset(block_table, jj, block_size, n_kv_heads, kvh, head_dim) + d];
-                pp[u] = scores[jj];
+                for (int u = 0; u < HONE_ATT_UNROLL; u++) {
+                    int jj = j + u;
+                    vv[u] = v_cache[hone_kv_offset(block_table, jj, block_size, n_kv_heads, kvh, head_dim) + d];
+                    pp[u] = scores[jj];
+                }
+#pragma unroll
+                for (int u = 0; u < HONE_ATT_UNROLL; u++) o = __fmaf_rn(pp[u], vv[u], o);
             }
-#pragma unroll
-            for (int u = 0; u < HONE_ATT_UNROLL; u++) o = __fmaf_rn(pp[u], vv[u], o);
+            for (; j < k1; j++)
+                o = __fmaf_rn(scores[j], v_cache[hone_kv_offset(block_table, j, block_size, n_kv_heads, kvh, head_dim) + d], o);
+            out[d] = k0 > 0 ? __fmaf_rn(o, b, __fmul_rn(out[d], a)) : o;
         }
-        for (; j < n_kv; j++) {
-            hone_i64 blk = block_table[j / block_size], slot = j % block_size;
-            o = __fmaf_rn(scores[j], v_cache[((blk * block_size + slot) * n_kv_heads + kvh) * head_dim + d], o);
-        }
-        out[d] = __fmul_rn(o, inv);
+        if (k1 >= nk) break;
     }
+    float inv = (float)(1.0 / L);
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) out[d] = __fmul_rn(out[d], inv);
 }
 
 #endif

@@ -579,7 +579,8 @@ static void test_evidence_object_hash(void)
 }
 
 /* A kernel vetted against another revision of its slot's contract is refused: the attention
- * slots are at revision 2 (the KV layout of engine/kv_layout.h), and evidence without slot_rev
+ * slots are at revision 3 (rows in segments of HONE_ATT_SEG keys, after revision 2's KV layout
+ * of engine/kv_layout.h), and evidence without slot_rev
  * (written before the field, under the old layout) is revision 1. The kernel is a byte-different
  * copy of the baseline, so the loader compiles it and reads its evidence. */
 static void test_evidence_contract_rev(void)
@@ -597,16 +598,16 @@ static void test_evidence_contract_rev(void)
     write_file(k.cpu, "attention_decode.c", src);
     hone_compile_cpu_result r;
     guard_compile(&r, &k, src);
-    CHECK_EQ_INT(hone_slots_rev(HONE_SLOT_ATTENTION_DECODE), 2);
+    CHECK_EQ_INT(hone_slots_rev(HONE_SLOT_ATTENTION_DECODE), 3);
     CHECK_EQ_INT(hone_slots_rev(HONE_SLOT_ADD), 1);
 
-    /* evidence as the guard writes it now: slot_rev 2, installed */
+    /* evidence as the guard writes it now: slot_rev 3, installed */
     hone_evidence ev = HONE_EVIDENCE_INIT;
     ev.so_hash = r.so_hash;
     char *json = NULL;
     CHECK_EQ_INT(hone_evidence_to_json(&json, &ev, "attention_decode", "cpu"), 0);
     cJSON *parsed = json ? cJSON_Parse(json) : NULL;
-    CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(parsed, "slot_rev")) == 2.0);
+    CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(parsed, "slot_rev")) == 3.0);
     cJSON_Delete(parsed);
     if (json) write_file(k.cpu, "attention_decode.evidence.json", json);
     free(json);
@@ -623,8 +624,12 @@ static void test_evidence_contract_rev(void)
     char old[600];
     snprintf(old, sizeof old, "{\"slot\": \"attention_decode\", \"candidate\": {\"so_hash\": \"%s\"}}\n", r.so_hash);
     check_refused(&k, HONE_SLOT_ATTENTION_DECODE, old,
-                  "revision 1 of the attention_decode contract, which is now at revision 2 (engine/slots.h; "
-                  "the KV cache's layout, engine/kv_layout.h)");
+                  "revision 1 of the attention_decode contract, which is now at revision 3 (engine/slots.h; "
+                  "rows of more than 512 keys are computed in segments of 512 keys");
+    /* and evidence of revision 2 (the single softmax over any number of keys) */
+    snprintf(old, sizeof old, "{\"slot\": \"attention_decode\", \"slot_rev\": 2, \"candidate\": {\"so_hash\": \"%s\"}}\n",
+             r.so_hash);
+    check_refused(&k, HONE_SLOT_ATTENTION_DECODE, old, "revision 2 of the attention_decode contract, which is now at revision 3");
     /* a slot_rev that is not a number is refused too */
     check_refused(&k, HONE_SLOT_ATTENTION_DECODE, "{\"slot_rev\": \"2\"}", "not a number");
     hone_compile_cpu_result_clear(&r);

@@ -24,6 +24,8 @@ void hone_cpu_attention_prefill(float *out, const float *q, const float *k_cache
                                 int64_t pos0, int64_t block_size, int64_t n_heads,
                                 int64_t n_kv_heads, int64_t head_dim, float scale, float *scratch,
                                 int ith, int nth);
+void hone_cpu_attention_decode_fold(float *out, const float *scratch, int64_t n_heads, int64_t head_dim,
+                                    int64_t n_kv);
 
 static uint64_t rng = 0x7a11e5eedf00dull;
 static float frand(void) /* [-1, 1) */
@@ -141,10 +143,12 @@ static void check_slots(int64_t hd, int64_t nkvh, int64_t group, int64_t n, int6
                                        scr + ith * n_kv, ith, nth);
         CHECK_MSG(bits_equal(got, want, (int64_t)sz), "prefill hd %lld group %lld pos0 %lld nth %d",
                   (long long)hd, (long long)group, (long long)pos0, nth);
-        float *d = got;
-        for (int ith = 0; ith < nth; ith++)
+        float *d = got, *dscr = malloc((size_t)hone_att_decode_scratch_floats(nh, hd, n_kv) * sizeof(float));
+        for (int ith = 0; ith < nth; ith++) /* the shares of one call share its scratch */
             hone_cpu_attention_decode(d, q + (n - 1) * nh * hd, c.k, c.v, c.bt, n_kv, bs, nh, nkvh, hd,
-                                      scale, scr + ith * n_kv, ith, nth);
+                                      scale, dscr, ith, nth);
+        hone_cpu_attention_decode_fold(d, dscr, nh, hd, n_kv); /* the caller's part */
+        free(dscr);
         CHECK_MSG(bits_equal(d, want + (n - 1) * nh * hd, nh * hd), "decode hd %lld group %lld pos0 %lld nth %d",
                   (long long)hd, (long long)group, (long long)pos0, nth);
     }
@@ -162,20 +166,21 @@ static void test_slots_match_rows(void)
                         g == 2 ? 300.0f : 1.0f, 0.0883f);
 }
 
-/* Decode at long context (SmolLM2-135M's heads: 9 query heads on 3 kv heads of 64), where each
- * row's scores are kept from pass 1 (4096 + 5 keys) and where the other rows' do not fit
- * HONE_CPU_ATT_KEEP and pass 2 computes them again (HONE_CPU_ATT_KEEP / 2 + 1 keys): every head
- * against the generic row, for 1 to 3 threads (the shares split kv heads, and a group's rows,
- * differently). */
+/* Decode at long context (SmolLM2-135M's heads: 9 query heads on 3 kv heads of 64): rows of
+ * one segment (HONE_ATT_SEG keys), of one key more, of segments that end mid-block, and of
+ * 4096 + 5 keys, every head against the generic row, for 1 to 3 threads: past one segment the
+ * shares take (kv head, segment) items into the scratch they share, and the caller folds them
+ * (hone_cpu_attention_decode_fold), so a row's segments come from different shares. */
 static void test_decode_long_context(void)
 {
-    static const int64_t nkvs[] = {4096 + 5, HONE_CPU_ATT_KEEP / 2 + 1};
+    static const int64_t nkvs[] = {4096 + 5, HONE_ATT_SEG, HONE_ATT_SEG + 1, 3 * HONE_ATT_SEG + 7};
     for (size_t b = 0; b < sizeof nkvs / sizeof nkvs[0]; b++) {
-        int64_t n_kv = nkvs[b], nh = 9, nkvh = 3, hd = 64, bs = 16;
-        cache c = make_cache(n_kv, bs, nkvh, hd, b ? 300.0f : 1.0f);
+        int64_t n_kv = nkvs[b], nh = 9, nkvh = 3, hd = 64, bs = b == 3 ? 7 : 16;
+        cache c = make_cache(n_kv, bs, nkvh, hd, b == 1 ? 300.0f : 1.0f);
         size_t sz = (size_t)(nh * hd);
         float *q = malloc(sz * sizeof(float)), *want = malloc(sz * sizeof(float));
-        float *got = malloc(sz * sizeof(float)), *scr = malloc((size_t)n_kv * 3 * sizeof(float));
+        float *got = malloc(sz * sizeof(float)), *scr = malloc((size_t)n_kv * sizeof(float));
+        float *dscr = malloc((size_t)hone_att_decode_scratch_floats(nh, hd, n_kv) * sizeof(float));
         for (size_t i = 0; i < sz; i++) q[i] = frand();
         for (int64_t h = 0; h < nh; h++)
             hone_cpu_attend_row_generic(want + h * hd, q + h * hd, c.k, c.v, c.bt, n_kv, bs, nkvh,
@@ -183,19 +188,75 @@ static void test_decode_long_context(void)
         for (int nth = 1; nth <= 3; nth++) {
             for (size_t i = 0; i < sz; i++) got[i] = NAN;
             for (int ith = 0; ith < nth; ith++)
-                hone_cpu_attention_decode(got, q, c.k, c.v, c.bt, n_kv, bs, nh, nkvh, hd, 0.125f,
-                                          scr + ith * n_kv, ith, nth);
+                hone_cpu_attention_decode(got, q, c.k, c.v, c.bt, n_kv, bs, nh, nkvh, hd, 0.125f, dscr, ith, nth);
+            hone_cpu_attention_decode_fold(got, dscr, nh, hd, n_kv);
             CHECK_MSG(bits_equal(got, want, (int64_t)sz), "decode n_kv %lld nth %d", (long long)n_kv, nth);
         }
-        free(q), free(want), free(got), free(scr);
+        free(q), free(want), free(got), free(scr), free(dscr);
         free_cache(&c);
     }
 }
 
-/* Prefill at long context: attention_prefill narrows its 32-row tiles so that each row's
- * scores are kept (32 rows a tile up to 4k keys, 12 at 9k, 8 at 17k) until even 4 rows' do not
- * fit, then 32-row tiles compute them again (45k keys): SmolLM2's heads (9 on 3 kv heads of 64),
- * the chunk's tokens straddling tile boundaries. */
+/* The segmented row itself: a row of at most HONE_ATT_SEG keys is the one softmax (max, exps,
+ * double normaliser, V in key order, one reciprocal), and a longer one is its segments' softmaxes
+ * folded as hone_cpu_att_fold says, written out here in scalar C from the segments' own scalar
+ * sums; and the folded row stays within 1e-6 of the one softmax computed in double. */
+static void test_segmented_row(void)
+{
+    int64_t hd = 32, bs = 16, nkvh = 1;
+    static const int64_t nkvs[] = {HONE_ATT_SEG, 2 * HONE_ATT_SEG + 100};
+    for (size_t b = 0; b < 2; b++) {
+        int64_t n_kv = nkvs[b], nseg = (n_kv + HONE_ATT_SEG - 1) / HONE_ATT_SEG;
+        cache c = make_cache(n_kv, bs, nkvh, hd, 1.0f);
+        float q[32], got[32], want[32], scr[4 * HONE_ATT_SEG], sc[3 * HONE_ATT_SEG];
+        for (int i = 0; i < 32; i++) q[i] = frand();
+        hone_cpu_attend_row_generic(got, q, c.k, c.v, c.bt, n_kv, bs, nkvh, 0, hd, 0.3f, scr);
+        float A[32] = {0}, M = -INFINITY;
+        double L = 0.0, exact[32] = {0}, den = 0.0, smax = -INFINITY;
+        for (int64_t j = 0; j < n_kv; j++) {
+            const float *k = c.k + hone_kv_offset(c.bt, j, bs, nkvh, 0, hd);
+            float acc[16] = {0};
+            for (int64_t d = 0; d < hd; d++) acc[d % 16] = fmaf(k[d], q[d], acc[d % 16]);
+            sc[j] = hone_cpu_lanes_sum(acc) * 0.3f;
+            if (sc[j] > smax) smax = sc[j];
+        }
+        for (int64_t s = 0; s < nseg; s++) {
+            int64_t j0 = s * HONE_ATT_SEG, j1 = j0 + HONE_ATT_SEG < n_kv ? j0 + HONE_ATT_SEG : n_kv;
+            float m = -INFINITY, o[32] = {0};
+            double l = 0.0;
+            for (int64_t j = j0; j < j1; j++)
+                if (sc[j] > m) m = sc[j];
+            for (int64_t j = j0; j < j1; j++) {
+                float p = hone_cpu_expf(sc[j] - m);
+                const float *v = c.v + hone_kv_offset(c.bt, j, bs, nkvh, 0, hd);
+                l += p;
+                for (int64_t d = 0; d < hd; d++) o[d] = fmaf(p, v[d], o[d]);
+            }
+            if (s == 0) {
+                memcpy(A, o, sizeof A), M = m, L = l;
+                continue;
+            }
+            float M2 = m > M ? m : M, a = hone_cpu_expf(M - M2), e = hone_cpu_expf(m - M2);
+            L = L * (double)a + l * (double)e;
+            for (int64_t d = 0; d < hd; d++) A[d] = fmaf(o[d], e, A[d] * a);
+            M = M2;
+        }
+        for (int64_t d = 0; d < hd; d++) want[d] = A[d] * (float)(1.0 / L);
+        CHECK_MSG(bits_equal(got, want, hd), "segmented row, n_kv %lld", (long long)n_kv);
+        for (int64_t j = 0; j < n_kv; j++) {
+            double p = exp((double)sc[j] - smax);
+            const float *v = c.v + hone_kv_offset(c.bt, j, bs, nkvh, 0, hd);
+            den += p;
+            for (int64_t d = 0; d < hd; d++) exact[d] += p * v[d];
+        }
+        for (int64_t d = 0; d < hd; d++) CHECK(fabs(got[d] - exact[d] / den) < 1e-6);
+        free_cache(&c);
+    }
+}
+
+/* Prefill at long context: 32-row tiles walk the segments together, the chunk's rows ending in
+ * different segments (600 .. 45k keys): SmolLM2's heads (9 on 3 kv heads of 64), the chunk's
+ * tokens straddling tile boundaries. */
 static void test_prefill_long_context(void)
 {
     static const int64_t pos0s[] = {600, 1000, 4100, 9000, 17000, 45000};
@@ -204,4 +265,4 @@ static void test_prefill_long_context(void)
 }
 
 TEST_MAIN(TEST_CASE(test_tiles_match_rows), TEST_CASE(test_slots_match_rows), TEST_CASE(test_decode_long_context),
-          TEST_CASE(test_prefill_long_context))
+          TEST_CASE(test_segmented_row), TEST_CASE(test_prefill_long_context))
