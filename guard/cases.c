@@ -338,9 +338,16 @@ void hone_cases_call(void *fn, const hone_case *c, const uint8_t *base, float *o
 {
     hone_slot_value v[HONE_SLOT_MAX_ARGS];
     case_values(c, base, out, scratch, v);
+    /* a call's shares go 0 .. nth - 1 here. Before the first, a slot that the caller finishes
+     * gets its scratch poisoned: the fold must read what this call's shares left, not the partials
+     * of an earlier call (a kernel that wrote none would pass on the incumbent's) */
+    if (ith == 0 && c->d->finish && scratch) {
+        uint32_t p = HONE_CASES_POISON;
+        for (int64_t i = 0; i < c->scratch_len; i++) memcpy(&scratch[i], &p, 4);
+    }
     c->d->invoke(fn, v, ith, nth);
-    /* a call's shares go 0 .. nth - 1 here: after the last, the caller's part (attention_decode
-     * folds its shares' partials; trusted code of this library, on numbers the kernel left) */
+    /* after the last, the caller's part (attention_decode folds its shares' partials; trusted
+     * code of this library, on numbers the kernel left) */
     if (ith == nth - 1 && c->d->finish) c->d->finish(v);
 }
 

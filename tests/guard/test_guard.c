@@ -104,6 +104,10 @@ static const guard_test_expect RT[] = {
     {"code_in_text_offset.c", "swiglu", HONE_GUARD_ELF, "data object 'code' placed in executable section .text"},
     {"fnptr_call.c", "swiglu", HONE_GUARD_ELF, "indirect call at 0x"},
     {"slower.c", "swiglu", HONE_GUARD_SLOWER, "not faster"},
+    /* attention_decode's revision 3: shares that synchronise, and shares that leave the caller's
+     * fold no partials (the scratch is poisoned before each call, so no earlier call's count) */
+    {"atomic_last_share.c", "attention_decode", HONE_GUARD_SCAN, "'__atomic_add_fetch' (atomics)"},
+    {"decode_whole_rows.c", "attention_decode", HONE_GUARD_WROTE_NOTHING, "n_kv=1024"},
 };
 
 static void test_redteam(void)
