@@ -191,7 +191,9 @@ def test_waiting_generations_hold_no_thread(t):
         long_ones = [None] * 2
 
         def one(i):
-            results[i] = srv.stream("/v1/completions", {"prompt": "Once upon a time %d" % i, "max_tokens": 48,
+            # 128 tokens: a stream of 48 could be generated whole before the one HTTP thread first
+            # reached it on a loaded machine and complete without suspending (8 of 10 seen in CI)
+            results[i] = srv.stream("/v1/completions", {"prompt": "Once upon a time %d" % i, "max_tokens": 128,
                                                         "temperature": 0, "ignore_eos": True, "stream": True})
 
         def long_one(i): # a JSON answer waits, suspended, for all its tokens
