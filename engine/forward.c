@@ -226,6 +226,10 @@ static void att_windowed(hone_ctx *c, int64_t layer, const att_run *run, int64_t
     }
 }
 
+/* Whether some of run's queries see fewer keys than they follow (a window of win keys; 0: none):
+ * att_windowed's rows. */
+static int att_run_windowed(const att_run *run, int64_t win) { return win && run->pos0 + run->n > win; }
+
 /* One pool job over many runs: each share does its part of every run, so a batch of many
  * decoding sequences costs one dispatch per layer, not one per sequence. */
 static void att_trampoline(void *arg, int ith, int nth)
@@ -244,7 +248,7 @@ static void att_trampoline(void *arg, int ith, int nth)
         /* thread ith takes share (ith + r) % nth of run r: a permutation per run, so every
          * share is still done once, and uneven shares (9 heads on 2 threads) even out */
         int share = (int)((ith + r) % nth);
-        if (win && run->pos0 + run->n > win) {
+        if (att_run_windowed(run, win)) {
             att_windowed(c, j->layer, run, win, scratch, ith, share, nth);
             continue;
         }
@@ -269,7 +273,7 @@ static void att_fold(hone_ctx *c, int64_t layer, const att_run *runs, int64_t n_
     int64_t win = hone_model_layer_window(c->m, layer), qd = hp->n_heads * hp->head_dim;
     for (int64_t r = 0; r < n_runs; r++) {
         const att_run *run = &runs[r];
-        if (run->n != 1 || (win && run->pos0 + 1 > win)) continue;
+        if (run->n != 1 || att_run_windowed(run, win)) continue;
         hone_cpu_attention_decode_fold(c->att + run->t0 * qd, c->att_part + r * c->att_stride, hp->n_heads,
                                        hp->head_dim, run->pos0 + 1);
     }
@@ -288,13 +292,10 @@ static void op_attention(hone_ctx *c, int64_t layer, const att_run *runs, int64_
         if (!count) continue;
         att_job job = {c, runs, n_runs, layer, prefill};
         hone_slot_id id = prefill ? HONE_SLOT_ATTENTION_PREFILL : HONE_SLOT_ATTENTION_DECODE;
-        if (!c->hook) {
-            hone_pool_run(c->pool, att_trampoline, &job, 0);
-            if (!prefill) att_fold(c, layer, runs, n_runs);
-        } else {
-            uint64_t t0 = now_ns();
-            hone_pool_run(c->pool, att_trampoline, &job, 0);
-            if (!prefill) att_fold(c, layer, runs, n_runs);
+        uint64_t t0 = c->hook ? now_ns() : 0;
+        hone_pool_run(c->pool, att_trampoline, &job, 0);
+        if (!prefill) att_fold(c, layer, runs, n_runs);
+        if (c->hook) {
             /* the shape of the whole call: its query rows, and as context the sum of its
              * sequences' lengths (the profile aggregates over that) */
             hone_slot_shape s = shape_of(-1);

@@ -198,14 +198,19 @@ float *hone_cases_scratch(const hone_case_set *s, const hone_case *c)
     return (float *)(s->base + c->scratch_off);
 }
 
+static void poison_floats(float *p, int64_t n)
+{
+    uint32_t v = HONE_CASES_POISON;
+    for (int64_t i = 0; i < n; i++) memcpy(&p[i], &v, 4);
+}
+
 void hone_cases_poison(const hone_case_set *s, const hone_case *c, float *out)
 {
     if (c->inplace) {
         memcpy(out, s->base + c->in_off[c->out_arg], (size_t)c->out_len * 4);
         return;
     }
-    uint32_t p = HONE_CASES_POISON;
-    for (int64_t i = 0; i < c->out_len; i++) memcpy(&out[i], &p, 4);
+    poison_floats(out, c->out_len);
 }
 
 /* 1 if the canary before buffer `off` and the zero bytes before it on its first page are intact. */
@@ -341,10 +346,7 @@ void hone_cases_call(void *fn, const hone_case *c, const uint8_t *base, float *o
     /* a call's shares go 0 .. nth - 1 here. Before the first, a slot that the caller finishes
      * gets its scratch poisoned: the fold must read what this call's shares left, not the partials
      * of an earlier call (a kernel that wrote none would pass on the incumbent's) */
-    if (ith == 0 && c->d->finish && scratch) {
-        uint32_t p = HONE_CASES_POISON;
-        for (int64_t i = 0; i < c->scratch_len; i++) memcpy(&scratch[i], &p, 4);
-    }
+    if (ith == 0 && c->d->finish && scratch) poison_floats(scratch, c->scratch_len);
     c->d->invoke(fn, v, ith, nth);
     /* after the last, the caller's part (attention_decode folds its shares' partials; trusted
      * code of this library, on numbers the kernel left) */

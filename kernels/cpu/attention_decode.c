@@ -75,7 +75,6 @@ void hone_cpu_attention_decode_fold(float *out, const float *scratch, int64_t n_
             const float *rec = hone_cpu_att_part((float *)scratch, h, j, nseg, head_dim);
             hone_cpu_att_take(oh, &acc, rec, hone_cpu_att_get_ml(rec, head_dim), j, head_dim);
         }
-        float inv = (float)(1.0 / acc.l);
-        for (int64_t d = 0; d < head_dim; d++) oh[d] *= inv;
+        hone_cpu_att_normalise(oh, acc.l, head_dim);
     }
 }

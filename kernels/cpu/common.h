@@ -359,10 +359,6 @@ static inline float hone_cpu_expf(float x)
     return (float)(y * sc);
 }
 
-/* One attention row: out[d] = sum_j softmax_j(scale * q . K_j) V_j[d] over keys j < n_kv of
- * the paged cache (kv head kvh). Scores are dot products in the lane order above; the softmax
- * normaliser is summed in double; V is accumulated in key order. Shared by attention_decode
- * and attention_prefill so that both give the same bits for the same row. */
 /* A segment's softmax state: its maximum score and its normaliser (the sum of exp(score - m)
  * in key order, in double). */
 typedef struct {
@@ -388,6 +384,13 @@ static inline void hone_cpu_att_fold(float *restrict A, hone_cpu_att_ml *acc, co
         float t = A[d] * a;
         A[d] = fmaf(o[d], b, t);
     }
+}
+
+/* The end of a row: out = A * (float)(1.0 / l), the one reciprocal of every path. */
+static inline void hone_cpu_att_normalise(float *out, double l, int64_t head_dim)
+{
+    float inv = (float)(1.0 / l);
+    for (int64_t d = 0; d < head_dim; d++) out[d] *= inv;
 }
 
 /* The keys of segment j of a row of n_kv keys (0 past its last). */
@@ -452,11 +455,14 @@ hone_cpu_attend_row_segs(hone_cpu_att_seg_fn seg, float *restrict out, const flo
                                 block_size, n_kv_heads, kvh, head_dim, scale, scores);
         hone_cpu_att_fold(out, &acc, o, p, head_dim);
     }
-    float inv = (float)(1.0 / acc.l);
-    for (int64_t d = 0; d < head_dim; d++) out[d] *= inv;
+    hone_cpu_att_normalise(out, acc.l, head_dim);
 }
 
-/* The attention row in plain C (every head dim). */
+/* One attention row: out[d] = sum_j softmax_j(scale * q . K_j) V_j[d] over keys j < n_kv of
+ * the paged cache (kv head kvh), in plain C (every head dim). Scores are dot products in the
+ * lane order above; the softmax normaliser is summed in double; V is accumulated in key order;
+ * past HONE_ATT_SEG keys a segment at a time, folded. Shared by attention_decode and
+ * attention_prefill so that both give the same bits for the same row. */
 static inline void hone_cpu_attend_row_generic(float *restrict out, const float *restrict q,
                                                const float *k_cache, const float *v_cache,
                                                const int32_t *block_table, int64_t n_kv,
@@ -1963,8 +1969,7 @@ static inline void hone_cpu_attend_row(float *restrict out, const float *restric
  * waits on fma and double-add latency. Two passes over the keys: the first computes every
  * score (the same lane-order dot product and tree) and keeps the running max; the second
  * takes each score back (kept from pass 1 on the stack, at most a segment's HONE_ATT_SEG keys a
- * row: pass 2 reads V alone, and K once in all; a caller without the keep gets them computed
- * again by the same instructions, so the same bits),
+ * row: pass 2 reads V alone, and K once in all),
  * exp(score - max) 16 at a time (hone_cpu_expf16 / hone_cpu_expf8x2, the
  * scalar hone_cpu_expf's bits), adds each exp to the row's double normaliser in key order and
  * accumulates V per dimension in key order with one fma each (the accumulators live in the
@@ -2238,7 +2243,7 @@ hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const
     }
     if (nk == 0) return;
     float p[4][HONE_CPU_ATT_KEYS];
-    if (keep && pass == 2) {
+    if (pass == 2) {
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) hone_cpu_att_copy(p[r], keep[r] + st->j0, nr[r]);
     } else {
@@ -2247,7 +2252,7 @@ hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const
     if (pass == 1) {
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) {
-            if (keep) hone_cpu_att_copy(keep[r] + st->j0, p[r], nr[r]);
+            hone_cpu_att_copy(keep[r] + st->j0, p[r], nr[r]);
             float m = mx[r];
 #ifdef HONE_CPU_SIMD
             /* a whole step's maximum in one vector: max_ps(score, m) keeps m for a NaN score as
@@ -2398,7 +2403,7 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
             int64_t ja = j0 + HONE_CPU_ATT_AHEAD * HONE_CPU_ATT_KEYS;
             int na = ja < nmax ? (nmax - ja < HONE_CPU_ATT_KEYS ? (int)(nmax - ja) : HONE_CPU_ATT_KEYS) : 0;
             hone_cpu_att_offsets(off, k0 + ja, na, block_table, block_size, n_kv_heads, kvh, head_dim);
-            const float *pf = pass == 1 || !keep ? k_cache : NULL, *pv = pass == 2 ? v_cache : NULL;
+            const float *pf = pass == 1 ? k_cache : NULL, *pv = pass == 2 ? v_cache : NULL;
             if (HONE_CPU_ATT_PREFETCH_L1 && n_rows <= HONE_CPU_ATT_L1_ROWS) {
                 hone_cpu_att_prefetch(pf, pv, off, na, head_dim, 3);
                 /* and the step HONE_CPU_ATT_FAR on into L2; past pass 1's last step, pass 2's
@@ -2408,8 +2413,8 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
                      jf <= j0 + HONE_CPU_ATT_FAR * HONE_CPU_ATT_KEYS; jf += HONE_CPU_ATT_KEYS) {
                     const float *fk = pf, *fv = pv;
                     int64_t jt = jf;
-                    if (jt >= pass_keys && pass == 1) /* pass 2 (which reads K again without keep) */
-                        jt -= pass_keys, fk = keep ? NULL : k_cache, fv = v_cache;
+                    if (jt >= pass_keys && pass == 1) /* pass 2 (V alone) */
+                        jt -= pass_keys, fk = NULL, fv = v_cache;
                     int nf = jt < nmax ? (nmax - jt < HONE_CPU_ATT_KEYS ? (int)(nmax - jt) : HONE_CPU_ATT_KEYS) : 0;
                     hone_cpu_att_offsets(off, k0 + jt, nf, block_table, block_size, n_kv_heads, kvh, head_dim);
                     hone_cpu_att_prefetch(fk, fv, off, nf, head_dim, 2);
@@ -2420,7 +2425,7 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
              * shares each K and V load three ways); a row's bits do not depend on its group */
 #define HONE_CPU_ATT_GROUP(RR)                                                                     \
     hone_cpu_att_group(NV, RR, pass, out + r, q + r, n_kv + r, &st, scale, mx + r, sum + r,       \
-                       keep ? keep + r : NULL)
+                       keep + r)
             int r = 0;
             for (; r + R <= n_rows; r += R) HONE_CPU_ATT_GROUP(R);
             if (R > 3 && n_rows - r == 3) HONE_CPU_ATT_GROUP(3);
@@ -2485,12 +2490,8 @@ static inline void hone_cpu_attend_rows_seg(float *const *out, const float *cons
         if (ml && n_kv[r] <= 0) continue;
         hone_cpu_att_ml p = hone_cpu_attend_seg_generic(out[r], q[r], k_cache, v_cache, block_table, k0, n_kv[r],
                                                         block_size, n_kv_heads, kvh, head_dim, scale, scratch);
-        if (ml) {
-            ml[r] = p;
-            continue;
-        }
-        float inv = (float)(1.0 / p.l);
-        for (int64_t d = 0; d < head_dim; d++) out[r][d] *= inv;
+        if (ml) ml[r] = p;
+        else hone_cpu_att_normalise(out[r], p.l, head_dim);
     }
 }
 
@@ -2545,25 +2546,14 @@ static inline void hone_cpu_attend_rows(float *const *out, const float *const *q
                                  head_dim, scale, scratch, 0, NULL);
         return;
     }
-    float tmp[HONE_CPU_ATT_ROWS][256] __attribute__((aligned(64)));
+    float tmp[n_rows * head_dim]; /* a further segment's rows, before they are folded in */
     float *dst[HONE_CPU_ATT_ROWS];
     int64_t len[HONE_CPU_ATT_ROWS];
     hone_cpu_att_ml acc[HONE_CPU_ATT_ROWS] = {{0.0f, 0.0}}, p[HONE_CPU_ATT_ROWS];
     for (int64_t j = 0; j * HONE_ATT_SEG < nmax; j++) {
         for (int r = 0; r < n_rows; r++) {
             len[r] = hone_cpu_att_seg_len(n_kv[r], j);
-            dst[r] = j == 0 || head_dim > 256 ? out[r] : tmp[r];
-        }
-        if (j > 0 && head_dim > 256) { /* the generic path's rows, one at a time */
-            for (int r = 0; r < n_rows; r++) {
-                if (!len[r]) continue;
-                float o[head_dim];
-                hone_cpu_att_ml q1 = hone_cpu_attend_seg_generic(o, q[r], k_cache, v_cache, block_table,
-                                                                 j * HONE_ATT_SEG, len[r], block_size, n_kv_heads,
-                                                                 kvh, head_dim, scale, scratch);
-                hone_cpu_att_fold(out[r], &acc[r], o, q1, head_dim);
-            }
-            continue;
+            dst[r] = j == 0 ? out[r] : tmp + r * head_dim;
         }
         hone_cpu_attend_rows_seg(dst, q, len, n_rows, k_cache, v_cache, block_table, block_size, n_kv_heads, kvh,
                                  head_dim, scale, scratch, j * HONE_ATT_SEG, p);
@@ -2575,8 +2565,7 @@ static inline void hone_cpu_attend_rows(float *const *out, const float *const *q
             memset(out[r], 0, (size_t)head_dim * sizeof *out[r]);
             continue;
         }
-        float inv = (float)(1.0 / acc[r].l);
-        for (int64_t d = 0; d < head_dim; d++) out[r][d] *= inv;
+        hone_cpu_att_normalise(out[r], acc[r].l, head_dim);
     }
 }
 

@@ -256,12 +256,13 @@ static void test_segmented_row(void)
 
 /* Prefill at long context: 32-row tiles walk the segments together, the chunk's rows ending in
  * different segments (600 .. 45k keys): SmolLM2's heads (9 on 3 kv heads of 64), the chunk's
- * tokens straddling tile boundaries. */
+ * tokens straddling tile boundaries; and a head dim of 48 (the generic path) at 1k keys. */
 static void test_prefill_long_context(void)
 {
     static const int64_t pos0s[] = {600, 1000, 4100, 9000, 17000, 45000};
     for (size_t b = 0; b < sizeof pos0s / sizeof pos0s[0]; b++)
         check_slots(64, 3, 3, 21, pos0s[b], b == 2 ? 300.0f : 1.0f, 0.125f);
+    check_slots(48, 2, 4, 19, 1000, 1.0f, 0.125f); /* the generic path's rows, segment by segment */
 }
 
 TEST_MAIN(TEST_CASE(test_tiles_match_rows), TEST_CASE(test_slots_match_rows), TEST_CASE(test_decode_long_context),

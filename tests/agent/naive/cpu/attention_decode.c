@@ -62,10 +62,9 @@ void hone_cpu_attention_decode(float *out, const float *q, const float *k_cache,
                 o[d] = acc;
             }
             if (nseg > 1) {
-                float *rec = scratch + (h * nseg + k0 / HONE_ATT_SEG) * (head_dim + 4);
+                float *rec = hone_cpu_att_part(scratch, h, k0 / HONE_ATT_SEG, nseg, head_dim);
                 for (int64_t d = 0; d < head_dim; d++) rec[d] = o[d];
-                memcpy(rec + head_dim, &mx, sizeof mx);
-                memcpy(rec + head_dim + 2, &sum, sizeof sum);
+                hone_cpu_att_put_ml(rec, head_dim, (hone_cpu_att_ml){mx, sum});
                 continue;
             }
             if (k0 == 0) {
