@@ -2,7 +2,10 @@
  * Contract: engine/slots.h. Ideas: the (token, head) rows of one kv head, tokens then its query
  * heads, go through hone_cpu_attend_rows (kernels/cpu/common.h) 32 at a time, each with its own
  * causal length pos0 + t + 1, so they share every K and V read and a prefilled row equals the
- * decoded one bit for bit. Tiles are dealt to the threads in turn (later tokens cost more). */
+ * decoded one bit for bit. Those tiles are wide: each 16-key step's K is transposed once for
+ * all of the tile's rows, so a row's 16 scores come from vertical fmas and adds (no shuffle
+ * tree per row), and the rows' double normalisers advance side by side in one register.
+ * Tiles are dealt to the threads in turn (later tokens cost more). */
 #include "kernels/cpu/common.h"
 
 void hone_cpu_attention_prefill(float *out, const float *q, const float *k_cache,

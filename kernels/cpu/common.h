@@ -1980,6 +1980,7 @@ static inline void hone_cpu_attend_row(float *restrict out, const float *restric
  * 2 threads: the slot alone went from ~53 to ~40 ms a token on a loaded 2-core machine, the
  * K/V rows' first loads stalling before). Tested: tests/kernels/test_attend_tiles.c. */
 #define HONE_CPU_ATT_ROWS 64 /* rows of one tile */
+#define HONE_CPU_ATT_WIDE_ROWS 16 /* a wide tile (prefill): see hone_cpu_att_scores_kt */
 #define HONE_CPU_ATT_KEYS 16 /* keys a step */
 #define HONE_CPU_ATT_AHEAD 2 /* steps a prefetch runs ahead */
 /* The cache level the K/V prefetch fills (__builtin_prefetch's locality) for a tile of at most
@@ -2215,6 +2216,105 @@ hone_cpu_att_scores(const int NV, const int R, const float *const *q, const hone
 #endif
 }
 
+#ifdef HONE_CPU_SIMD
+/* Wide tiles (at least HONE_CPU_ATT_WIDE_ROWS rows: prefill) score a step from K transposed:
+ * kt[d] holds dimension d of the step's 16 keys, key s in lane s (one 16 x 16 transpose per 16
+ * dimensions, 4 for head dim 64, shared by all of the tile's rows). Row r's lane l chain (dims
+ * l, l + 16, ... from 0, one fma each) then runs for the 16 keys at once in one register, and
+ * the tree's levels (l + 8, + 4, then [0] + [2], [1] + [3], then [0] + [1]) become adds of
+ * whole registers in the same operand order: the fmas and adds of hone_cpu_att_scores, each
+ * key's in its own lane, with no shuffle per row (its tree cost 30 shuffles a row and step),
+ * and R rows share each kt load (one row at a time, two loads an fma bound it). Zen 5, one
+ * core, attention_prefill of SmolLM2's 64-token chunk (9 heads on 3 kv heads of 64) at 2k keys,
+ * alternated: 3.21-3.31 -> 2.65-2.70 ms (1.22x); at 0 / 100 / 500 / 4000 keys 1.16 / 1.17 /
+ * 1.21 / 1.21x. Narrow tiles (decode's GQA group) keep the shuffle tree: the transpose would
+ * cost more than it saves on 3 rows. */
+static inline __attribute__((always_inline)) void hone_cpu_att_tr16(__m512 r[16])
+{
+    __m512 t[16];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        r[4 * k] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+        r[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+        r[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+        r[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        t[k] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x88);
+        t[k + 4] = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xDD);
+        t[k + 8] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x88);
+        t[k + 12] = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xDD);
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; k++) {
+        r[k] = _mm512_shuffle_f32x4(t[k], t[k + 8], 0x88);
+        r[k + 8] = _mm512_shuffle_f32x4(t[k], t[k + 8], 0xDD);
+        r[k + 4] = _mm512_shuffle_f32x4(t[k + 4], t[k + 12], 0x88);
+        r[k + 12] = _mm512_shuffle_f32x4(t[k + 4], t[k + 12], 0xDD);
+    }
+}
+
+static inline __attribute__((always_inline)) void hone_cpu_att_kt(const int NV, const hone_cpu_att_step *st,
+                                                                  __m512 *kt)
+{
+    for (int i = 0; i < NV; i++) {
+        __m512 r[16];
+#pragma GCC unroll 16
+        for (int s = 0; s < HONE_CPU_ATT_KEYS; s++) r[s] = _mm512_loadu_ps(st->k[s] + 16 * i);
+        hone_cpu_att_tr16(r);
+#pragma GCC unroll 16
+        for (int l = 0; l < 16; l++) kt[16 * i + l] = r[l];
+    }
+}
+
+/* R rows at once, each kt vector loaded once for all of them: lanes l, l + 8, l + 4, l + 12
+ * (a quad, the four chains whose sums make s4_l), quads 0 and 2 then 1 and 3, so that only s2
+ * of the tree waits in registers between quads. */
+static inline __attribute__((always_inline)) void
+hone_cpu_att_scores_kt(const int NV, const int R, const float *const *q, const __m512 *kt, float scale,
+                       float (*p)[HONE_CPU_ATT_KEYS])
+{
+    static const int quad_order[4] = {0, 2, 1, 3}, lane_of[4] = {0, 8, 4, 12};
+    __m512 s4[4][4], s2[2][4];
+#pragma GCC unroll 4
+    for (int qi = 0; qi < 4; qi++) {
+        const int l = quad_order[qi];
+        __m512 a[4][4];
+#pragma GCC unroll 4
+        for (int e = 0; e < 4; e++)
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) a[e][r] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+        for (int i = 0; i < NV; i++)
+#pragma GCC unroll 4
+            for (int e = 0; e < 4; e++) {
+                const int d = 16 * i + l + lane_of[e];
+                __m512 k = kt[d];
+#pragma GCC unroll 4
+                for (int r = 0; r < R; r++) a[e][r] = _mm512_fmadd_ps(k, _mm512_set1_ps(q[r][d]), a[e][r]);
+            }
+#pragma GCC unroll 4
+        for (int r = 0; r < R; r++) /* s4_l = (s8_l = A_l + A_l+8) + (s8_l+4 = A_l+4 + A_l+12) */
+            s4[l][r] = hone_cpu_v16_add(hone_cpu_v16_add(a[0][r], a[1][r]), hone_cpu_v16_add(a[2][r], a[3][r]));
+        if (qi == 1) /* s2_0 = s4_0 + s4_2 */
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++) s2[0][r] = hone_cpu_v16_add(s4[0][r], s4[2][r]);
+    }
+    const __m512 sv = _mm512_set1_ps(scale);
+#pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        s2[1][r] = hone_cpu_v16_add(s4[1][r], s4[3][r]);
+        _mm512_storeu_ps(p[r], _mm512_mul_ps(hone_cpu_v16_add(s2[0][r], s2[1][r]), sv));
+    }
+}
+#endif
+
 /* n <= 16 scores: a whole step as one vector move (gcc makes a memcpy, of a runtime length or
  * of 64 bytes, a rep movs on Zen 3: ~8% of a decode step), a short one float by float. */
 static inline void hone_cpu_att_copy(float *dst, const float *src, int n)
@@ -2226,15 +2326,57 @@ static inline void hone_cpu_att_copy(float *dst, const float *src, int n)
     for (int s = 0; s < n; s++) dst[s] = src[s];
 }
 
+#ifdef HONE_CPU_SIMD
+/* sm[r] += p[r][s] for s = 0 .. 15 in key order, in double, for R (2 .. 4) rows of a wide tile
+ * at once (decode's 3-row tiles measured 8% slower with it: their steps wait on memory, and the
+ * transpose lengthens them): row r in lane r of one register, so the 16 adds of the 4 rows are 16 vector adds
+ * (each lane the scalar chain's adds in its order, sm first) where the scalar loop issued 64
+ * conversions, adds and tests (the same harness: 2.65-2.70 -> 2.57-2.58 ms). A 4 x 16
+ * transpose puts key 4c + j's rows in chunk c of u[j]. */
+static inline __m256d hone_cpu_v4d_add(__m256d a, __m256d b)
+{
+    __m256d r;
+    __asm__("vaddpd %2, %1, %0" : "=v"(r) : "v"(a), "vm"(b));
+    return r;
+}
+
+static inline __attribute__((always_inline)) void hone_cpu_att_sums4(const int R, float (*p)[HONE_CPU_ATT_KEYS],
+                                                                     double *sm)
+{
+    __m512 pr[4];
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; r++) pr[r] = r < R ? _mm512_loadu_ps(p[r]) : _mm512_setzero_ps();
+    __m512 t0 = _mm512_unpacklo_ps(pr[0], pr[1]), t1 = _mm512_unpackhi_ps(pr[0], pr[1]);
+    __m512 t2 = _mm512_unpacklo_ps(pr[2], pr[3]), t3 = _mm512_unpackhi_ps(pr[2], pr[3]);
+    __m512 u[4] = {_mm512_shuffle_ps(t0, t2, 0x44), _mm512_shuffle_ps(t0, t2, 0xEE),
+                   _mm512_shuffle_ps(t1, t3, 0x44), _mm512_shuffle_ps(t1, t3, 0xEE)};
+    __m256d acc = _mm256_loadu_pd(sm);
+#define HONE_CPU_ATT_SUM4(c)                                                                       \
+    for (int j = 0; j < 4; j++)                                                                    \
+        acc = hone_cpu_v4d_add(acc, _mm256_cvtps_pd(_mm512_extractf32x4_ps(u[j], c)));
+#pragma GCC unroll 4
+    HONE_CPU_ATT_SUM4(0)
+#pragma GCC unroll 4
+    HONE_CPU_ATT_SUM4(1)
+#pragma GCC unroll 4
+    HONE_CPU_ATT_SUM4(2)
+#pragma GCC unroll 4
+    HONE_CPU_ATT_SUM4(3)
+#undef HONE_CPU_ATT_SUM4
+    _mm256_storeu_pd(sm, acc);
+}
+#endif
+
 /* R rows (R <= 4) of a tile through one step of pass 1 (scores, max) or pass 2 (exp, sum, V).
  * NV = head_dim / 16. Constant NV and R (the callers below) let the compiler keep the rows in
  * registers. */
 static inline __attribute__((always_inline)) void
 hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const float *const *q,
                    const int64_t *n_kv, const hone_cpu_att_step *st, float scale, float *mx,
-                   double *sum, float *const *keep)
+                   double *sum, float *const *keep, const void *kt, int wide)
 {
     int nr[4], nk = 0;
+    (void)kt, (void)wide;
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
         int64_t n = n_kv[r] - st->j0;
@@ -2247,7 +2389,12 @@ hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const
 #pragma GCC unroll 4
         for (int r = 0; r < R; r++) hone_cpu_att_copy(p[r], keep[r] + st->j0, nr[r]);
     } else {
-        hone_cpu_att_scores(NV, R, q, st, scale, p);
+#ifdef HONE_CPU_SIMD
+        if (kt)
+            hone_cpu_att_scores_kt(NV, R, q, (const __m512 *)kt, scale, p);
+        else
+#endif
+            hone_cpu_att_scores(NV, R, q, st, scale, p);
     }
     if (pass == 1) {
 #pragma GCC unroll 4
@@ -2278,13 +2425,21 @@ hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const
             for (int s = 0; s < HONE_CPU_ATT_KEYS; s++) p[r][s] = s < nr[r] ? p[r][s] - mx[r] : 0.0f;
         hone_cpu_av_exp(p[r]);
     }
-    double sm[4];
+    double sm[4] = {0.0, 0.0, 0.0, 0.0};
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) sm[r] = sum[r];
-    for (int s = 0; s < nk; s++)
+#ifdef HONE_CPU_SIMD
+    int whole = wide && R > 1;
 #pragma GCC unroll 4
-        for (int r = 0; r < R; r++)
-            if (s < nr[r]) sm[r] += p[r][s];
+    for (int r = 0; r < R; r++) whole &= nr[r] == HONE_CPU_ATT_KEYS;
+    if (whole)
+        hone_cpu_att_sums4(R, p, sm);
+    else
+#endif
+        for (int s = 0; s < nk; s++)
+#pragma GCC unroll 4
+            for (int r = 0; r < R; r++)
+                if (s < nr[r]) sm[r] += p[r][s];
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) sum[r] = sm[r];
 #ifdef HONE_CPU_SIMD
@@ -2425,7 +2580,16 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
              * shares each K and V load three ways); a row's bits do not depend on its group */
 #define HONE_CPU_ATT_GROUP(RR)                                                                     \
     hone_cpu_att_group(NV, RR, pass, out + r, q + r, n_kv + r, &st, scale, mx + r, sum + r,       \
-                       keep + r)
+                       keep + r, ktp, wide)
+            const void *ktp = NULL;
+            const int wide = n_rows >= HONE_CPU_ATT_WIDE_ROWS;
+#ifdef HONE_CPU_SIMD
+            __m512 kt[16 * 16];
+            if (pass == 1 && wide) {
+                hone_cpu_att_kt(NV, &st, kt);
+                ktp = kt;
+            }
+#endif
             int r = 0;
             for (; r + R <= n_rows; r += R) HONE_CPU_ATT_GROUP(R);
             if (R > 3 && n_rows - r == 3) HONE_CPU_ATT_GROUP(3);

@@ -75,6 +75,23 @@ static int bits_equal(const float *a, const float *b, int64_t n)
     return memcmp(a, b, (size_t)n * sizeof(float)) == 0;
 }
 
+/* n rows of kv head 1 of c, of lengths nk, queries q (n * hd): the tile
+ * (hone_cpu_attend_rows) into got and the generic row of each into want. */
+static void tile_and_rows(const cache *c, int n, const int64_t *nk, const float *q, float *got, float *want)
+{
+    int64_t hd = c->hd;
+    float *scr = malloc((size_t)c->n_kv * sizeof(float));
+    float *o[HONE_CPU_ATT_ROWS];
+    const float *qr[HONE_CPU_ATT_ROWS];
+    for (int r = 0; r < n; r++) {
+        o[r] = got + r * hd, qr[r] = q + r * hd;
+        hone_cpu_attend_row_generic(want + r * hd, qr[r], c->k, c->v, c->bt, nk[r], c->bs, c->nkvh, 1, hd, 0.125f,
+                                    scr);
+    }
+    hone_cpu_attend_rows(o, qr, nk, n, c->k, c->v, c->bt, c->bs, c->nkvh, 1, hd, 0.125f, scr);
+    free(scr);
+}
+
 /* Tiles straight from the header: n_rows rows of one kv head with their own lengths. */
 static void test_tiles_match_rows(void)
 {
@@ -100,16 +117,9 @@ static void test_tiles_match_rows(void)
                 float *want = malloc((size_t)(n * hd) * sizeof(float));
                 float *scr = malloc((size_t)n_kv * sizeof(float));
                 for (int64_t i = 0; i < n * hd; i++) q[i] = frand();
-                float *o[HONE_CPU_ATT_ROWS];
-                const float *qr[HONE_CPU_ATT_ROWS];
                 int64_t nk[HONE_CPU_ATT_ROWS];
-                for (int r = 0; r < n; r++) {
-                    o[r] = got + r * hd, qr[r] = q + r * hd;
-                    nk[r] = n_kv - (r * 7) % (n_kv < 20 ? n_kv : 20); /* lengths differ within a tile */
-                    hone_cpu_attend_row_generic(want + r * hd, qr[r], c.k, c.v, c.bt, nk[r], bs, nkvh, 1,
-                                                hd, 0.125f, scr);
-                }
-                hone_cpu_attend_rows(o, qr, nk, n, c.k, c.v, c.bt, bs, nkvh, 1, hd, 0.125f, scr);
+                for (int r = 0; r < n; r++) nk[r] = n_kv - (r * 7) % (n_kv < 20 ? n_kv : 20); /* lengths differ within a tile */
+                tile_and_rows(&c, n, nk, q, got, want);
                 int ok = bits_equal(got, want, n * hd);
                 for (int64_t i = 0; i < n * hd; i++) ok = ok && isfinite(got[i]);
                 CHECK_MSG(ok, "hd %lld n_kv %lld rows %d", (long long)hd, (long long)n_kv, n);
@@ -265,5 +275,41 @@ static void test_prefill_long_context(void)
     check_slots(48, 2, 4, 19, 1000, 1.0f, 0.125f); /* the generic path's rows, segment by segment */
 }
 
-TEST_MAIN(TEST_CASE(test_tiles_match_rows), TEST_CASE(test_slots_match_rows), TEST_CASE(test_decode_long_context),
+/* NaNs of different payloads and infinities inside the keys the rows read: the wide tiles'
+ * transposed scores and row-parallel sums (HONE_CPU_ATT_WIDE_ROWS rows and more) and the narrow
+ * ones keep every bit of the generic row, the NaN that comes out included. */
+static void test_tiles_nan_payloads(void)
+{
+    static const int nrows[] = {3, 4, 16, 32, 64};
+    static const int64_t hds[] = {64, 128};
+    for (size_t a = 0; a < sizeof hds / sizeof hds[0]; a++)
+        for (size_t b = 0; b < sizeof nrows / sizeof nrows[0]; b++) {
+            int64_t hd = hds[a], n_kv = 150, nkvh = 2, bs = 16;
+            int n = nrows[b];
+            cache c = make_cache(n_kv, bs, nkvh, hd, 1.0f);
+            /* K: quiet NaNs of payloads 1 and 2 in keys 20 and 21 (the same step), +inf in key 40;
+             * V: a NaN of payload 3 in key 90 */
+            uint32_t nan1 = 0x7fc00001u, nan2 = 0x7fc00002u, nan3 = 0xffc00003u;
+            memcpy(c.k + hone_kv_offset(c.bt, 20, bs, nkvh, 1, hd) + 5, &nan1, 4);
+            memcpy(c.k + hone_kv_offset(c.bt, 21, bs, nkvh, 1, hd) + 37, &nan2, 4);
+            c.k[hone_kv_offset(c.bt, 40, bs, nkvh, 1, hd) + 3] = INFINITY;
+            memcpy(c.v + hone_kv_offset(c.bt, 90, bs, nkvh, 1, hd) + 7, &nan3, 4);
+            float *q = malloc((size_t)(n * hd) * sizeof(float));
+            float *got = malloc((size_t)(n * hd) * sizeof(float));
+            float *want = malloc((size_t)(n * hd) * sizeof(float));
+            for (int64_t i = 0; i < n * hd; i++) q[i] = frand();
+            int64_t nk[HONE_CPU_ATT_ROWS];
+            for (int r = 0; r < n; r++) /* before, at and past the NaNs */
+                nk[r] = r % 4 == 0 ? 19 : r % 4 == 1 ? 22 : r % 4 == 2 ? 64 : n_kv - r % 5;
+            tile_and_rows(&c, n, nk, q, got, want);
+            int nan_rows = 0;
+            for (int r = 0; r < n; r++) nan_rows += isnan(want[r * hd + 7]);
+            CHECK_MSG(nan_rows > 0, "the NaNs reach some rows (%d rows)", n);
+            CHECK_MSG(bits_equal(got, want, n * hd), "NaN payloads: hd %lld rows %d", (long long)hd, n);
+            free(q), free(got), free(want);
+            free_cache(&c);
+        }
+}
+
+TEST_MAIN(TEST_CASE(test_tiles_match_rows), TEST_CASE(test_tiles_nan_payloads), TEST_CASE(test_slots_match_rows), TEST_CASE(test_decode_long_context),
           TEST_CASE(test_segmented_row), TEST_CASE(test_prefill_long_context))
