@@ -754,26 +754,28 @@ hone_cpu_stage_scales(const uint8_t *W, int64_t r, int64_t nr, int64_t row_bytes
                 hone_cpu_zmm_sum8(acc[i], s8);                                                 \
                 HONE_CPU_EPI_UNROLL for (int t = 0; t < 8; t++) Y[(t0 + t) * rows + r + i] = s8[t]; \
             }                                                                                  \
-        } else {                                                                               \
+        } else { /* rows with a tail: copied out (constant indices), finished in a loop */     \
+            __m512 fin[R][T];                                                                  \
             HONE_CPU_EPI_UNROLL for (int i = 0; i < R; i++)                                    \
-                HONE_CPU_EPI_UNROLL for (int t = 0; t < T; t++)                                \
+                HONE_CPU_EPI_UNROLL for (int t = 0; t < T; t++) fin[i][t] = acc[i][t];         \
+            for (int i = 0; i < R; i++)                                                        \
+                for (int t = 0; t < T; t++)                                                    \
                     Y[(t0 + t) * rows + r + i] = hone_cpu_zmm_finish(                          \
-                        acc[i][t], (const uint8_t *)W + (r + i) * row_bytes,                   \
+                        fin[i][t], (const uint8_t *)W + (r + i) * row_bytes,                   \
                         X + (t0 + t) * cols, full, cols, deq);                                 \
         }                                                                                      \
     } while (0)
 
-/* The tile's epilogue (the accumulators into kacc, the trees, the tails) with every loop
- * unrolled, so that each accumulator is a constant index and gcc keeps the R x T accumulators
- * in registers to the trees instead of storing all of them and reloading them (24 stores and
- * loads a 3 x 8 tile beside its 864 fmas). Zen 5, one core, bench/matmul n = 64 with weights
- * from memory, alternated: f16 / bf16 / q8_0 / q4_0 / q4_1 +3-6% (e.g. q4_0 1536 x 576 76.9 ->
- * 80.0% of the FMA peak, bf16 79.6 -> 82.8%). A kernel whose tiles then spill in the fma loop
- * defines it empty before including this header: f32 (its 3 x 8 loop kept 16 accumulators on
- * the stack: 76% -> 56%) and q5_0 (10 stack operands in the loop, where 4 before). */
-#ifndef HONE_CPU_EPI_UNROLL
+/* The tile's epilogue (the accumulators into kacc, the trees, the copy of a tail's rows) with
+ * its loops over the accumulators unrolled, so that each accumulator is a constant index and
+ * gcc keeps the R x T accumulators in registers to the trees instead of storing all of them and
+ * reloading them (24 stores and loads a 3 x 8 tile beside its 864 fmas). Rows with a tail (cols
+ * not a multiple of 32) copy theirs out first and finish in a loop: with that loop unrolled too,
+ * 24 inlined tails made gcc keep 16 of f32's accumulators on the stack inside the fma loop (76%
+ * -> 56% of the peak). Zen 5, one core, bench/matmul n = 64 with weights from memory,
+ * alternated: f16 / bf16 / q8_0 / q4_0 / q4_1 +3-6% (e.g. q4_0 1536 x 576 76.9 -> 80.0% of the
+ * FMA peak, bf16 79.6 -> 82.8%); a version with the whole tail branch rolled kept little of it. */
 #define HONE_CPU_EPI_UNROLL _Pragma("GCC unroll 16")
-#endif
 
 /* The share's rows go in chunks of 128 KiB of weights: each chunk is read from memory once and
  * then meets every token from L2, while the next chunk is prefetched into L2 (with 512 KiB

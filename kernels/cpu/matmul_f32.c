@@ -2,9 +2,6 @@
  * Ideas: f32 weights: used as stored;
  * AVX-512: one zmm of 16 lanes per token of the tile (portable C elsewhere);
  * each block dequantised once per tile of 8 tokens; per output the matvec_f32 order exactly. */
-/* the tile epilogue's loops stay rolled here: unrolled, gcc spilled this kernel's accumulators
- * in the fma loop (kernels/cpu/common.h, HONE_CPU_EPI_UNROLL) */
-#define HONE_CPU_EPI_UNROLL
 #include "kernels/cpu/common.h"
 
 static void deq(const void *row, int64_t c0, int n, float *out)

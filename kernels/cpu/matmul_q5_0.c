@@ -3,9 +3,6 @@
  * AVX-512: one zmm of 16 lanes per token of the tile; AVX2: hone_cpu_matmul_avx2 (portable C elsewhere);
  * each block dequantised once per tile of 8 tokens (below 32 tokens from scales staged as f32,
  * hone_cpu_matmul_staged); per output the matvec_q5_0 order exactly. */
-/* the tile epilogue's loops stay rolled here: unrolled, gcc spilled this kernel's accumulators
- * in the fma loop (kernels/cpu/common.h, HONE_CPU_EPI_UNROLL) */
-#define HONE_CPU_EPI_UNROLL
 #include "kernels/cpu/common.h"
 
 void hone_cpu_matmul_q5_0(float *Y, const void *W, const float *X, int64_t n, int64_t rows,
