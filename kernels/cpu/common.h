@@ -2243,20 +2243,24 @@ hone_cpu_att_scores(const int NV, const int R, const float *const *q, const hone
  * alternated: 3.21-3.31 -> 2.65-2.70 ms (1.22x); at 0 / 100 / 500 / 4000 keys 1.16 / 1.17 /
  * 1.21 / 1.21x. Narrow tiles (decode's GQA group) keep the shuffle tree: the transpose would
  * cost more than it saves on 3 rows. */
+/* The 4 x 4 transposes within each 128-bit chunk of 4 rows: u[j] chunk c holds element 4c + j
+ * of rows 0 .. 3 (the first two stages of the 16 x 16 transpose, and all of the row sums'). */
+static inline __attribute__((always_inline)) void hone_cpu_att_tr4(const __m512 a[4], __m512 u[4])
+{
+    __m512 t0 = _mm512_unpacklo_ps(a[0], a[1]), t1 = _mm512_unpackhi_ps(a[0], a[1]);
+    __m512 t2 = _mm512_unpacklo_ps(a[2], a[3]), t3 = _mm512_unpackhi_ps(a[2], a[3]);
+    u[0] = _mm512_shuffle_ps(t0, t2, 0x44), u[1] = _mm512_shuffle_ps(t0, t2, 0xEE);
+    u[2] = _mm512_shuffle_ps(t1, t3, 0x44), u[3] = _mm512_shuffle_ps(t1, t3, 0xEE);
+}
+
 static inline __attribute__((always_inline)) void hone_cpu_att_tr16(__m512 r[16])
 {
     __m512 t[16];
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; k++) {
-        t[2 * k] = _mm512_unpacklo_ps(r[2 * k], r[2 * k + 1]);
-        t[2 * k + 1] = _mm512_unpackhi_ps(r[2 * k], r[2 * k + 1]);
-    }
 #pragma GCC unroll 4
     for (int k = 0; k < 4; k++) {
-        r[4 * k] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
-        r[4 * k + 1] = _mm512_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
-        r[4 * k + 2] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
-        r[4 * k + 3] = _mm512_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+        __m512 u[4];
+        hone_cpu_att_tr4(r + 4 * k, u);
+        for (int j = 0; j < 4; j++) r[4 * k + j] = u[j];
     }
 #pragma GCC unroll 4
     for (int k = 0; k < 4; k++) {
@@ -2342,11 +2346,12 @@ static inline void hone_cpu_att_copy(float *dst, const float *src, int n)
 
 #ifdef HONE_CPU_SIMD
 /* sm[r] += p[r][s] for s = 0 .. 15 in key order, in double, for R (2 .. 4) rows of a wide tile
- * at once (decode's 3-row tiles measured 8% slower with it: their steps wait on memory, and the
- * transpose lengthens them): row r in lane r of one register, so the 16 adds of the 4 rows are 16 vector adds
- * (each lane the scalar chain's adds in its order, sm first) where the scalar loop issued 64
- * conversions, adds and tests (the same harness: 2.65-2.70 -> 2.57-2.58 ms). A 4 x 16
- * transpose puts key 4c + j's rows in chunk c of u[j]. */
+ * at once (decode's 3-row tiles measured 8% slower with it: their steps wait on memory, and
+ * the transpose lengthens them): row r in lane r of one register, so the 16 adds of the 4 rows
+ * are 16 vector adds (each lane the scalar chain's adds in its order, sm first) where the
+ * scalar loop issued 64
+ * conversions, adds and tests (the same harness: 2.65-2.70 -> 2.57-2.58 ms).
+ * hone_cpu_att_tr4 puts key 4c + j's rows in chunk c of u[j]. */
 static inline __m256d hone_cpu_v4d_add(__m256d a, __m256d b)
 {
     __m256d r;
@@ -2360,10 +2365,8 @@ static inline __attribute__((always_inline)) void hone_cpu_att_sums4(const int R
     __m512 pr[4];
 #pragma GCC unroll 4
     for (int r = 0; r < 4; r++) pr[r] = r < R ? _mm512_loadu_ps(p[r]) : _mm512_setzero_ps();
-    __m512 t0 = _mm512_unpacklo_ps(pr[0], pr[1]), t1 = _mm512_unpackhi_ps(pr[0], pr[1]);
-    __m512 t2 = _mm512_unpacklo_ps(pr[2], pr[3]), t3 = _mm512_unpackhi_ps(pr[2], pr[3]);
-    __m512 u[4] = {_mm512_shuffle_ps(t0, t2, 0x44), _mm512_shuffle_ps(t0, t2, 0xEE),
-                   _mm512_shuffle_ps(t1, t3, 0x44), _mm512_shuffle_ps(t1, t3, 0xEE)};
+    __m512 u[4];
+    hone_cpu_att_tr4(pr, u);
     __m256d acc = _mm256_loadu_pd(sm);
 #define HONE_CPU_ATT_SUM4(c)                                                                       \
     for (int j = 0; j < 4; j++)                                                                    \
@@ -2383,14 +2386,15 @@ static inline __attribute__((always_inline)) void hone_cpu_att_sums4(const int R
 
 /* R rows (R <= 4) of a tile through one step of pass 1 (scores, max) or pass 2 (exp, sum, V).
  * NV = head_dim / 16. Constant NV and R (the callers below) let the compiler keep the rows in
- * registers. */
+ * registers. kt: a wide tile's step K transposed (hone_cpu_att_kt; filled for pass 1, where the
+ * scores come from it), NULL for a narrow tile; a wide tile's pass 2 sums its rows side by side. */
 static inline __attribute__((always_inline)) void
 hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const float *const *q,
                    const int64_t *n_kv, const hone_cpu_att_step *st, float scale, float *mx,
-                   double *sum, float *const *keep, const void *kt, int wide)
+                   double *sum, float *const *keep, const void *kt)
 {
     int nr[4], nk = 0;
-    (void)kt, (void)wide;
+    (void)kt;
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
         int64_t n = n_kv[r] - st->j0;
@@ -2443,7 +2447,7 @@ hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) sm[r] = sum[r];
 #ifdef HONE_CPU_SIMD
-    int whole = wide && R > 1;
+    int whole = kt && R > 1;
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) whole &= nr[r] == HONE_CPU_ATT_KEYS;
     if (whole)
@@ -2594,13 +2598,12 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
              * shares each K and V load three ways); a row's bits do not depend on its group */
 #define HONE_CPU_ATT_GROUP(RR)                                                                     \
     hone_cpu_att_group(NV, RR, pass, out + r, q + r, n_kv + r, &st, scale, mx + r, sum + r,       \
-                       keep + r, ktp, wide)
+                       keep + r, ktp)
             const void *ktp = NULL;
-            const int wide = n_rows >= HONE_CPU_ATT_WIDE_ROWS;
 #ifdef HONE_CPU_SIMD
             __m512 kt[16 * 16];
-            if (pass == 1 && wide) {
-                hone_cpu_att_kt(NV, &st, kt);
+            if (n_rows >= HONE_CPU_ATT_WIDE_ROWS) {
+                if (pass == 1) hone_cpu_att_kt(NV, &st, kt);
                 ktp = kt;
             }
 #endif
