@@ -58,6 +58,7 @@ struct hone_ctx {
     float *const *piece_out;         /* [piece_n] */
     float *const *piece_hidden;      /* [piece_n] or NULL: hone_batch.hidden_rows */
     float **hidden_rows;             /* [chunk] */
+    int pruned;                      /* the piece's wanted rows are already at the front (cpu_prune) */
     int64_t layer_limit;             /* > 0: run only the first layer_limit layers (self-speculation) */
 };
 
@@ -520,17 +521,39 @@ static int cpu_rope_layer(void *p, hone_act x, int64_t layer, int64_t n, int64_t
     return 0;
 }
 
-/* The wanted rows, gathered to the front of x. */
+/* The wanted rows, gathered to the front of x (already there when cpu_prune ran). */
 static int64_t cpu_gather(void *p, int64_t n)
 {
     hone_ctx *c = p;
     int64_t rows = 0, dim = c->hp.dim;
+    if (c->pruned) return n;
     hidden_out(c, n);
     for (int64_t t = 0; t < n; t++)
         if (c->piece_out[t]) {
             if (rows != t) memcpy(c->x + rows * dim, c->x + t * dim, (size_t)dim * sizeof(float));
             rows++;
         }
+    return rows;
+}
+
+/* After the last layer's attention: the rows whose logits are wanted, gathered to the front of
+ * x and att, go on alone (a prompt's other rows skip the last layer's output projection and
+ * FFN; every row is computed on its own, so the wanted rows' bits do not change). Not where a
+ * row's hidden state is wanted: hidden_out reads every row of x. */
+static int64_t cpu_prune(void *p, int64_t n)
+{
+    hone_ctx *c = p;
+    if (c->piece_hidden) return n;
+    int64_t rows = 0, dim = c->hp.dim, ad = c->hp.n_heads * c->hp.head_dim;
+    for (int64_t t = 0; t < n; t++)
+        if (c->piece_out[t]) {
+            if (rows != t) {
+                memcpy(c->x + rows * dim, c->x + t * dim, (size_t)dim * sizeof(float));
+                memcpy(c->att + rows * ad, c->att + t * ad, (size_t)ad * sizeof(float));
+            }
+            rows++;
+        }
+    c->pruned = 1;
     return rows;
 }
 
@@ -605,7 +628,7 @@ static int cpu_norm_matmul(void *p, hone_act y, int64_t layer, hone_wsel norm, h
 static const hone_layer_ops cpu_ops = {
     .embed = cpu_embed, .rmsnorm = cpu_rmsnorm, .matmul = cpu_matmul, .bias = cpu_bias,
     .rope = cpu_rope, .store_kv = cpu_store_kv, .attention = cpu_attention, .add = cpu_add,
-    .swiglu = cpu_swiglu, .gather = cpu_gather,
+    .swiglu = cpu_swiglu, .gather = cpu_gather, .prune = cpu_prune,
     .qkv = cpu_qkv, .ffn = cpu_ffn, .norm_matmul = cpu_norm_matmul,
     .scale = cpu_scale, .head_norm = cpu_head_norm, .geglu = cpu_geglu, .softcap = cpu_softcap,
     .rope_layer = cpu_rope_layer, .rope_freqs = 1, .windows = 1,
@@ -633,6 +656,7 @@ static void forward_piece(hone_ctx *c, hone_kv_seq *const *seqs, const int32_t *
     c->piece_out = out_rows;
     c->piece_hidden = hidden_rows;
     c->piece_n = n;
+    c->pruned = 0;
     if (c->layer_limit > 0) hone_layers_run_upto(c->m, &cpu_ops, c, n, c->layer_limit);
     else hone_layers_run(c->m, &cpu_ops, c, n); /* the CPU operations cannot fail */
 }

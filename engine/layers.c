@@ -57,7 +57,8 @@ int hone_layers_run_upto(const hone_model *m, const hone_layer_ops *o, void *c, 
     TRY(o->embed(c, HONE_ACT_X, n));
     if (hp->embd_scale != 0) TRY(o->scale(c, HONE_ACT_X, hp->embd_scale, n * hp->dim));
     int rope_l = needs_rope_layer(hp);
-    for (int64_t l = 0; l < n_layers && l < hp->n_layers; l++) {
+    int64_t last = (n_layers < hp->n_layers ? n_layers : hp->n_layers) - 1;
+    for (int64_t l = 0; l <= last; l++) {
         TRY(o->rmsnorm(c, HONE_ACT_H, HONE_ACT_X, l, HONE_W_ATTN_NORM, n));
         if (FUSED(qkv, l, HONE_ACT_H, n) < 0) return rc;
         if (rc == HONE_LAYERS_UNFUSED) {
@@ -81,6 +82,11 @@ int hone_layers_run_upto(const hone_model *m, const hone_layer_ops *o, void *c, 
         }
         TRY(o->store_kv(c, l, n));
         TRY(o->attention(c, l, n));
+        if (l == last && o->prune) { /* the rest of the last layer only for the rows the head reads */
+            int64_t rows = o->prune(c, n);
+            if (rows <= 0) return (int)rows;
+            n = rows;
+        }
         TRY(o->matmul(c, HONE_ACT_PROJ, l, HONE_W_O, HONE_ACT_ATT, n));
         if (hp->post_norms) TRY(o->rmsnorm(c, HONE_ACT_PROJ, HONE_ACT_PROJ, l, HONE_W_POST_ATTN_NORM, n));
         TRY(o->add(c, HONE_ACT_X, HONE_ACT_X, HONE_ACT_PROJ, n * hp->dim));

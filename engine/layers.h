@@ -78,6 +78,12 @@ typedef struct {
     /* Makes the x rows whose logits are wanted the first rows the next rmsnorm reads; returns
      * their count (0: none, the run ends) or a negative HONE_E* code. */
     int64_t (*gather)(void *ctx, int64_t n);
+    /* Optional (NULL: every row runs the whole last layer): after the last layer's attention,
+     * when no row's hidden state is wanted, makes the rows whose logits are wanted the first
+     * rows of x and att and returns their count; the rest of the layer and gather then see only
+     * them (no later operation reads the other rows, whose K and V are already stored). Returns
+     * n where it does not prune, 0 when no row is wanted (the run ends), or a negative code. */
+    int64_t (*prune)(void *ctx, int64_t n);
     /* Optional fused operations: NULL, or a return of HONE_LAYERS_UNFUSED, runs the unfused
      * sequence instead (the CUDA backend and the profiler's cost model leave them NULL). Each
      * must give bitwise what the sequence it replaces gives. */
