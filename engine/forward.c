@@ -18,6 +18,24 @@ typedef struct {
     const hone_kv_seq *seq;
 } att_run;
 
+typedef struct {
+    const hone_slot_desc *d;
+    void *fn;
+    const hone_slot_value *v;
+    int scratch_arg;        /* the SCRATCH argument (-1: none): share ith gets its own row */
+    float *scratch;         /* [nth][stride] */
+    int64_t stride;
+} slot_call;
+
+/* Independent slot calls collected for one pool job (call_batch_flush): each share runs its
+ * share of every call in turn, so the calls cost one dispatch and one barrier. */
+#define CALL_BATCH_MAX 3
+typedef struct {
+    slot_call calls[CALL_BATCH_MAX];
+    hone_slot_value v[CALL_BATCH_MAX][HONE_SLOT_MAX_ARGS];
+    int n, on;
+} call_batch;
+
 struct hone_ctx {
     const hone_model *m;
     hone_hparams hp;
@@ -27,6 +45,7 @@ struct hone_ctx {
     hone_kv_cache *kv;
     hone_ctx_slot_hook hook;
     void *hook_user;
+    call_batch batch;  /* while batch.on, run() collects calls instead of running them */
     /* activations for one chunk */
     float *x;       /* [chunk][dim] residual stream */
     float *h;       /* [chunk][dim] normalised */
@@ -64,15 +83,6 @@ struct hone_ctx {
 
 /* ---- slot dispatch: every call goes through its descriptor's generic caller ---- */
 
-typedef struct {
-    const hone_slot_desc *d;
-    void *fn;
-    const hone_slot_value *v;
-    int scratch_arg;        /* the SCRATCH argument (-1: none): share ith gets its own row */
-    float *scratch;         /* [nth][stride] */
-    int64_t stride;
-} slot_call;
-
 static void trampoline(void *arg, int ith, int nth)
 {
     const slot_call *c = arg;
@@ -105,6 +115,13 @@ static void run(hone_ctx *c, int id, const hone_slot_shape *s, hone_slot_value *
     for (int a = 0; a < d->n_args; a++)
         if (d->args[a].role == HONE_SLOT_ARG_SCRATCH) call.scratch_arg = a;
     int nth = d->nth_max_dim && s->d[0] < d->nth_max_dim ? 1 : 0;
+    if (c->batch.on && !nth && !c->hook && c->batch.n < CALL_BATCH_MAX) {
+        int i = c->batch.n++;
+        memcpy(c->batch.v[i], v, sizeof c->batch.v[i]);
+        call.v = c->batch.v[i];
+        c->batch.calls[i] = call;
+        return;
+    }
     if (!c->hook) {
         hone_pool_run(c->pool, trampoline, &call, nth);
         return;
@@ -112,6 +129,31 @@ static void run(hone_ctx *c, int id, const hone_slot_shape *s, hone_slot_value *
     uint64_t t0 = now_ns();
     hone_pool_run(c->pool, trampoline, &call, nth);
     c->hook(c->hook_user, id, now_ns() - t0, s);
+}
+
+static void batch_trampoline(void *arg, int ith, int nth)
+{
+    const call_batch *b = arg;
+    for (int i = 0; i < b->n; i++) trampoline((void *)&b->calls[i], ith, nth);
+}
+
+/* From here to call_batch_flush, run() collects the calls that would take the whole pool
+ * (calls independent of each other: their outputs are no other's input). Without a hook only:
+ * the profile times every call on its own. */
+static int call_batch_begin(hone_ctx *c)
+{
+    if (c->hook) return 0;
+    c->batch.on = 1;
+    c->batch.n = 0;
+    return 1;
+}
+
+/* The collected calls as one pool job. */
+static void call_batch_flush(hone_ctx *c)
+{
+    c->batch.on = 0;
+    if (c->batch.n) hone_pool_run(c->pool, batch_trampoline, &c->batch, 0);
+    c->batch.n = 0;
 }
 
 static hone_slot_shape shape_of(int32_t dtype)
@@ -578,7 +620,14 @@ static int cpu_qkv(void *p, int64_t layer, hone_act x, int64_t n)
     c->q = c->q0;
     c->k = c->k0;
     c->v = c->v0;
-    if (id < 0) return HONE_LAYERS_UNFUSED;
+    if (id < 0) { /* the three matmuls, as one pool job */
+        if (!call_batch_begin(c)) return HONE_LAYERS_UNFUSED;
+        op_matmul(c, c->q, wq, act(c, x), n);
+        op_matmul(c, c->k, wk, act(c, x), n);
+        op_matmul(c, c->v, wv, act(c, x), n);
+        call_batch_flush(c);
+        return 0;
+    }
     /* one row of q, k, v, concatenated: the rest of the step reads them where they lie */
     c->q = c->qkv;
     c->k = c->qkv + wq->rows;
@@ -598,7 +647,14 @@ static int cpu_ffn(void *p, hone_act out, int64_t layer, hone_act x, int64_t n)
     const hone_weight *wg = hone_layers_weight(c->m, layer, HONE_W_GATE);
     const hone_weight *wu = hone_layers_weight(c->m, layer, HONE_W_UP);
     int id = wu->dtype == wg->dtype ? fused_slot(c, HONE_SLOT_KIND_FFN, wg->dtype, n) : -1;
-    if (id < 0) return HONE_LAYERS_UNFUSED;
+    if (id < 0) { /* the gate and up matmuls as one pool job, then the swiglu */
+        if (!call_batch_begin(c)) return HONE_LAYERS_UNFUSED;
+        op_matmul(c, c->gate, wg, act(c, x), n);
+        op_matmul(c, c->up, wu, act(c, x), n);
+        call_batch_flush(c);
+        op_swiglu(c, act(c, out), c->gate, c->up, n * c->hp.ffn);
+        return 0;
+    }
     hone_slot_shape s = shape_of(wg->dtype);
     s.d[0] = wg->rows; s.d[1] = wg->cols;
     hone_slot_value v[HONE_SLOT_MAX_ARGS] = {{.p = act(c, out)}, {.cp = wg->data}, {.cp = wu->data},
