@@ -628,6 +628,37 @@ static void test_rmsnorm(void)
         }
 }
 
+/* Rows normed together (8 side by side, then one at a time) are each the row normed alone, bit
+ * for bit: rows of wide magnitudes, a zero row, rows with an infinity, a NaN, squares beyond f32's range
+ * (1e30) and subnormals, at 19 rows (two groups of 8 and 3 left over) on 1 to 3 shares. */
+static void test_rmsnorm_rows_alone(void)
+{
+    setup();
+    const int64_t n = 19, dim = 100;
+    float *x = rnd_vec(n * dim, -3, 3), *w = rnd_vec(dim, -2, 2);
+    /* magnitudes 2^-40 .. 2^40 (the double sums round; the f32 scale mostly hides their order) */
+    for (int64_t i = 0; i < n * dim; i++) x[i] = ldexpf(x[i], (int)((i * 37) % 81) - 40);
+    for (int64_t i = 0; i < dim; i++) x[2 * dim + i] = 0.0f;
+    x[4 * dim + 7] = INFINITY;
+    x[9 * dim + 50] = NAN;
+    for (int64_t i = 0; i < dim; i += 3) x[11 * dim + i] = 1e30f;
+    for (int64_t i = 0; i < dim; i++) x[17 * dim + i] = 1e-41f * (float)(i + 1);
+    float *y = xmalloc((size_t)(n * dim) * sizeof(float)), *alone = xmalloc((size_t)dim * sizeof(float));
+    hone_slot_rmsnorm_fn f = HONE_SLOTS_FN(&TAB, HONE_SLOT_RMSNORM, hone_slot_rmsnorm_fn);
+    for (int nth = 1; nth <= 3; nth++) {
+        for (int ith = 0; ith < nth; ith++) f(y, x, w, n, dim, 1e-5f, ith, nth);
+        for (int64_t r = 0; r < n; r++) {
+            f(alone, x + r * dim, w, 1, dim, 1e-5f, 0, 1);
+            CHECK_MSG(memcmp(alone, y + r * dim, (size_t)dim * sizeof(float)) == 0,
+                      "rmsnorm row %lld of 19 on %d shares differs from the row alone", (long long)r, nth);
+        }
+    }
+    free(alone);
+    free(y);
+    free(w);
+    free(x);
+}
+
 /* ---- rope --------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -1167,7 +1198,7 @@ int main(int argc, char **argv)
 {
     static const harness_case cases[] = {
         TEST_CASE(test_table_complete), TEST_CASE(test_matvec), TEST_CASE(test_matmul), TEST_CASE(test_mat_more),
-        TEST_CASE(test_embed), TEST_CASE(test_rmsnorm), TEST_CASE(test_rope), TEST_CASE(test_rope_freqs),
+        TEST_CASE(test_embed), TEST_CASE(test_rmsnorm), TEST_CASE(test_rmsnorm_rows_alone), TEST_CASE(test_rope), TEST_CASE(test_rope_freqs),
         TEST_CASE(test_attention_decode), TEST_CASE(test_attention_prefill), TEST_CASE(test_swiglu_add),
         TEST_CASE(test_fused)};
     int rc = harness_run(cases, (int)(sizeof cases / sizeof cases[0]), argc, argv);
