@@ -563,19 +563,29 @@ static int cpu_rope_layer(void *p, hone_act x, int64_t layer, int64_t n, int64_t
     return 0;
 }
 
+/* The rows whose logits are wanted moved to the front of x (and of att, with_att), in order;
+ * returns their count. */
+static int64_t wanted_to_front(hone_ctx *c, int64_t n, int with_att)
+{
+    int64_t rows = 0, dim = c->hp.dim, ad = c->hp.n_heads * c->hp.head_dim;
+    for (int64_t t = 0; t < n; t++)
+        if (c->piece_out[t]) {
+            if (rows != t) {
+                memcpy(c->x + rows * dim, c->x + t * dim, (size_t)dim * sizeof(float));
+                if (with_att) memcpy(c->att + rows * ad, c->att + t * ad, (size_t)ad * sizeof(float));
+            }
+            rows++;
+        }
+    return rows;
+}
+
 /* The wanted rows, gathered to the front of x (already there when cpu_prune ran). */
 static int64_t cpu_gather(void *p, int64_t n)
 {
     hone_ctx *c = p;
-    int64_t rows = 0, dim = c->hp.dim;
     if (c->pruned) return n;
     hidden_out(c, n);
-    for (int64_t t = 0; t < n; t++)
-        if (c->piece_out[t]) {
-            if (rows != t) memcpy(c->x + rows * dim, c->x + t * dim, (size_t)dim * sizeof(float));
-            rows++;
-        }
-    return rows;
+    return wanted_to_front(c, n, 0);
 }
 
 /* After the last layer's attention: the rows whose logits are wanted, gathered to the front of
@@ -586,17 +596,8 @@ static int64_t cpu_prune(void *p, int64_t n)
 {
     hone_ctx *c = p;
     if (c->piece_hidden) return n;
-    int64_t rows = 0, dim = c->hp.dim, ad = c->hp.n_heads * c->hp.head_dim;
-    for (int64_t t = 0; t < n; t++)
-        if (c->piece_out[t]) {
-            if (rows != t) {
-                memcpy(c->x + rows * dim, c->x + t * dim, (size_t)dim * sizeof(float));
-                memcpy(c->att + rows * ad, c->att + t * ad, (size_t)ad * sizeof(float));
-            }
-            rows++;
-        }
     c->pruned = 1;
-    return rows;
+    return wanted_to_front(c, n, 1);
 }
 
 /* ---- the fused operations: only for a one-token piece, only where the slot table holds a

@@ -1,7 +1,7 @@
 /* Forward pass: the promises that make parity testing possible — prefill in any chunk size,
  * token-by-token decode, any thread count and any set of wanted rows give bitwise-identical
- * logits — plus the
- * errors for a full context, a full KV cache and bad token ids, and SmolLM2 answering. */
+ * logits — plus the errors for a full context, a full KV cache and bad token ids, and SmolLM2
+ * answering. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,8 +25,6 @@ static char *model_path(const char *name)
     return buf;
 }
 
-/* Logits of every position of prompt, computed with the given options: chunked prefill
- * (decode_from < 0) or prefill of the first decode_from tokens then one token at a time. */
 /* A context of threads and chunk and a zeroed buffer for every position's logits; NULL when
  * the context cannot be made. */
 static float *new_run(const hone_model *m, int threads, int64_t chunk, hone_ctx **ctx)
@@ -44,6 +42,8 @@ static float *new_run(const hone_model *m, int threads, int64_t chunk, hone_ctx 
     return out;
 }
 
+/* Logits of every position of prompt, computed with the given options: chunked prefill
+ * (decode_from < 0) or prefill of the first decode_from tokens then one token at a time. */
 static float *run(const hone_model *m, int threads, int64_t chunk, int decode_from)
 {
     hone_ctx *ctx = NULL;
