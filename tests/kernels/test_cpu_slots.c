@@ -40,6 +40,8 @@
 #include <float.h>
 #include <stdint.h>
 #include <time.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "engine/dtype.h"
 #include "engine/slots.h"
@@ -1072,6 +1074,48 @@ static void ew_case(int is_add, int64_t n)
     free(a);
 }
 
+/* The staged matvec's scale gather (hone_cpu_stage_scales: a window of blocks' f16 fields per
+ * two-source permute) against hone_cpu_half of each field, for the block sizes and field counts
+ * of q4_0, q4_1, q8_0, q5_0 and q5_1 and every run length up to 60 blocks (full windows, a
+ * masked last window of each size). The run ends at a page whose next page is not readable, so
+ * a window that loaded a byte past the last block would fault. No setup(): it checks no slot. */
+static void test_stage_scales(void)
+{
+#ifdef HONE_CPU_SIMD
+    static const int fmt[][2] = {{18, 1}, {20, 2}, {34, 1}, {22, 1}, {24, 2}};
+    long pg = sysconf(_SC_PAGESIZE);
+    uint8_t *map = mmap(NULL, (size_t)(3 * pg), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(map != MAP_FAILED);
+    if (map == MAP_FAILED) return;
+    CHECK(mprotect(map + 2 * pg, (size_t)pg, PROT_NONE) == 0);
+    uint64_t st = 0x9E3779B97F4A7C15ull;
+    for (int64_t i = 0; i < 2 * pg; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        map[i] = (uint8_t)(st >> 56);
+    }
+    float sc[HONE_CPU_STAGE_MAX];
+    for (int f = 0; f < 5; f++) {
+        int bb = fmt[f][0], fields = fmt[f][1];
+        for (int64_t nblk = 1; nblk <= 60; nblk++) {
+            /* nr rows of nb blocks from row r: the run's last byte is the page's last */
+            int64_t nb = nblk % 3 == 0 ? nblk / 3 : nblk, nr = nblk / nb, r = 2;
+            const uint8_t *W = map + 2 * pg - (r + nr) * nb * bb;
+            hone_cpu_stage_scales(W, r, nr, nb * bb, nb, bb, fields, sc);
+            int bad = -1;
+            for (int64_t k = 0; k < nblk * fields && bad < 0; k++) {
+                uint16_t h;
+                memcpy(&h, W + (r * nb + k / fields) * bb + 2 * (k % fields), 2);
+                float want = hone_cpu_half(h);
+                if (memcmp(&want, &sc[k], sizeof want) != 0) bad = (int)k;
+            }
+            CHECK_MSG(bad < 0, "block %d bytes, %d fields, %lld blocks: field %d differs", bb, fields,
+                      (long long)nblk, bad);
+        }
+    }
+    munmap(map, (size_t)(3 * pg));
+#endif
+}
+
 static void test_swiglu_add(void)
 {
     setup();
@@ -1198,7 +1242,7 @@ int main(int argc, char **argv)
 {
     static const harness_case cases[] = {
         TEST_CASE(test_table_complete), TEST_CASE(test_matvec), TEST_CASE(test_matmul), TEST_CASE(test_mat_more),
-        TEST_CASE(test_embed), TEST_CASE(test_rmsnorm), TEST_CASE(test_rmsnorm_rows_alone), TEST_CASE(test_rope), TEST_CASE(test_rope_freqs),
+        TEST_CASE(test_embed), TEST_CASE(test_rmsnorm), TEST_CASE(test_rmsnorm_rows_alone), TEST_CASE(test_stage_scales), TEST_CASE(test_rope), TEST_CASE(test_rope_freqs),
         TEST_CASE(test_attention_decode), TEST_CASE(test_attention_prefill), TEST_CASE(test_swiglu_add),
         TEST_CASE(test_fused)};
     int rc = harness_run(cases, (int)(sizeof cases / sizeof cases[0]), argc, argv);
