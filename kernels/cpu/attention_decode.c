@@ -53,8 +53,11 @@ void hone_cpu_attention_decode(float *out, const float *q, const float *k_cache,
                 qr[r] = q + (h + r) * head_dim;
                 nk[r] = hone_cpu_att_seg_len(n_kv, j);
             }
+            /* the share's next item, whose first K steps this one's last V steps prefetch */
+            hone_cpu_att_next nx = {(it + 1) / nseg, (it + 1) % nseg * HONE_ATT_SEG,
+                                    it + 1 < i1 ? hone_cpu_att_seg_len(n_kv, (it + 1) % nseg) : 0};
             hone_cpu_attend_rows_seg(o, qr, nk, n, k_cache, v_cache, block_table, block_size, n_kv_heads, kvh,
-                                     head_dim, scale, scores, j * HONE_ATT_SEG, ml);
+                                     head_dim, scale, scores, j * HONE_ATT_SEG, ml, &nx);
             for (int r = 0; r < n; r++) hone_cpu_att_put_ml(o[r], head_dim, ml[r]);
         }
     }
