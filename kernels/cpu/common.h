@@ -2141,15 +2141,19 @@ typedef struct {
     const float *k[HONE_CPU_ATT_KEYS], *v[HONE_CPU_ATT_KEYS];
     int64_t j0;
     int nk;
-    const float *pf; /* a run of pf_n floats to prefetch into L1 a slice a key as the step goes, or NULL */
-    int64_t pf_n;
+    const float *pf; /* a whole step's run (16 rows of pf_row floats) to prefetch into L1 a slice a
+                      * key as the step goes, or NULL */
+    int64_t pf_row;
 } hone_cpu_att_step;
 
-/* Slice i of n of the step's spread L1 prefetch (see hone_cpu_att_tile). */
+/* Slice i of n (n divides HONE_CPU_ATT_KEYS) of the step's spread L1 prefetch (see
+ * hone_cpu_att_tile): the lines of keys i * 16 / n .. (i + 1) * 16 / n - 1 of the run. */
 static inline __attribute__((always_inline)) void hone_cpu_att_pf_slice(const hone_cpu_att_step *st, int i, int n)
 {
-    if (st->pf)
-        for (int64_t c = i * st->pf_n / n; c < (i + 1) * st->pf_n / n; c += 16) __builtin_prefetch(st->pf + c, 0, 3);
+    if (!st->pf) return;
+    int64_t len = HONE_CPU_ATT_KEYS / n * st->pf_row;
+    const float *p = st->pf + i * len;
+    for (int64_t c = 0; c < len; c += 16) __builtin_prefetch(p + c, 0, 3);
 }
 
 #ifdef HONE_CPU_SIMD
@@ -2396,9 +2400,11 @@ static inline void hone_cpu_att_copy(float *dst, const float *src, int n)
 }
 
 #ifdef HONE_CPU_SIMD
-/* sm[r] += p[r][s] for s = 0 .. 15 in key order, in double, for R (2 .. 4) rows of a wide tile
- * at once (decode's 3-row tiles measured 8% slower with it: their steps wait on memory, and
- * the transpose lengthens them): row r in lane r of one register, so the 16 adds of the 4 rows
+/* sm[r] += p[r][s] for s = 0 .. 15 in key order, in double, for R (2 .. 4) rows of a tile at
+ * once (decode's 3-row tiles first measured 8% slower with it, their steps waiting on memory;
+ * once their bookkeeping and prefetch bursts were gone, one Zen 5 thread, 30 layers at 4k keys,
+ * alternated x4: cold K/V 19.3-20.5 -> 18.6-19.4 ns a (kv head, key), hot 12.1-12.5 ->
+ * 10.7-11.0): row r in lane r of one register, so the 16 adds of the 4 rows
  * are 16 vector adds (each lane the scalar chain's adds in its order, sm first) where the
  * scalar loop issued 64 conversions, adds and tests (the same harness: 2.65-2.70 -> 2.57-2.58
  * ms).
@@ -2498,7 +2504,7 @@ hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) sm[r] = sum[r];
 #ifdef HONE_CPU_SIMD
-    int whole = kt && R > 1;
+    int whole = R > 1;
 #pragma GCC unroll 4
     for (int r = 0; r < R; r++) whole &= nr[r] == HONE_CPU_ATT_KEYS;
     if (whole)
@@ -2676,7 +2682,7 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
             int64_t ja = j0 + HONE_CPU_ATT_AHEAD * HONE_CPU_ATT_KEYS;
             int na = ja < nmax ? (nmax - ja < HONE_CPU_ATT_KEYS ? (int)(nmax - ja) : HONE_CPU_ATT_KEYS) : 0;
             const float *pf = pass == 1 ? k_cache : NULL, *pv = pass == 2 ? v_cache : NULL;
-            st.pf = NULL, st.pf_n = 0;
+            st.pf = NULL, st.pf_row = 0;
             if (HONE_CPU_ATT_PREFETCH_L1 && n_rows <= HONE_CPU_ATT_L1_ROWS) {
                 /* a whole step ahead that is one run: its lines go into L1 a slice a key (pass 1:
                  * a quarter a group of 4 keys' scores, pass 2: a sixteenth a key's V row) by the
@@ -2688,7 +2694,7 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
                                                                         kvh, head_dim)
                                                      : -1;
                 if (ra >= 0)
-                    st.pf = (pass == 1 ? k_cache : v_cache) + ra, st.pf_n = (int64_t)na * head_dim;
+                    st.pf = (pass == 1 ? k_cache : v_cache) + ra, st.pf_row = head_dim;
                 else
                     hone_cpu_att_prefetch_keys(pf, pv, k0 + ja, na, block_table, block_size, n_kv_heads, kvh, head_dim,
                                                3);
