@@ -933,7 +933,7 @@ hone_cpu_matmul_any(float *restrict Y, const void *W, const float *restrict X, i
     int few = n < HONE_CPU_MATMUL_BUF_MIN_N &&
               (n < HONE_CPU_MATMUL_BUF_MIN_N_SUBBYTE || row_bytes >= cols || cols > HONE_CPU_MATMUL_BUF_SUBBYTE_COLS);
     if (float_weights || few || 3 * cols > HONE_CPU_MATMUL_BUF) {
-        int64_t chunk = ((getenv("CK") ? atoi(getenv("CK")) : 128) * 1024) / (row_bytes > 0 ? row_bytes : 1);
+        int64_t chunk = (128 * 1024) / (row_bytes > 0 ? row_bytes : 1);
         chunk = chunk < 6 ? 6 : chunk / 6 * 6;
         for (int64_t c0 = r0; c0 < r1; c0 += chunk) {
             int64_t c1 = c0 + chunk < r1 ? c0 + chunk : r1, c2 = c1 + chunk < r1 ? c1 + chunk : r1;
