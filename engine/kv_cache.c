@@ -5,11 +5,13 @@
 #include <string.h>
 
 #include "error.h"
+#include "hugemem.h"
 
 struct hone_kv_cache {
     int64_t n_layers, row;        /* row = n_kv_heads * head_dim floats per token */
     int64_t block_size, n_blocks;
     float *k, *v;                 /* [n_layers][n_blocks][n_kv_heads][block_size][head_dim] */
+    hone_huge_map k_map, v_map;   /* their huge-page mappings (base NULL: k, v are malloc'd) */
     int32_t *free_list;           /* [n_blocks] */
     int64_t n_free;
     int32_t *refs;                /* [n_blocks] */
@@ -34,8 +36,16 @@ int hone_kv_cache_new(hone_kv_cache **out, int64_t n_layers, int64_t n_kv_heads,
     kv->block_size = block_size;
     kv->n_blocks = n_blocks;
     size_t floats = (size_t)(n_layers * n_blocks * block_size * kv->row);
-    kv->k = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
-    kv->v = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+    /* in huge pages where they are on (HONE_HUGEPAGES, engine/hugemem.h): a decode step at
+     * long context reads a 4 KiB run of each kv head's paging block, a new page every run, so
+     * 4 KiB pages cost a TLB miss a run (SmolLM2 q4_0 at 4k keys, 2 threads, `hone profile`,
+     * 8 alternated pairs: attention_decode 254-286 -> 246-263 ms, 164-171 when the neighbours
+     * left the memory free) */
+    size_t bytes = (floats * sizeof(float) + 63) / 64 * 64;
+    kv->k = hone_huge_alloc(bytes, &kv->k_map);
+    kv->v = hone_huge_alloc(bytes, &kv->v_map);
+    if (!kv->k) kv->k = aligned_alloc(64, bytes);
+    if (!kv->v) kv->v = aligned_alloc(64, bytes);
     kv->free_list = malloc((size_t)n_blocks * sizeof(int32_t));
     kv->refs = calloc((size_t)n_blocks, sizeof(int32_t));
     if (!kv->k || !kv->v || !kv->free_list || !kv->refs) {
@@ -60,8 +70,10 @@ int hone_kv_cache_new(hone_kv_cache **out, int64_t n_layers, int64_t n_kv_heads,
 void hone_kv_cache_free(hone_kv_cache *kv)
 {
     if (!kv) return;
-    free(kv->k);
-    free(kv->v);
+    if (kv->k_map.base) hone_huge_free(&kv->k_map);
+    else free(kv->k);
+    if (kv->v_map.base) hone_huge_free(&kv->v_map);
+    else free(kv->v);
     free(kv->free_list);
     free(kv->refs);
     free(kv);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "hugemem.h"
 
 struct hone_model {
     hone_gguf *g;
@@ -20,8 +21,7 @@ struct hone_model {
     char name[128];
     pthread_mutex_t lock;   /* guards the move into resident memory */
     int resident_done;
-    void *arena;            /* the tensor data in anonymous huge pages, or NULL */
-    size_t arena_len;
+    hone_huge_map arena;    /* the tensor data in anonymous huge pages (base NULL: none) */
 };
 
 /* The weights of one layer, for walks over all of them. */
@@ -297,7 +297,7 @@ done:
 void hone_model_free(hone_model *m)
 {
     if (!m) return;
-    if (m->arena) munmap(m->arena, m->arena_len);
+    hone_huge_free(&m->arena);
     pthread_mutex_destroy(&m->lock);
     hone_gguf_free(m->g);
     free(m->layers);
@@ -329,17 +329,6 @@ int64_t hone_model_weight_bytes(const hone_model *m)
     return b;
 }
 
-/* Whether the kernel backs madvise(MADV_HUGEPAGE) regions with transparent huge pages. */
-static int thp_available(void)
-{
-    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
-    char buf[128] = "";
-    if (!f) return 0;
-    int ok = fgets(buf, sizeof buf, f) && !strstr(buf, "[never]");
-    fclose(f);
-    return ok;
-}
-
 /* MemAvailable of /proc/meminfo in bytes (the page cache counts as available), or -1. */
 static int64_t mem_available(void)
 {
@@ -365,8 +354,7 @@ const char *hone_model_make_resident(const hone_model *cm)
     pthread_mutex_lock(&m->lock);
     if (m->resident_done) goto done;
     m->resident_done = 1;
-    const char *env = getenv("HONE_HUGEPAGES");
-    if ((env && !strcmp(env, "0")) || !thp_available()) goto done;
+    if (!hone_huge_enabled()) goto done;
     const uint8_t *lo = NULL, *hi = NULL;
     for (int64_t i = 0; i < hone_gguf_n_tensors(m->g); i++) {
         const hone_gguf_tensor *t = hone_gguf_tensor_at(m->g, i);
@@ -374,19 +362,17 @@ const char *hone_model_make_resident(const hone_model *cm)
         if (!lo || p < lo) lo = p;
         if (!hi || p + t->nbytes > hi) hi = p + t->nbytes;
     }
-    const size_t huge = (size_t)2 << 20;
-    size_t n = (size_t)(hi - lo), len = (n + huge - 1) / huge * huge + huge;
-    if (!lo || n < huge) goto done; /* too small to matter */
+    size_t n = (size_t)(hi - lo);
+    if (!lo || n < HONE_HUGE_PAGE) goto done; /* too small to matter */
     /* the copy must fit beside everything else with room to spare: the file's own pages are
      * reclaimable page cache, the copy is not */
     int64_t avail = mem_available();
     if (avail >= 0 && (int64_t)n > avail / 2) goto done;
-    uint8_t *a = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (a == MAP_FAILED) goto done; /* the file mapping serves as before */
-    uint8_t *to = (uint8_t *)(((uintptr_t)a + huge - 1) & ~(uintptr_t)(huge - 1));
-    madvise(to, n, MADV_HUGEPAGE);
+    hone_huge_map map;
+    uint8_t *to = hone_huge_alloc(n, &map);
+    if (!to) goto done; /* the file mapping serves as before */
     memcpy(to, lo, n);
-    mprotect(a, len, PROT_READ);
+    mprotect(map.base, map.len, PROT_READ);
     rebase(&m->tok_embd, lo, hi, to);
     rebase(&m->output_norm, lo, hi, to);
     rebase(&m->output, lo, hi, to);
@@ -400,8 +386,7 @@ const char *hone_model_make_resident(const hone_model *cm)
     long pg = sysconf(_SC_PAGESIZE);
     uintptr_t p0 = ((uintptr_t)lo + (uintptr_t)pg - 1) & ~(uintptr_t)(pg - 1), p1 = (uintptr_t)hi & ~(uintptr_t)(pg - 1);
     if (p1 > p0) madvise((void *)p0, p1 - p0, MADV_DONTNEED);
-    m->arena = a;
-    m->arena_len = len;
+    m->arena = map;
 done:
     pthread_mutex_unlock(&m->lock);
     return hone_model_weight_memory(m);
@@ -410,7 +395,7 @@ done:
 const char *hone_model_weight_memory(const hone_model *m)
 {
     pthread_mutex_lock(&((hone_model *)m)->lock);
-    const char *where = m->arena ? "anonymous huge pages" : "file mapping";
+    const char *where = m->arena.base ? "anonymous huge pages" : "file mapping";
     pthread_mutex_unlock(&((hone_model *)m)->lock);
     return where;
 }

@@ -2,11 +2,14 @@
  * release, truncate, share and the reference counts behind them; a pool resident from the
  * start; and the forward pass's multi-sequence reserve, whose failure must leave every
  * sequence and the free count exactly as they were (the rollback in hone_ctx_forward_batch). */
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/error.h"
 #include "engine/forward.h"
+#include "engine/hugemem.h"
 #include "engine/kv_cache.h"
 #include "engine/model.h"
 #include "harness.h"
@@ -194,6 +197,58 @@ static void test_pool_resident(void)
     hone_kv_cache_free(kv);
 }
 
+/* The THPeligible flag of the mapping holding p in /proc/self/smaps (1: the kernel may back it
+ * with huge pages), or -1 when it cannot be read. */
+static int thp_eligible(const void *p)
+{
+    char line[512];
+    int in = 0, v = -1;
+    FILE *f = fopen("/proc/self/smaps", "r");
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+            in = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (in && strncmp(line, "THPeligible:", 12) == 0)
+            v = atoi(line + 12), in = 0;
+    }
+    if (f) fclose(f);
+    return v;
+}
+
+/* The pool in huge pages where they are on (engine/hugemem.h): K and V start on a 2 MiB
+ * boundary of a mapping the kernel may back with huge pages, zeroed, and free unmaps them;
+ * HONE_HUGEPAGES=0 and a request under 2 MiB get no mapping (the caller's malloc serves). */
+static void test_pool_huge_pages(void)
+{
+    hone_huge_map m;
+    CHECK(hone_huge_alloc(HONE_HUGE_PAGE - 64, &m) == NULL && m.base == NULL);
+    setenv("HONE_HUGEPAGES", "0", 1);
+    CHECK(!hone_huge_enabled());
+    CHECK(hone_huge_alloc(8 * HONE_HUGE_PAGE, &m) == NULL && m.base == NULL);
+    hone_kv_cache *kv = NULL;
+    CHECK_EQ_INT(hone_kv_cache_new(&kv, 2, 1, 1024, 16, 256), 0); /* 2 x 16 MiB of K, of V */
+    if (kv) CHECK(hone_kv_cache_k(kv, 1)[16 * 1024 * 255] == 0.0f && hone_kv_cache_v(kv, 1)[0] == 0.0f);
+    hone_kv_cache_free(kv);
+    unsetenv("HONE_HUGEPAGES");
+    if (!hone_huge_enabled()) {
+        fprintf(stderr, "(transparent huge pages are off here: the huge-page pool is not checked)\n");
+        return;
+    }
+    kv = NULL;
+    CHECK_EQ_INT(hone_kv_cache_new(&kv, 2, 1, 1024, 16, 256), 0);
+    if (!kv) return;
+    float *k = hone_kv_cache_k(kv, 0), *v = hone_kv_cache_v(kv, 0);
+    CHECK((uintptr_t)k % HONE_HUGE_PAGE == 0 && (uintptr_t)v % HONE_HUGE_PAGE == 0);
+    CHECK_EQ_INT(thp_eligible(k), 1);
+    CHECK_EQ_INT(thp_eligible(v), 1);
+    float *k1 = hone_kv_cache_k(kv, 1), *v1 = hone_kv_cache_v(kv, 1);
+    CHECK(k1[16 * 1024 * 255 + 1023] == 0.0f && v1[16 * 1024 * 255 + 1023] == 0.0f);
+    k1[16 * 1024 * 255 + 1023] = 1.5f, v1[0] = -2.0f;
+    CHECK(k1[16 * 1024 * 255 + 1023] == 1.5f && v1[0] == -2.0f);
+    hone_kv_cache_free(kv);
+    CHECK(thp_eligible(k) == -1); /* unmapped */
+}
+
 /* A batch of two sequences whose second cannot get its blocks: the first one's reserve had
  * succeeded, and the rollback must give its new block back. Without the rollback in
  * hone_ctx_forward_batch, a has 2 blocks and the pool one block fewer afterwards. */
@@ -259,4 +314,4 @@ static void test_batch_reserve_rollback(void)
 }
 
 TEST_MAIN(TEST_CASE(test_reserve_release), TEST_CASE(test_truncate), TEST_CASE(test_share_refcounts),
-          TEST_CASE(test_pool_resident), TEST_CASE(test_batch_reserve_rollback))
+          TEST_CASE(test_pool_resident), TEST_CASE(test_pool_huge_pages), TEST_CASE(test_batch_reserve_rollback))
