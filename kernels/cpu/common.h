@@ -702,22 +702,24 @@ typedef void (*hone_cpu_deqs_fn)(const uint8_t *row, int64_t blk, const float *s
 #define HONE_CPU_KSPLIT_ROWS 96 /* the most rows of a chunk whose pieces are carried */
 
 /* The f16 scale fields (fields words at the start of each block) of the nblk consecutive blocks at
- * p, copied in block order to h, as many blocks at a time as one 128-byte window (64 words)
- * holds: the window's two vectors and one two-source word permute gather their fields (q4_0's
- * 18-byte blocks: 8 blocks a window, q4_1's 20: 7, q8_0's 34: 4). The last window loads only the
- * words up to its last field (masked), so nothing past the blocks is read. Each window stores 16
- * words, so h needs 16 words of room past the last field. */
+ * p, converted to f32 in block order into sc, as many blocks at a time as one 128-byte window (64
+ * words) holds: the window's two vectors and one two-source word permute gather their fields
+ * (q4_0's 18-byte blocks: 8 blocks a window, q4_1's 20: 7, q8_0's 34: 4), which are converted
+ * together (F16C, as hone_cpu_half: the same values) and stored under a mask. The last window
+ * loads only the words up to its last field (masked), so nothing past the blocks is read. */
 static inline __attribute__((always_inline)) void hone_cpu_stage_fields(const uint8_t *p, int64_t nblk,
                                                                         int64_t block_bytes, int fields,
-                                                                        uint16_t *h)
+                                                                        float *restrict sc)
 {
     int sw = (int)(block_bytes / 2), k = (64 - fields) / sw + 1;
     if (k * fields > 16) k = 16 / fields;
     uint16_t ix[32] __attribute__((aligned(64))) = {0};
     for (int i = 0; i < k * fields; i++) ix[i] = (uint16_t)((i / fields) * sw + i % fields);
     __m512i idx = _mm512_load_si512((const void *)ix);
-    for (int64_t b = 0; b < nblk; b += k, p += k * block_bytes, h += k * fields) {
+    __mmask16 full = (__mmask16)((1u << (k * fields)) - 1);
+    for (int64_t b = 0; b < nblk; b += k, p += k * block_bytes, sc += k * fields) {
         __m512i a, c;
+        __mmask16 st = full;
         if (nblk - b > k || (nblk - b == k && k * block_bytes >= 128)) {
             a = _mm512_loadu_si512((const void *)p);
             c = _mm512_loadu_si512((const void *)(p + 64));
@@ -726,30 +728,25 @@ static inline __attribute__((always_inline)) void hone_cpu_stage_fields(const ui
             __mmask64 m = last >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << last) - 1);
             a = _mm512_maskz_loadu_epi16((__mmask32)m, p);
             c = _mm512_maskz_loadu_epi16((__mmask32)(m >> 32), p + 64);
+            st = (__mmask16)((1u << ((nblk - b) * fields)) - 1);
         }
-        _mm256_storeu_si256((__m256i *)h, _mm512_castsi512_si256(_mm512_permutex2var_epi16(a, idx, c)));
+        __m256i h = _mm512_castsi512_si256(_mm512_permutex2var_epi16(a, idx, c));
+        _mm512_mask_storeu_ps(sc, st, _mm512_cvtph_ps(h));
     }
 }
 
 /* The f16 scale fields (fields = 1: d at offset 0; 2: d and m at offsets 0 and 2) of every block
- * of rows r .. r + nr - 1, converted to f32 into sc (fields per block, in block order). The
- * fields are gathered a window of blocks at a time (hone_cpu_stage_fields; the rows' blocks are
- * one run, as the rows are whole blocks), then converted 16 at a time: the
- * same conversion (F16C) as hone_cpu_half, so the same values. The scalar copy it replaced (a
- * load and a store a field, which gcc turned into word inserts) was 22% of a q4_0 matvec's
+ * of rows r .. r + nr - 1, converted to f32 into sc (fields per block, in block order): the rows'
+ * blocks are one run, as the rows are whole blocks (engine/dtype.h), gathered and converted a
+ * window at a time (hone_cpu_stage_fields). The scalar copy it replaced (a load and a store a
+ * field, which gcc turned into word inserts, then a conversion pass) was 22% of a q4_0 matvec's
  * cycles on SmolLM2's 576-long rows (Zen 5). */
 static inline __attribute__((always_inline)) void
 hone_cpu_stage_scales(const uint8_t *W, int64_t r, int64_t nr, int64_t row_bytes, int64_t nb,
                       int64_t block_bytes, int fields, float *restrict sc)
 {
-    uint16_t h[HONE_CPU_STAGE_MAX + 16] __attribute__((aligned(64)));
-    int64_t n = nr * nb * fields;
-    (void)row_bytes; /* nb * block_bytes: a block format's rows are whole blocks (engine/dtype.h) */
-    hone_cpu_stage_fields(W + r * nb * block_bytes, nr * nb, block_bytes, fields, h);
-    for (int64_t k = 0; k < n; k += 16) {
-        __mmask16 m = n - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - k)) - 1);
-        _mm512_mask_storeu_ps(sc + k, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, h + k)));
-    }
+    (void)row_bytes; /* nb * block_bytes */
+    hone_cpu_stage_fields(W + r * nb * block_bytes, nr * nb, block_bytes, fields, sc);
 }
 
 /* R weight rows against a full tile of T tokens: each block of each row is dequantised once
