@@ -742,10 +742,9 @@ static inline __attribute__((always_inline)) void hone_cpu_stage_fields(const ui
  * field, which gcc turned into word inserts, then a conversion pass) was 22% of a q4_0 matvec's
  * cycles on SmolLM2's 576-long rows (Zen 5). */
 static inline __attribute__((always_inline)) void
-hone_cpu_stage_scales(const uint8_t *W, int64_t r, int64_t nr, int64_t row_bytes, int64_t nb,
-                      int64_t block_bytes, int fields, float *restrict sc)
+hone_cpu_stage_scales(const uint8_t *W, int64_t r, int64_t nr, int64_t nb, int64_t block_bytes, int fields,
+                      float *restrict sc)
 {
-    (void)row_bytes; /* nb * block_bytes */
     hone_cpu_stage_fields(W + r * nb * block_bytes, nr * nb, block_bytes, fields, sc);
 }
 
@@ -835,7 +834,7 @@ hone_cpu_stage_scales(const uint8_t *W, int64_t r, int64_t nr, int64_t row_bytes
                 for (int64_t r = c0; r < cr; r += (R)) {                                       \
                     for (int64_t k = 0; k < pf_lines && pf < pf_end; k++, pf += 64)            \
                         _mm_prefetch(pf, _MM_HINT_T1);                                         \
-                    if (STG) hone_cpu_stage_scales((const uint8_t *)W, r, R, row_bytes, nb, block_bytes, fields, sc); \
+                    if (STG) hone_cpu_stage_scales((const uint8_t *)W, r, R, nb, block_bytes, fields, sc); \
                     HONE_CPU_MATMUL_RXT_S(R, 8, STG);                                          \
                 }                                                                              \
                 if (kb1 >= nb) break;                                                          \
@@ -1139,10 +1138,10 @@ hone_cpu_matvec_staged_r(const int R, float *restrict y, const void *W, const fl
     const uint8_t *w8 = (const uint8_t *)W, *end = w8 + r1 * row_bytes;
     float sc[2][HONE_CPU_STAGE_MAX] __attribute__((aligned(64)));
     int cur = 0;
-    if (r0 < r1) hone_cpu_stage_scales(w8, r0, r1 - r0 < R ? r1 - r0 : R, row_bytes, nb, block_bytes, fields, sc[0]);
+    if (r0 < r1) hone_cpu_stage_scales(w8, r0, r1 - r0 < R ? r1 - r0 : R, nb, block_bytes, fields, sc[0]);
     for (int64_t r = r0; r < r1; cur ^= 1) {
         int64_t n = r1 - r < R ? r1 - r : R, rn = r + n, nn = r1 - rn < R ? r1 - rn : R;
-        if (nn > 0) hone_cpu_stage_scales(w8, rn, nn, row_bytes, nb, block_bytes, fields, sc[cur ^ 1]);
+        if (nn > 0) hone_cpu_stage_scales(w8, rn, nn, nb, block_bytes, fields, sc[cur ^ 1]);
         const float *s = sc[cur];
         const uint8_t *rw = w8 + r * row_bytes;
         if (n == R)
@@ -2565,13 +2564,30 @@ hone_cpu_att_group(const int NV, const int R, int pass, float *const *out, const
 /* The cache offsets (in floats) of kv head kvh's rows for keys j0 .. j0 + n - 1: one division
  * for the step, then a key's row a stride on from the last, and the block table read again only
  * where the step enters the next paging block (a division per key cost ~15% of the step). */
+/* Key j's paging block (its index in the block table) and slot: by a shift where block_size is
+ * a power of two (a 64-bit division cost ~40 cycles, and a decode step took three). */
+static inline void hone_cpu_att_block_slot(int64_t j, int64_t block_size, int64_t *b, int64_t *slot)
+{
+    if ((block_size & (block_size - 1)) == 0) {
+        int sh = __builtin_ctzll((unsigned long long)block_size);
+        *b = j >> sh, *slot = j & (block_size - 1);
+    } else {
+        *b = j / block_size, *slot = j - *b * block_size;
+    }
+}
+
 static inline void hone_cpu_att_offsets(int64_t *off, int64_t j0, int n, const int32_t *block_table,
                                         int64_t block_size, int64_t n_kv_heads, int64_t kvh,
                                         int64_t head_dim)
 {
     if (n <= 0) return;
-    int64_t b = j0 / block_size, slot = j0 - b * block_size;
+    int64_t b, slot;
+    hone_cpu_att_block_slot(j0, block_size, &b, &slot);
     int64_t o = hone_kv_block_offset(block_table[b], block_size, n_kv_heads, kvh, head_dim) + slot * head_dim;
+    if (slot + n <= block_size) { /* one run (every step at block size 16 from an aligned start) */
+        for (int s = 0; s < n; s++) off[s] = o + s * head_dim;
+        return;
+    }
     for (int s = 0; s < n; s++) {
         off[s] = o;
         o += head_dim;
@@ -2592,19 +2608,12 @@ static inline void hone_cpu_att_offsets(int64_t *off, int64_t j0, int n, const i
     } while (0)
 
 /* Keys j .. j + n - 1 of kv head kvh as one run: the offset of key j's row when all n lie in one
- * paging block (a kv head's rows of a block are contiguous, engine/kv_layout.h), else -1. The
- * block and slot by a shift where block_size is a power of two (a 64-bit division cost ~40
- * cycles a call, three calls a step). */
+ * paging block (a kv head's rows of a block are contiguous, engine/kv_layout.h), else -1. */
 static inline int64_t hone_cpu_att_run(int64_t j, int n, const int32_t *block_table, int64_t block_size,
                                        int64_t n_kv_heads, int64_t kvh, int64_t head_dim)
 {
     int64_t b, slot;
-    if ((block_size & (block_size - 1)) == 0) {
-        int sh = __builtin_ctzll((unsigned long long)block_size);
-        b = j >> sh, slot = j & (block_size - 1);
-    } else {
-        b = j / block_size, slot = j - b * block_size;
-    }
+    hone_cpu_att_block_slot(j, block_size, &b, &slot);
     if (slot + n > block_size) return -1;
     return hone_kv_block_offset(block_table[b], block_size, n_kv_heads, kvh, head_dim) + slot * head_dim;
 }
@@ -2655,11 +2664,7 @@ hone_cpu_att_tile(const int NV, const int R, float *const *out, const float *con
             st.j0 = j0;
             st.nk = nmax - j0 < HONE_CPU_ATT_KEYS ? (int)(nmax - j0) : HONE_CPU_ATT_KEYS;
             int64_t off[HONE_CPU_ATT_KEYS];
-            int64_t run = hone_cpu_att_run(k0 + j0, st.nk, block_table, block_size, n_kv_heads, kvh, head_dim);
-            if (run >= 0)
-                for (int s = 0; s < st.nk; s++) off[s] = run + s * head_dim;
-            else
-                hone_cpu_att_offsets(off, k0 + j0, st.nk, block_table, block_size, n_kv_heads, kvh, head_dim);
+            hone_cpu_att_offsets(off, k0 + j0, st.nk, block_table, block_size, n_kv_heads, kvh, head_dim);
             st.k[0] = k_cache, st.v[0] = v_cache; /* (nk >= 1: set again below) */
             for (int s = 0; s < st.nk; s++) {
                 st.k[s] = k_cache + off[s];

@@ -1100,7 +1100,7 @@ static void test_stage_scales(void)
             /* nr rows of nb blocks from row r: the run's last byte is the page's last */
             int64_t nb = nblk % 3 == 0 ? nblk / 3 : nblk, nr = nblk / nb, r = 2;
             const uint8_t *W = map + 2 * pg - (r + nr) * nb * bb;
-            hone_cpu_stage_scales(W, r, nr, nb * bb, nb, bb, fields, sc);
+            hone_cpu_stage_scales(W, r, nr, nb, bb, fields, sc);
             int bad = -1;
             for (int64_t k = 0; k < nblk * fields && bad < 0; k++) {
                 uint16_t h;
